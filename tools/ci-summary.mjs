@@ -1,0 +1,61 @@
+#!/usr/bin/env node
+// Adds up the `.jest-results.json` every package's test run leaves behind and
+// the CI steps recorded in the file given as argument (`<name> ok|failed`
+// per line; `npm test` itself is covered by the jest counts), then prints one
+// line: `N passed, N failed`. A package with tests but no results file
+// counts as a failure. Exits 1 when anything failed.
+import { existsSync, readFileSync, readdirSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+let passed = 0;
+let failed = 0;
+const problems = [];
+
+for (const name of readdirSync(join(root, 'packages')).sort()) {
+  const pkgFile = join(root, 'packages', name, 'package.json');
+  if (!existsSync(pkgFile)) continue;
+  const pkg = JSON.parse(readFileSync(pkgFile, 'utf8'));
+  if (!pkg.scripts?.test) continue;
+  const resultFile = join(root, 'packages', name, '.jest-results.json');
+  if (!existsSync(resultFile)) {
+    failed += 1;
+    problems.push(`${name}: no test results (the test run did not finish)`);
+    continue;
+  }
+  const r = JSON.parse(readFileSync(resultFile, 'utf8'));
+  passed += r.passed;
+  failed += r.failed;
+  // A suite that failed to load, or an interrupted run, has no failed test
+  // but is a failure.
+  const broken = Math.max(r.suitesBroken, r.failed === 0 ? r.suitesFailed : 0, r.interrupted ? 1 : 0);
+  failed += broken;
+  if (r.failed || broken) problems.push(`${name}: ${r.failed} tests failed, ${broken} suites failed to run`);
+}
+
+const stepsFile = process.argv[2];
+if (stepsFile && existsSync(stepsFile)) {
+  for (const line of readFileSync(stepsFile, 'utf8').split('\n').filter(Boolean)) {
+    const ok = line.endsWith(' ok');
+    const step = line.replace(/ (ok|failed)$/, '');
+    if (step === 'npm test') {
+      // Counted through the packages' results; a failure with no failing
+      // test (a build error, say) still has to show.
+      if (!ok && failed === 0) {
+        failed += 1;
+        problems.push('npm test failed before any test failed (build or typecheck)');
+      }
+      continue;
+    }
+    if (ok) passed += 1;
+    else {
+      failed += 1;
+      problems.push(`${step} failed`);
+    }
+  }
+}
+
+for (const p of problems) console.log(`- ${p}`);
+console.log(`${passed} passed, ${failed} failed`);
+process.exit(failed > 0 ? 1 : 0);

@@ -1,0 +1,30 @@
+// Shared jest settings for every package: TypeScript through SWC into
+// CommonJS (packages are ESM, jest's module system is CJS), `.js` import
+// suffixes mapped back to the TypeScript sources, and workspace packages
+// resolved to their sources so tests never run against a stale build.
+const path = require('node:path');
+
+const packagesDir = path.resolve(__dirname, '../../packages');
+
+module.exports = {
+  testEnvironment: 'node',
+  roots: ['<rootDir>/test'],
+  testMatch: ['**/*.test.ts'],
+  transform: {
+    '^.+\\.(t|j|mj)s$': [
+      '@swc/jest',
+      {
+        jsc: { parser: { syntax: 'typescript' }, target: 'es2022' },
+        module: { type: 'commonjs' },
+      },
+    ],
+  },
+  moduleFileExtensions: ['ts', 'js', 'mjs', 'cjs', 'json', 'node'],
+  moduleNameMapper: {
+    '^@paddock/([a-z-]+)$': `${packagesDir}/$1/src/index.ts`,
+    '^(\\.{1,2}/.*)\\.js$': '$1',
+  },
+  // Each package leaves a small JSON summary; tools/ci-summary.mjs adds them up.
+  reporters: ['default', path.join(__dirname, 'summary-reporter.cjs')],
+  testTimeout: 30000,
+};
