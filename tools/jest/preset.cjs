@@ -1,5 +1,6 @@
-// Shared jest settings for every package: TypeScript through SWC into
-// CommonJS (packages are ESM, jest's module system is CJS), `.js` import
+// Shared jest settings for every package: TypeScript through SWC, run as
+// native ES modules (packages are ESM and use `import.meta`; jest needs
+// `--experimental-vm-modules`, which tools/jest/run.mjs passes), `.js` import
 // suffixes mapped back to the TypeScript sources, and workspace packages
 // resolved to their sources so tests never run against a stale build.
 const path = require('node:path');
@@ -10,12 +11,13 @@ module.exports = {
   testEnvironment: 'node',
   roots: ['<rootDir>/test'],
   testMatch: ['**/*.test.ts'],
+  extensionsToTreatAsEsm: ['.ts'],
   transform: {
     '^.+\\.(t|j|mj)s$': [
       '@swc/jest',
       {
         jsc: { parser: { syntax: 'typescript' }, target: 'es2022' },
-        module: { type: 'commonjs' },
+        module: { type: 'es6' },
       },
     ],
   },

@@ -5,7 +5,7 @@ import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:f
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 
-const repoRoot = resolve(__dirname, '../../..');
+const repoRoot = resolve(import.meta.dirname, '../../..');
 const buf = join(repoRoot, 'node_modules/.bin/buf');
 
 function run(cmd: string, args: string[]) {
