@@ -5,7 +5,8 @@
 // resolved to their sources so tests never run against a stale build.
 const path = require('node:path');
 
-const packagesDir = path.resolve(__dirname, '../../packages');
+const repoRoot = path.resolve(__dirname, '../..');
+const packagesDir = path.join(repoRoot, 'packages');
 
 module.exports = {
   testEnvironment: 'node',
@@ -25,6 +26,9 @@ module.exports = {
   moduleNameMapper: {
     '^@paddock/([a-z-]+)$': `${packagesDir}/$1/src/index.ts`,
     '^(\\.{1,2}/.*)\\.js$': '$1',
+    // The official e2b SDK has no `exports` map, so jest would load its
+    // CommonJS build, which requires ESM-only dependencies; use its ESM build.
+    '^e2b$': path.join(repoRoot, 'node_modules/e2b/dist/index.mjs'),
   },
   // Each package leaves a small JSON summary; tools/ci-summary.mjs adds them up.
   reporters: ['default', path.join(__dirname, 'summary-reporter.cjs')],

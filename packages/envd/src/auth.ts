@@ -1,0 +1,56 @@
+// Access control of envd: the access token in `X-Access-Token`, signed
+// `/files` URLs, and the acting user chosen with a Basic header.
+import { createHash, timingSafeEqual } from 'node:crypto';
+
+/** Compares secrets in constant time, whatever their lengths. */
+export function secretsEqual(given: string | undefined | null, expected: string): boolean {
+  if (typeof given !== 'string') return false;
+  const a = createHash('sha256').update(given).digest();
+  const b = createHash('sha256').update(expected).digest();
+  return timingSafeEqual(a, b);
+}
+
+export type FileOperation = 'read' | 'write';
+
+/**
+ * The signature of a `/files` URL: "v1_" + base64(sha256(
+ * "{path}:{op}:{user}:{token}[:{expiration}]")) without `=` padding.
+ */
+export function fileSignature(path: string, op: FileOperation, user: string, token: string, expiration?: number): string {
+  const raw = `${path}:${op}:${user}:${token}${expiration === undefined ? '' : `:${expiration}`}`;
+  return 'v1_' + createHash('sha256').update(raw).digest('base64').replace(/=+$/, '');
+}
+
+export type SignatureCheck = { ok: true } | { ok: false; reason: string };
+
+export function checkFileSignature(
+  params: URLSearchParams,
+  op: FileOperation,
+  token: string,
+  nowSeconds = Math.floor(Date.now() / 1000),
+): SignatureCheck {
+  const signature = params.get('signature');
+  if (!signature) return { ok: false, reason: 'missing access token or signature' };
+  const rawExpiration = params.get('signature_expiration');
+  let expiration: number | undefined;
+  if (rawExpiration !== null && rawExpiration !== '') {
+    expiration = Number(rawExpiration);
+    if (!Number.isSafeInteger(expiration)) {
+      return { ok: false, reason: `signature_expiration '${rawExpiration}' is not a unix time in seconds` };
+    }
+  }
+  const expected = fileSignature(params.get('path') ?? '', op, params.get('username') ?? '', token, expiration);
+  if (!secretsEqual(signature, expected)) return { ok: false, reason: 'invalid signature' };
+  if (expiration !== undefined && expiration < nowSeconds) return { ok: false, reason: 'signature is already expired' };
+  return { ok: true };
+}
+
+/** The user named by `Authorization: Basic base64("{user}:")`, if any. */
+export function basicAuthUser(header: string | null | undefined): string | undefined {
+  if (!header) return undefined;
+  const m = /^Basic\s+([A-Za-z0-9+/=_-]+)\s*$/i.exec(header);
+  if (!m) return undefined;
+  const decoded = Buffer.from(m[1]!, 'base64').toString('utf8');
+  const name = decoded.includes(':') ? decoded.slice(0, decoded.indexOf(':')) : decoded;
+  return name || undefined;
+}

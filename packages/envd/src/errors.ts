@@ -1,0 +1,69 @@
+// One place that turns failures into what clients see: Connect errors for
+// the RPC services, `{code, message}` bodies for the HTTP routes. Messages
+// name the path or process that failed.
+import { Code, ConnectError } from '@connectrpc/connect';
+
+/** An error answered on the HTTP routes as `{code, message}` with this status. */
+export class HttpError extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+interface ErrnoLike {
+  code?: unknown;
+  message?: unknown;
+}
+
+function errnoOf(err: unknown): string | undefined {
+  const code = (err as ErrnoLike | null)?.code;
+  return typeof code === 'string' ? code : undefined;
+}
+
+/** Describes a failed filesystem call on `path` in words a user can act on. */
+export function describeFsError(err: unknown, path: string): { code: Code; status: number; message: string } {
+  switch (errnoOf(err)) {
+    case 'ENOENT':
+      return { code: Code.NotFound, status: 404, message: `path '${path}' does not exist` };
+    case 'EEXIST':
+      return { code: Code.AlreadyExists, status: 409, message: `path '${path}' already exists` };
+    case 'EISDIR':
+      return { code: Code.InvalidArgument, status: 400, message: `path '${path}' is a directory` };
+    case 'ENOTDIR':
+      return { code: Code.InvalidArgument, status: 400, message: `path '${path}': a component of it is not a directory` };
+    case 'EACCES':
+    case 'EPERM':
+    case 'EROFS':
+      return { code: Code.PermissionDenied, status: 403, message: `permission denied on '${path}'` };
+    case 'ENOSPC':
+    case 'EDQUOT':
+      return { code: Code.ResourceExhausted, status: 507, message: `no space left on device writing '${path}'` };
+    case 'ENAMETOOLONG':
+      return { code: Code.InvalidArgument, status: 400, message: `path '${path}' is too long` };
+    case 'ELOOP':
+      return { code: Code.InvalidArgument, status: 400, message: `path '${path}' has too many levels of symbolic links` };
+    case 'EXDEV':
+      return { code: Code.InvalidArgument, status: 400, message: `cannot move '${path}' across filesystems` };
+    case 'ENOTEMPTY':
+      return { code: Code.FailedPrecondition, status: 409, message: `directory '${path}' is not empty` };
+    default: {
+      const message = (err as ErrnoLike | null)?.message;
+      return { code: Code.Internal, status: 500, message: `'${path}': ${typeof message === 'string' ? message : String(err)}` };
+    }
+  }
+}
+
+export function fsConnectError(err: unknown, path: string): ConnectError {
+  if (err instanceof ConnectError) return err;
+  const d = describeFsError(err, path);
+  return new ConnectError(d.message, d.code, undefined, undefined, err);
+}
+
+export function fsHttpError(err: unknown, path: string): HttpError {
+  if (err instanceof HttpError) return err;
+  const d = describeFsError(err, path);
+  return new HttpError(d.status, d.message);
+}

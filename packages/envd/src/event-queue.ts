@@ -1,0 +1,114 @@
+// A queue between a producer (a process's output, a directory watch) and
+// one client stream. It counts the bytes waiting in it so the producer can
+// pause while a client reads slowly, which keeps memory bounded without
+// dropping output that a client is reading.
+
+export const HIGH_WATER_BYTES = 512 * 1024;
+export const LOW_WATER_BYTES = 64 * 1024;
+
+interface Item<T> {
+  value: T;
+  size: number;
+}
+
+export class EventQueue<T> implements AsyncIterable<T> {
+  private readonly items: Item<T>[] = [];
+  private waiter: ((r: IteratorResult<T>) => void) | undefined;
+  private failWaiter: ((err: unknown) => void) | undefined;
+  private done = false;
+  private error: unknown;
+  private queued = 0;
+  private keepaliveTimer: NodeJS.Timeout | undefined;
+
+  /** Called when the queue drains below the low-water mark after being full. */
+  onDrain: (() => void) | undefined;
+  /** Called once when the queue is closed, by either side. */
+  onClose: (() => void) | undefined;
+
+  get bytes(): number {
+    return this.queued;
+  }
+
+  get full(): boolean {
+    return this.queued >= HIGH_WATER_BYTES;
+  }
+
+  get closed(): boolean {
+    return this.done;
+  }
+
+  push(value: T, size = 0): void {
+    if (this.done) return;
+    if (this.waiter) {
+      const w = this.waiter;
+      this.waiter = this.failWaiter = undefined;
+      w({ value, done: false });
+      return;
+    }
+    this.items.push({ value, size });
+    this.queued += size;
+  }
+
+  /** Ends the stream after the queued items; with an error, the reader gets it after them. */
+  close(error?: unknown): void {
+    if (this.done) return;
+    this.done = true;
+    this.error = error;
+    this.stopKeepalive();
+    if (this.waiter && this.items.length === 0) {
+      const w = this.waiter;
+      const f = this.failWaiter;
+      this.waiter = this.failWaiter = undefined;
+      if (error !== undefined && f) f(error);
+      else w({ value: undefined, done: true });
+    }
+    this.onClose?.();
+    this.onClose = undefined;
+  }
+
+  /** Pushes `make()` every `intervalMs` while the queue is open. */
+  keepalive(intervalMs: number, make: () => T): void {
+    this.stopKeepalive();
+    if (!(intervalMs > 0) || this.done) return;
+    this.keepaliveTimer = setInterval(() => this.push(make()), intervalMs);
+  }
+
+  private stopKeepalive(): void {
+    if (this.keepaliveTimer) clearInterval(this.keepaliveTimer);
+    this.keepaliveTimer = undefined;
+  }
+
+  private next(): Promise<IteratorResult<T>> {
+    const item = this.items.shift();
+    if (item) {
+      const wasFull = this.queued >= LOW_WATER_BYTES;
+      this.queued -= item.size;
+      if (wasFull && this.queued < LOW_WATER_BYTES) this.onDrain?.();
+      return Promise.resolve({ value: item.value, done: false });
+    }
+    if (this.done) {
+      if (this.error !== undefined) {
+        const err = this.error;
+        this.error = undefined;
+        return Promise.reject(err);
+      }
+      return Promise.resolve({ value: undefined, done: true });
+    }
+    return new Promise((resolve, reject) => {
+      this.waiter = resolve;
+      this.failWaiter = reject;
+    });
+  }
+
+  [Symbol.asyncIterator](): AsyncIterator<T> {
+    return {
+      next: () => this.next(),
+      return: () => {
+        this.items.length = 0;
+        this.queued = 0;
+        this.close();
+        return Promise.resolve({ value: undefined, done: true });
+      },
+    };
+  }
+}

@@ -1,0 +1,74 @@
+// Filesystem changes made on behalf of a user. envd runs as root: it does the
+// work itself and gives what it creates to the acting user, so a user may
+// write wherever the client asked, with missing parents created.
+import { chownSync, closeSync, fchownSync, fstatSync, lstatSync, mkdirSync, openSync, statSync, constants as fsc } from 'node:fs';
+import { dirname } from 'node:path';
+import type { User } from './users.js';
+
+function exists(path: string): boolean {
+  try {
+    lstatSync(path);
+    return true;
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return false;
+    throw err;
+  }
+}
+
+/**
+ * Creates `dir` and its missing parents, owned by `user`; returns whether
+ * `dir` itself was created. Throws EEXIST/ENOTDIR-style errors as fs does.
+ */
+export function makeDirs(dir: string, user: User): boolean {
+  const missing: string[] = [];
+  let p = dir;
+  while (!exists(p)) {
+    missing.push(p);
+    const parent = dirname(p);
+    if (parent === p) break;
+    p = parent;
+  }
+  if (missing.length === 0) {
+    if (!statSync(dir).isDirectory()) {
+      const err = new Error(`'${dir}' exists and is not a directory`) as NodeJS.ErrnoException;
+      err.code = 'ENOTDIR';
+      throw err;
+    }
+    return false;
+  }
+  for (const d of missing.reverse()) {
+    try {
+      mkdirSync(d, { mode: 0o755 });
+    } catch (err) {
+      // Someone else made it between the check and now: fine for parents.
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST' || d === dir) throw err;
+      continue;
+    }
+    chownSync(d, user.uid, user.gid);
+  }
+  return true;
+}
+
+/**
+ * Opens `path` for writing from the start, creating it (mode 0644, owned by
+ * `user`) and its parents when missing. The file is truncated in place, not
+ * replaced, so watchers see a write to the same file.
+ */
+export function openForWrite(path: string, user: User): number {
+  makeDirs(dirname(path), user);
+  const created = !exists(path);
+  const fd = openSync(path, fsc.O_WRONLY | fsc.O_CREAT | fsc.O_TRUNC, 0o644);
+  try {
+    if (!fstatSync(fd).isFile()) {
+      const err = new Error(`'${path}' is not a regular file`) as NodeJS.ErrnoException;
+      err.code = 'EINVAL';
+      throw err;
+    }
+    // A file that existed keeps its owner; a new one belongs to the user.
+    if (created) fchownSync(fd, user.uid, user.gid);
+    return fd;
+  } catch (err) {
+    closeSync(fd);
+    throw err;
+  }
+}

@@ -1,0 +1,162 @@
+#!/usr/bin/env node
+// envd: serves one sandbox's filesystem and processes.
+//
+//   node dist/main.js [--port 49983] [--host 127.0.0.1] [--socket PATH]
+//                     [--tunnel-socket PATH] [--access-token TOKEN]
+//                     [--default-user NAME] [--default-workdir DIR]
+//                     [--passwd-file PATH] [--group-file PATH]
+import { chmodSync, rmSync } from 'node:fs';
+import { createServer as createHttp1Server, type IncomingMessage, type ServerResponse } from 'node:http';
+import { createServer as createHttp2Server } from 'node:http2';
+import { createServer as createNetServer, type Server, type Socket } from 'node:net';
+import { parseArgs } from 'node:util';
+import { log } from './log.js';
+import { startReaper } from './reaper.js';
+import { createEnvd } from './server.js';
+import { createTunnelServer } from './tunnel.js';
+import { envdVersion } from './version.js';
+
+const usage = `usage: envd [--port N] [--host ADDR] [--socket PATH] [--tunnel-socket PATH]
+            [--access-token TOKEN] [--default-user NAME] [--default-workdir DIR]
+            [--passwd-file PATH] [--group-file PATH] [--version]
+Serves the filesystem and process APIs of the sandbox it runs in. With neither
+--port nor --socket it listens on 127.0.0.1:49983. The access token may also
+come from the environment variable PADDOCK_ENVD_ACCESS_TOKEN or later from
+POST /init.`;
+
+function fail(message: string): never {
+  process.stderr.write(`envd: ${message}\n${usage}\n`);
+  process.exit(2);
+}
+
+function parse() {
+  return parseArgs({
+    options: {
+      port: { type: 'string' },
+      host: { type: 'string', default: '127.0.0.1' },
+      socket: { type: 'string' },
+      'tunnel-socket': { type: 'string' },
+      'access-token': { type: 'string' },
+      'default-user': { type: 'string' },
+      'default-workdir': { type: 'string' },
+      'passwd-file': { type: 'string' },
+      'group-file': { type: 'string' },
+      version: { type: 'boolean' },
+      help: { type: 'boolean' },
+    },
+    strict: true,
+  }).values;
+}
+
+let args: ReturnType<typeof parse>;
+try {
+  args = parse();
+} catch (err) {
+  fail((err as Error).message);
+}
+
+if (args.help) {
+  process.stdout.write(usage + '\n');
+  process.exit(0);
+}
+if (args.version) {
+  process.stdout.write(envdVersion + '\n');
+  process.exit(0);
+}
+
+const port = args.port === undefined ? (args.socket ? undefined : 49983) : Number(args.port);
+if (port !== undefined && (!Number.isInteger(port) || port < 0 || port > 65535)) fail(`--port '${args.port}' is not a port number`);
+
+const accessToken = args['access-token'] ?? process.env.PADDOCK_ENVD_ACCESS_TOKEN;
+delete process.env.PADDOCK_ENVD_ACCESS_TOKEN;
+
+const envd = createEnvd({
+  accessToken,
+  defaultUser: args['default-user'],
+  defaultWorkdir: args['default-workdir'],
+  passwdFile: args['passwd-file'],
+  groupFile: args['group-file'],
+});
+
+const handler = (req: IncomingMessage, res: ServerResponse) => envd.handle(req, res);
+const http1 = createHttp1Server({ requestTimeout: 0, headersTimeout: 60_000, keepAliveTimeout: 65_000 }, handler);
+const http2 = createHttp2Server({}, handler as never);
+
+/**
+ * One listener for HTTP/1.1 and cleartext HTTP/2 (h2c with prior
+ * knowledge): a connection that opens with the HTTP/2 preface goes to the
+ * HTTP/2 server, any other to the HTTP/1.1 one.
+ */
+function frontServer(): Server {
+  return createNetServer((socket: Socket) => {
+    socket.once('data', (first: Buffer) => {
+      socket.pause();
+      socket.unshift(first);
+      (first.subarray(0, 4).toString('latin1') === 'PRI ' ? http2 : http1).emit('connection', socket);
+      process.nextTick(() => socket.resume());
+    });
+    socket.on('error', () => socket.destroy());
+  });
+}
+
+const servers: Server[] = [];
+const socketFiles: string[] = [];
+
+function listen(server: Server, target: { port: number; host: string } | { path: string }): Promise<void> {
+  return new Promise((resolve, reject) => {
+    server.once('error', reject);
+    if ('path' in target) {
+      rmSync(target.path, { force: true });
+      server.listen(target.path, () => {
+        chmodSync(target.path, 0o600);
+        socketFiles.push(target.path);
+        resolve();
+      });
+    } else {
+      server.listen(target.port, target.host, () => resolve());
+    }
+    servers.push(server);
+  });
+}
+
+async function main(): Promise<void> {
+  if (port !== undefined) {
+    const s = frontServer();
+    await listen(s, { port, host: args.host! });
+    const addr = s.address();
+    log.info('listening', { version: envdVersion, host: args.host, port: typeof addr === 'object' && addr ? addr.port : port });
+  }
+  if (args.socket) {
+    await listen(frontServer(), { path: args.socket });
+    log.info('listening', { version: envdVersion, socket: args.socket });
+  }
+  if (args['tunnel-socket']) {
+    await listen(createTunnelServer(), { path: args['tunnel-socket'] });
+    log.info('tunnel listening', { socket: args['tunnel-socket'] });
+  }
+  const stopReaper = startReaper((pid) => envd.processes.has(pid));
+
+  let stopping = false;
+  const stop = async (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    log.info('shutting down', { signal });
+    stopReaper();
+    for (const s of servers) s.close();
+    http1.closeAllConnections();
+    await envd.shutdown();
+    for (const f of socketFiles) rmSync(f, { force: true });
+    process.exit(0);
+  };
+  process.on('SIGTERM', () => void stop('SIGTERM'));
+  process.on('SIGINT', () => void stop('SIGINT'));
+}
+
+// A bug in one request must not take the whole sandbox down with it.
+process.on('uncaughtException', (err) => log.error('uncaught exception', { error: err.stack ?? String(err) }));
+process.on('unhandledRejection', (err) => log.error('unhandled rejection', { error: String(err) }));
+
+main().catch((err: Error) => {
+  log.error('cannot start', { error: err.message });
+  process.exit(1);
+});

@@ -1,0 +1,63 @@
+// The few Linux system calls envd needs that Node.js does not offer, from
+// native/envd_native.c. The addon sits next to the bundle in dist/, or in
+// build/Release when running from source.
+import { existsSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { join } from 'node:path';
+
+export interface InotifyEvent {
+  wd: number;
+  mask: number;
+  cookie: number;
+  name: string;
+}
+
+declare const inotifyHandle: unique symbol;
+export type InotifyHandle = { readonly [inotifyHandle]: true };
+
+export interface EnvdNative {
+  inotifyOpen(onEvents: (events: InotifyEvent[]) => void): InotifyHandle;
+  inotifyAddWatch(handle: InotifyHandle, path: string, mask: number): number;
+  inotifyRemoveWatch(handle: InotifyHandle, wd: number): void;
+  inotifyClose(handle: InotifyHandle): void;
+  /** Attributes whose name starts with `prefix`, keyed by the rest of the name. */
+  getXattrs(path: string, prefix: string): Record<string, string>;
+  setXattr(path: string, name: string, value: string): void;
+  removeXattr(path: string, name: string): void;
+  /** Collects the zombie `pid` if it is one; true when it was. */
+  reap(pid: number): boolean;
+}
+
+function load(): EnvdNative {
+  const candidates = [
+    join(import.meta.dirname, 'envd_native.node'),
+    join(import.meta.dirname, '../build/Release/envd_native.node'),
+  ];
+  const found = candidates.find((p) => existsSync(p));
+  if (!found) {
+    throw new Error(`envd native addon not found (looked in ${candidates.join(', ')}); run the envd build`);
+  }
+  return createRequire(import.meta.url)(found) as EnvdNative;
+}
+
+export const native: EnvdNative = load();
+
+// inotify(7) event bits.
+export const IN = {
+  MODIFY: 0x2,
+  ATTRIB: 0x4,
+  CLOSE_WRITE: 0x8,
+  MOVED_FROM: 0x40,
+  MOVED_TO: 0x80,
+  CREATE: 0x100,
+  DELETE: 0x200,
+  DELETE_SELF: 0x400,
+  MOVE_SELF: 0x800,
+  UNMOUNT: 0x2000,
+  Q_OVERFLOW: 0x4000,
+  IGNORED: 0x8000,
+  ONLYDIR: 0x1000000,
+  DONT_FOLLOW: 0x2000000,
+  EXCL_UNLINK: 0x4000000,
+  ISDIR: 0x40000000,
+} as const;

@@ -1,0 +1,382 @@
+// Processes started by envd, with pipes or a pseudo-terminal. A process
+// outlives the stream that started it: clients attach and detach, each with
+// its own queue. While a client reads slowly the process's output is paused
+// (as a local pipe would block the writer); output that no client reads is
+// dropped, so memory stays bounded.
+import { Code, ConnectError } from '@connectrpc/connect';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { statSync, writeFileSync, readFileSync } from 'node:fs';
+import { constants as osConstants } from 'node:os';
+import type { Readable } from 'node:stream';
+import * as pty from 'node-pty';
+import { create as createMessage, type MessageInitShape } from '@bufbuild/protobuf';
+import { ProcessEvent_EndEventSchema, ProcessEventSchema, type ProcessEvent } from '@paddock/models';
+import { EventQueue } from './event-queue.js';
+import type { User } from './users.js';
+
+export interface ProcessSpec {
+  cmd: string;
+  args: string[];
+  /** Variables for this process only, on top of the base environment. */
+  envs: Record<string, string>;
+  cwd: string;
+  user: User;
+  /** Sandbox-wide variables, under `envs`. */
+  baseEnv: Record<string, string>;
+  tag?: string;
+  stdin: boolean;
+  pty?: { cols: number; rows: number };
+}
+
+export interface ProcessConfigView {
+  cmd: string;
+  args: string[];
+  envs: Record<string, string>;
+  cwd?: string;
+}
+
+const DEFAULT_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
+
+/** After a piped process exits, output still coming from children that kept its pipes is read this long. */
+const PIPE_LINGER_MS = 200;
+
+// Go-style names, as E2B's envd reports them in EndEvent.status.
+const SIGNAL_WORDS: Record<string, string> = {
+  SIGHUP: 'hangup',
+  SIGINT: 'interrupt',
+  SIGQUIT: 'quit',
+  SIGILL: 'illegal instruction',
+  SIGTRAP: 'trace/breakpoint trap',
+  SIGABRT: 'aborted',
+  SIGBUS: 'bus error',
+  SIGFPE: 'floating point exception',
+  SIGKILL: 'killed',
+  SIGUSR1: 'user defined signal 1',
+  SIGSEGV: 'segmentation fault',
+  SIGUSR2: 'user defined signal 2',
+  SIGPIPE: 'broken pipe',
+  SIGALRM: 'alarm clock',
+  SIGTERM: 'terminated',
+};
+
+function signalName(signo: number): string {
+  const entry = Object.entries(osConstants.signals).find(([, n]) => n === signo);
+  return entry ? entry[0] : `signal ${signo}`;
+}
+
+function endEvent(code: number | null, signal: string | null, error?: string): ProcessEvent {
+  const value: MessageInitShape<typeof ProcessEvent_EndEventSchema> =
+    code !== null
+      ? { exitCode: code, exited: true, status: `exit status ${code}` }
+      : { exitCode: -1, exited: false, status: `signal: ${SIGNAL_WORDS[signal ?? ''] ?? signal ?? 'unknown'}` };
+  if (error !== undefined) value.error = error;
+  return createMessage(ProcessEventSchema, { event: { case: 'end', value: createMessage(ProcessEvent_EndEventSchema, value) } });
+}
+
+function dataEvent(stream: 'stdout' | 'stderr' | 'pty', bytes: Uint8Array): ProcessEvent {
+  return createMessage(ProcessEventSchema, { event: { case: 'data', value: { output: { case: stream, value: bytes } } } });
+}
+
+export class ManagedProcess {
+  readonly pid: number;
+  private readonly queues = new Set<EventQueue<ProcessEvent>>();
+  private readonly sources: Array<{ pause(): void; resume(): void }> = [];
+  private paused = false;
+  private ended = false;
+  private readonly child: ChildProcess | undefined;
+  private readonly term: pty.IPty | undefined;
+  private stdinOpen: boolean;
+  private markEnded!: () => void;
+  /** Settles when the process has ended and its last event was sent. */
+  readonly ended$: Promise<void> = new Promise((resolve) => (this.markEnded = resolve));
+
+  private constructor(
+    readonly config: ProcessConfigView,
+    readonly tag: string | undefined,
+    handle: { child: ChildProcess } | { term: pty.IPty },
+    stdin: boolean,
+    private readonly onEnd: (p: ManagedProcess) => void,
+  ) {
+    if ('child' in handle) {
+      this.child = handle.child;
+      this.pid = handle.child.pid!;
+    } else {
+      this.term = handle.term;
+      this.pid = handle.term.pid;
+    }
+    this.stdinOpen = stdin;
+  }
+
+  get isPty(): boolean {
+    return this.term !== undefined;
+  }
+
+  /** Starts a process; resolves once it runs, rejects with a ConnectError when it cannot start. */
+  static async start(spec: ProcessSpec, onEnd: (p: ManagedProcess) => void): Promise<ManagedProcess> {
+    const env: Record<string, string> = {
+      PATH: DEFAULT_PATH,
+      HOME: spec.user.home,
+      USER: spec.user.name,
+      LOGNAME: spec.user.name,
+      ...spec.baseEnv,
+      ...spec.envs,
+    };
+    try {
+      if (!statSync(spec.cwd).isDirectory()) {
+        throw new ConnectError(`cwd '${spec.cwd}' is not a directory`, Code.InvalidArgument);
+      }
+    } catch (err) {
+      if (err instanceof ConnectError) throw err;
+      throw new ConnectError(`cwd '${spec.cwd}' does not exist`, Code.InvalidArgument);
+    }
+    const config: ProcessConfigView = { cmd: spec.cmd, args: spec.args, envs: spec.envs, cwd: spec.cwd };
+    if (spec.pty) return ManagedProcess.startPty(spec, env, config, onEnd);
+
+    const child = spawn(spec.cmd, spec.args, {
+      cwd: spec.cwd,
+      env,
+      uid: spec.user.uid,
+      gid: spec.user.gid,
+      // Its own process group, so that a signal reaches everything it started.
+      detached: true,
+      stdio: [spec.stdin ? 'pipe' : 'ignore', 'pipe', 'pipe'],
+    });
+    if (child.pid === undefined) {
+      const err = await new Promise<Error>((resolve) => child.once('error', resolve));
+      throw new ConnectError(`cannot start '${spec.cmd}': ${err.message}`, Code.InvalidArgument, undefined, undefined, err);
+    }
+    const proc = new ManagedProcess(config, spec.tag, { child }, spec.stdin, onEnd);
+    proc.wirePipes(child);
+    return proc;
+  }
+
+  private static startPty(
+    spec: ProcessSpec,
+    env: Record<string, string>,
+    config: ProcessConfigView,
+    onEnd: (p: ManagedProcess) => void,
+  ): ManagedProcess {
+    // node-pty switches uid/gid but keeps the supplementary groups of envd
+    // (root's); the child gets exactly the user's primary group instead, as
+    // piped processes do.
+    const saved = process.getgroups?.() ?? [];
+    let term: pty.IPty;
+    try {
+      process.setgroups?.([spec.user.gid]);
+      term = pty.spawn(spec.cmd, spec.args, {
+        name: env.TERM ?? 'xterm-256color',
+        cols: spec.pty!.cols || 80,
+        rows: spec.pty!.rows || 24,
+        cwd: spec.cwd,
+        env,
+        uid: spec.user.uid,
+        gid: spec.user.gid,
+        encoding: null,
+      });
+    } catch (err) {
+      throw new ConnectError(`cannot start '${spec.cmd}': ${(err as Error).message}`, Code.InvalidArgument, undefined, undefined, err);
+    } finally {
+      process.setgroups?.(saved);
+    }
+    const proc = new ManagedProcess(config, spec.tag, { term }, true, onEnd);
+    proc.wirePty(term);
+    return proc;
+  }
+
+  private wirePipes(child: ChildProcess): void {
+    const out = child.stdout as Readable;
+    const err = child.stderr as Readable;
+    this.sources.push(out, err);
+    out.on('data', (b: Buffer) => this.broadcast(dataEvent('stdout', b), b.length));
+    err.on('data', (b: Buffer) => this.broadcast(dataEvent('stderr', b), b.length));
+    child.stdin?.on('error', () => undefined); // EPIPE when the process stops reading
+    let exit: { code: number | null; signal: NodeJS.Signals | null } | undefined;
+    let linger: NodeJS.Timeout | undefined;
+    const finish = () => {
+      if (linger) clearTimeout(linger);
+      if (exit) this.finish(endEvent(exit.code, exit.signal));
+    };
+    child.on('exit', (code, signal) => {
+      exit = { code, signal };
+      // Background children may hold the pipes open; stop waiting for them.
+      const armLinger = () => {
+        linger = setTimeout(() => {
+          if (this.paused) return armLinger();
+          // Destroying the pipes makes the child emit 'close'.
+          out.destroy();
+          err.destroy();
+        }, PIPE_LINGER_MS);
+      };
+      armLinger();
+    });
+    child.once('close', finish);
+  }
+
+  private wirePty(term: pty.IPty): void {
+    this.sources.push(term);
+    term.onData((d) => {
+      const bytes = typeof d === 'string' ? Buffer.from(d) : (d as Buffer);
+      this.broadcast(dataEvent('pty', bytes), bytes.length);
+    });
+    term.onExit(({ exitCode, signal }) => {
+      this.finish(signal ? endEvent(null, signalName(signal)) : endEvent(exitCode, null));
+    });
+  }
+
+  /** A new client: gets `start{pid}` first, then every event from now on. */
+  attach(): EventQueue<ProcessEvent> {
+    const q = new EventQueue<ProcessEvent>();
+    q.push(createMessage(ProcessEventSchema, { event: { case: 'start', value: { pid: this.pid } } }));
+    if (this.ended) {
+      q.close();
+      return q;
+    }
+    this.queues.add(q);
+    q.onDrain = () => this.updateFlow();
+    q.onClose = () => {
+      this.queues.delete(q);
+      this.updateFlow();
+    };
+    return q;
+  }
+
+  private broadcast(ev: ProcessEvent, size: number): void {
+    for (const q of this.queues) q.push(ev, size);
+    this.updateFlow();
+  }
+
+  private updateFlow(): void {
+    let full = false;
+    for (const q of this.queues) if (q.full) full = true;
+    if (full && !this.paused) {
+      this.paused = true;
+      for (const s of this.sources) s.pause();
+    } else if (!full && this.paused) {
+      this.paused = false;
+      for (const s of this.sources) s.resume();
+    }
+  }
+
+  private finish(end: ProcessEvent): void {
+    if (this.ended) return;
+    this.ended = true;
+    for (const q of [...this.queues]) {
+      q.push(end);
+      q.close();
+    }
+    this.queues.clear();
+    this.onEnd(this);
+    this.markEnded();
+  }
+
+  writeInput(data: Uint8Array): void {
+    if (this.term) {
+      this.term.write(Buffer.from(data));
+      return;
+    }
+    if (!this.stdinOpen || !this.child?.stdin || this.child.stdin.destroyed) {
+      throw new ConnectError(`stdin of process ${this.pid} is not open`, Code.FailedPrecondition);
+    }
+    this.child.stdin.write(data);
+  }
+
+  closeStdin(): void {
+    if (this.term) {
+      throw new ConnectError(`process ${this.pid} has a terminal; send Ctrl-D (0x04) as input instead`, Code.FailedPrecondition);
+    }
+    if (!this.stdinOpen || !this.child?.stdin) {
+      throw new ConnectError(`stdin of process ${this.pid} is not open`, Code.FailedPrecondition);
+    }
+    this.stdinOpen = false;
+    this.child.stdin.end();
+  }
+
+  resize(cols: number, rows: number): void {
+    if (!this.term) throw new ConnectError(`process ${this.pid} has no terminal to resize`, Code.FailedPrecondition);
+    if (cols < 1 || rows < 1) throw new ConnectError(`terminal size ${cols}x${rows} is invalid`, Code.InvalidArgument);
+    this.term.resize(cols, rows);
+  }
+
+  /** Sends `signal` to the process's group, or to the process when it has left it. */
+  signal(signal: NodeJS.Signals): void {
+    try {
+      process.kill(-this.pid, signal);
+    } catch {
+      try {
+        process.kill(this.pid, signal);
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code !== 'ESRCH') throw err;
+      }
+    }
+  }
+}
+
+export class ProcessManager {
+  private readonly byPid = new Map<number, ManagedProcess>();
+  private readonly byTag = new Map<string, ManagedProcess>();
+  /** envd's own OOM score adjustment, which children must not inherit. */
+  private readonly ownOomScoreAdj = readOomScoreAdj();
+
+  async start(spec: ProcessSpec): Promise<ManagedProcess> {
+    if (spec.tag !== undefined && this.byTag.has(spec.tag)) {
+      throw new ConnectError(`a running process already has tag '${spec.tag}'`, Code.AlreadyExists);
+    }
+    const proc = await ManagedProcess.start(spec, (p) => this.forget(p));
+    this.byPid.set(proc.pid, proc);
+    if (proc.tag !== undefined) this.byTag.set(proc.tag, proc);
+    if (this.ownOomScoreAdj !== 0) resetOomScoreAdj(proc.pid);
+    return proc;
+  }
+
+  private forget(p: ManagedProcess): void {
+    this.byPid.delete(p.pid);
+    if (p.tag !== undefined && this.byTag.get(p.tag) === p) this.byTag.delete(p.tag);
+  }
+
+  find(selector: { case: 'pid'; value: number } | { case: 'tag'; value: string } | { case: undefined; value?: undefined }): ManagedProcess {
+    if (selector.case === 'pid') {
+      const p = this.byPid.get(selector.value);
+      if (!p) throw new ConnectError(`process with pid ${selector.value} not found`, Code.NotFound);
+      return p;
+    }
+    if (selector.case === 'tag') {
+      const p = this.byTag.get(selector.value);
+      if (!p) throw new ConnectError(`process with tag '${selector.value}' not found`, Code.NotFound);
+      return p;
+    }
+    throw new ConnectError('a process selector (pid or tag) is required', Code.InvalidArgument);
+  }
+
+  list(): ManagedProcess[] {
+    return [...this.byPid.values()];
+  }
+
+  has(pid: number): boolean {
+    return this.byPid.has(pid);
+  }
+
+  /** Ends every process: SIGTERM, then SIGKILL for those still running after `graceMs`. */
+  async shutdown(graceMs = 2000): Promise<void> {
+    const running = this.list();
+    for (const p of running) p.signal('SIGTERM');
+    const deadline = Date.now() + graceMs;
+    while (this.byPid.size > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 25));
+    for (const p of this.list()) p.signal('SIGKILL');
+  }
+}
+
+function readOomScoreAdj(): number {
+  try {
+    return Number(readFileSync('/proc/self/oom_score_adj', 'utf8').trim()) || 0;
+  } catch {
+    return 0;
+  }
+}
+
+function resetOomScoreAdj(pid: number): void {
+  try {
+    writeFileSync(`/proc/${pid}/oom_score_adj`, '0');
+  } catch {
+    // The process may be gone already.
+  }
+}

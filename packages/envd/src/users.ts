@@ -1,0 +1,94 @@
+// The sandbox's users, read from its passwd and group files. envd acts as
+// these users: processes run with their uid/gid and files are created owned
+// by them. The files are re-read when they change, so users added inside a
+// running sandbox (useradd) are seen at once.
+import { statSync, readFileSync } from 'node:fs';
+
+export interface User {
+  name: string;
+  uid: number;
+  gid: number;
+  home: string;
+  shell: string;
+}
+
+interface Parsed<T> {
+  key: string;
+  value: T;
+}
+
+class CachedFile<T> {
+  private key = '';
+  private value: T;
+
+  constructor(
+    private readonly path: string,
+    private readonly parse: (text: string) => T,
+    empty: T,
+  ) {
+    this.value = empty;
+  }
+
+  get(): T {
+    let next: Parsed<T> | undefined;
+    try {
+      const st = statSync(this.path);
+      const key = `${st.mtimeMs}:${st.size}:${st.ino}`;
+      if (key === this.key) return this.value;
+      next = { key, value: this.parse(readFileSync(this.path, 'utf8')) };
+    } catch {
+      next = { key: 'missing', value: this.parse('') };
+    }
+    this.key = next.key;
+    this.value = next.value;
+    return this.value;
+  }
+}
+
+function parsePasswd(text: string): Map<string, User> {
+  const users = new Map<string, User>();
+  for (const line of text.split('\n')) {
+    if (!line || line.startsWith('#')) continue;
+    const [name, , uid, gid, , home, shell] = line.split(':');
+    if (!name || uid === undefined || gid === undefined) continue;
+    const u = Number(uid);
+    const g = Number(gid);
+    if (!Number.isInteger(u) || !Number.isInteger(g)) continue;
+    if (!users.has(name)) users.set(name, { name, uid: u, gid: g, home: home || '/', shell: shell || '/bin/sh' });
+  }
+  return users;
+}
+
+function parseGroups(text: string): Map<number, string> {
+  const groups = new Map<number, string>();
+  for (const line of text.split('\n')) {
+    if (!line || line.startsWith('#')) continue;
+    const [name, , gid] = line.split(':');
+    const g = Number(gid);
+    if (name && Number.isInteger(g) && !groups.has(g)) groups.set(g, name);
+  }
+  return groups;
+}
+
+export class UserDb {
+  private readonly passwd: CachedFile<Map<string, User>>;
+  private readonly groups: CachedFile<Map<number, string>>;
+
+  constructor(passwdFile = '/etc/passwd', groupFile = '/etc/group') {
+    this.passwd = new CachedFile(passwdFile, parsePasswd, new Map());
+    this.groups = new CachedFile(groupFile, parseGroups, new Map());
+  }
+
+  lookup(name: string): User | undefined {
+    return this.passwd.get().get(name);
+  }
+
+  userName(uid: number): string {
+    for (const u of this.passwd.get().values()) if (u.uid === uid) return u.name;
+    return String(uid);
+  }
+
+  groupName(gid: number): string {
+    return this.groups.get().get(gid) ?? String(gid);
+  }
+}

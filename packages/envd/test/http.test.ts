@@ -1,0 +1,301 @@
+// envd's plain HTTP routes: health, metrics, envs, init and files.
+import { createHash, randomBytes } from 'node:crypto';
+import { createReadStream, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { request } from 'node:http';
+import { join } from 'node:path';
+import { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import { gunzipSync, gzipSync } from 'node:zlib';
+import { fileSignature } from '../src/auth.js';
+import { filesystem, memoryOf, startEnvd, type RunningEnvd } from './harness.js';
+
+let envd: RunningEnvd;
+beforeAll(async () => {
+  envd = await startEnvd();
+});
+afterAll(() => envd.stop());
+
+const MiB = 1024 * 1024;
+const auth = () => ({ 'x-access-token': envd.token! });
+const url = (path: string, query: Record<string, string> = {}) => `${envd.url}${path}?${new URLSearchParams(query)}`;
+
+async function post(query: Record<string, string>, body: NonNullable<RequestInit['body']>, headers: Record<string, string> = {}) {
+  return fetch(url('/files', query), {
+    method: 'POST',
+    headers: { 'content-type': 'application/octet-stream', ...auth(), ...headers },
+    body,
+    duplex: 'half',
+  } as RequestInit);
+}
+
+/** A readable stream of `size` pseudo-random bytes, hashed as it goes. */
+function randomSource(size: number) {
+  const hash = createHash('sha256');
+  let left = size;
+  const stream = new Readable({
+    read() {
+      if (left === 0) return void this.push(null);
+      const n = Math.min(left, 1 * MiB);
+      const chunk = randomBytes(n);
+      hash.update(chunk);
+      left -= n;
+      this.push(chunk);
+    },
+  });
+  return { stream, digest: () => hash.digest('hex') };
+}
+
+test('GET /health answers 204 without a token', async () => {
+  const res = await fetch(`${envd.url}/health`);
+  expect(res.status).toBe(204);
+});
+
+test('GET /metrics needs the token and has every field', async () => {
+  expect((await fetch(`${envd.url}/metrics`)).status).toBe(401);
+  const res = await fetch(`${envd.url}/metrics`, { headers: auth() });
+  expect(res.status).toBe(200);
+  const m = (await res.json()) as Record<string, number>;
+  for (const key of ['ts', 'cpu_count', 'cpu_used_pct', 'mem_total', 'mem_used', 'mem_cache', 'mem_total_mib', 'mem_used_mib', 'disk_used', 'disk_total']) {
+    expect(typeof m[key]).toBe('number');
+  }
+  expect(m.cpu_count).toBeGreaterThanOrEqual(1);
+  expect(m.mem_used).toBeLessThanOrEqual(m.mem_total!);
+  expect(m.mem_total_mib).toBe(Math.floor(m.mem_total! / MiB));
+  expect(m.disk_used).toBeLessThanOrEqual(m.disk_total!);
+  expect(Math.abs(m.ts! - Date.now() / 1000)).toBeLessThan(5);
+});
+
+test('POST /init sets variables, default user and a new token; GET /envs shows them', async () => {
+  const other = await startEnvd({ token: null });
+  try {
+    const init = (body: unknown, headers: Record<string, string> = {}) =>
+      fetch(`${other.url}/init`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) });
+    expect((await init({ envVars: { A: 1 } })).status).toBe(400);
+    expect(await (await init({ defaultUser: 'ghost' })).json()).toEqual({ code: 400, message: "defaultUser 'ghost' does not exist" });
+    expect((await init({ envVars: { A: '1' }, accessToken: 'fresh', defaultUser: 'root', timestamp: new Date().toISOString() })).status).toBe(204);
+    // From now on the token is required, also for /init.
+    expect((await fetch(`${other.url}/envs`)).status).toBe(401);
+    expect((await init({ envVars: { B: '2' } })).status).toBe(401);
+    expect((await init({ envVars: { B: '2' } }, { 'x-access-token': 'fresh' })).status).toBe(204);
+    expect(await (await fetch(`${other.url}/envs`, { headers: { 'x-access-token': 'fresh' } })).json()).toEqual({ A: '1', B: '2' });
+    const { entry } = await filesystem(other, { token: 'fresh' }).makeDir({ path: 'as-default' });
+    expect(entry).toMatchObject({ path: join(other.home.root, 'as-default'), owner: 'root' });
+  } finally {
+    await other.stop();
+  }
+});
+
+test('unknown routes are 404 and wrong methods 405, both with a JSON body', async () => {
+  const missing = await fetch(`${envd.url}/nope`, { headers: auth() });
+  expect(missing.status).toBe(404);
+  expect(await missing.json()).toEqual({ code: 404, message: 'no route for GET /nope' });
+  const wrong = await fetch(`${envd.url}/files?path=x`, { method: 'DELETE', headers: auth() });
+  expect(wrong.status).toBe(405);
+  expect(wrong.headers.get('allow')).toBe('GET, POST');
+});
+
+describe('files', () => {
+  test('an octet-stream upload creates parents owned by the user; the download streams it back', async () => {
+    const res = await post({ path: 'docs/a/hello.txt' }, 'hello world');
+    expect(res.status).toBe(200);
+    expect(await res.json()).toEqual([{ name: 'hello.txt', path: join(envd.home.user, 'docs/a/hello.txt'), type: 'file' }]);
+    const st = statSync(join(envd.home.user, 'docs/a/hello.txt'));
+    expect([st.uid, st.gid, st.mode & 0o777]).toEqual([1000, 1000, 0o644]);
+    expect(statSync(join(envd.home.user, 'docs')).uid).toBe(1000);
+    const got = await fetch(url('/files', { path: 'docs/a/hello.txt' }), { headers: auth() });
+    expect(got.status).toBe(200);
+    expect(got.headers.get('content-type')).toBe('application/octet-stream');
+    expect(await got.text()).toBe('hello world');
+  });
+
+  test('writing as root makes root-owned files; rewriting keeps the owner', async () => {
+    await post({ path: '/tmp/../' + join(envd.dir, 'work/owned-by-root'), username: 'root' }, 'x');
+    expect(statSync(join(envd.dir, 'work/owned-by-root')).uid).toBe(0);
+    await post({ path: join(envd.dir, 'work/owned-by-root'), username: 'user' }, 'y');
+    expect(statSync(join(envd.dir, 'work/owned-by-root')).uid).toBe(0);
+    expect(readFileSync(join(envd.dir, 'work/owned-by-root'), 'utf8')).toBe('y');
+  });
+
+  test('an empty file downloads with content-length 0', async () => {
+    await post({ path: 'empty' }, '');
+    const got = await fetch(url('/files', { path: 'empty' }), { headers: auth() });
+    expect(got.status).toBe(200);
+    expect(got.headers.get('content-length')).toBe('0');
+    expect(await got.text()).toBe('');
+  });
+
+  test('a directory is 400, a missing file 404, a missing path 400, each with a JSON body', async () => {
+    mkdirSync(join(envd.home.user, 'a-dir'), { recursive: true });
+    const dir = await fetch(url('/files', { path: 'a-dir' }), { headers: auth() });
+    expect([dir.status, await dir.json()]).toEqual([400, { code: 400, message: `path '${join(envd.home.user, 'a-dir')}' is a directory` }]);
+    const missing = await fetch(url('/files', { path: 'nothing-here' }), { headers: auth() });
+    expect([missing.status, await missing.json()]).toEqual([404, { code: 404, message: `path '${join(envd.home.user, 'nothing-here')}' does not exist` }]);
+    const noPath = await fetch(url('/files'), { headers: auth() });
+    expect([noPath.status, await noPath.json()]).toEqual([400, { code: 400, message: "query parameter 'path' is required" }]);
+    const upDir = await post({ path: 'a-dir' }, 'x');
+    expect([upDir.status, ((await upDir.json()) as { message: string }).message]).toEqual([400, `path '${join(envd.home.user, 'a-dir')}' is a directory`]);
+  });
+
+  test('an unknown user is 401 naming the user', async () => {
+    const res = await fetch(url('/files', { path: 'x', username: 'nobody-at-all' }), { headers: auth() });
+    expect([res.status, await res.json()]).toEqual([401, { code: 401, message: "user 'nobody-at-all' does not exist" }]);
+  });
+
+  test('gzip both ways: a gzip upload is stored plain, a gzip download decodes to it', async () => {
+    const content = Buffer.from('compressible '.repeat(10000));
+    const up = await post({ path: 'gz.txt' }, gzipSync(content), { 'content-encoding': 'gzip' });
+    expect(up.status).toBe(200);
+    expect(readFileSync(join(envd.home.user, 'gz.txt')).equals(content)).toBe(true);
+    const raw = await new Promise<{ headers: Record<string, unknown>; body: Buffer }>((resolve, reject) => {
+      request(url('/files', { path: 'gz.txt' }), { headers: { ...auth(), 'accept-encoding': 'gzip' } }, (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => resolve({ headers: res.headers, body: Buffer.concat(chunks) }));
+      })
+        .on('error', reject)
+        .end();
+    });
+    expect(raw.headers['content-encoding']).toBe('gzip');
+    expect(raw.body.length).toBeLessThan(content.length / 10);
+    expect(gunzipSync(raw.body).equals(content)).toBe(true);
+    // Incompressible content is sent as it is, even to a client that accepts gzip.
+    writeFileSync(join(envd.home.user, 'random.bin'), randomBytes(256 * 1024));
+    const random = await fetch(url('/files', { path: 'random.bin' }), { headers: { ...auth(), 'accept-encoding': 'gzip' } });
+    expect(random.headers.get('content-encoding')).toBeNull();
+    expect(random.headers.get('content-length')).toBe(String(256 * 1024));
+    const bad = await post({ path: 'bad.gz' }, 'not gzip at all', { 'content-encoding': 'gzip' });
+    expect([bad.status, ((await bad.json()) as { message: string }).message]).toEqual([400, 'the request body is not valid gzip']);
+  });
+
+  test('multipart with several files writes each to its filename path', async () => {
+    const form = new FormData();
+    form.append('file', new Blob(['first']), 'multi/one.txt');
+    form.append('file', new Blob(['second']), join(envd.dir, 'work/multi-abs/two.txt'));
+    form.append('file', new Blob([new Uint8Array([0, 1, 2, 255])]), 'multi/deep/three.bin');
+    const res = await fetch(url('/files'), { method: 'POST', headers: auth(), body: form });
+    expect(res.status).toBe(200);
+    expect(await res.json()).toEqual([
+      { name: 'one.txt', path: join(envd.home.user, 'multi/one.txt'), type: 'file' },
+      { name: 'two.txt', path: join(envd.dir, 'work/multi-abs/two.txt'), type: 'file' },
+      { name: 'three.bin', path: join(envd.home.user, 'multi/deep/three.bin'), type: 'file' },
+    ]);
+    expect(readFileSync(join(envd.home.user, 'multi/one.txt'), 'utf8')).toBe('first');
+    expect(readFileSync(join(envd.dir, 'work/multi-abs/two.txt'), 'utf8')).toBe('second');
+    expect([...readFileSync(join(envd.home.user, 'multi/deep/three.bin'))]).toEqual([0, 1, 2, 255]);
+  });
+
+  test('multipart with one file and a path writes to the path', async () => {
+    const form = new FormData();
+    form.append('file', new Blob(['single']), 'ignored-name');
+    const res = await fetch(url('/files', { path: 'single.txt' }), { method: 'POST', headers: auth(), body: form });
+    expect(await res.json()).toEqual([{ name: 'single.txt', path: join(envd.home.user, 'single.txt'), type: 'file' }]);
+  });
+
+  test('a malformed multipart body is 400', async () => {
+    const res = await post({}, '--xyz\r\ngarbage', { 'content-type': 'multipart/form-data; boundary=xyz' });
+    expect(res.status).toBe(400);
+    expect(((await res.json()) as { code: number }).code).toBe(400);
+  });
+
+  test('X-Metadata headers become file metadata, visible in Stat; too much is 400', async () => {
+    const res = await post({ path: 'with-meta.txt' }, 'm', { 'X-Metadata-Owner': 'alice', 'x-metadata-Purpose': 'test run' });
+    expect(await res.json()).toEqual([
+      { name: 'with-meta.txt', path: join(envd.home.user, 'with-meta.txt'), type: 'file', metadata: { owner: 'alice', purpose: 'test run' } },
+    ]);
+    expect((await filesystem(envd).stat({ path: 'with-meta.txt' })).entry?.metadata).toEqual({ owner: 'alice', purpose: 'test run' });
+    await post({ path: 'with-meta.txt' }, 'm2', { 'X-Metadata-Owner': 'bob' });
+    expect((await filesystem(envd).stat({ path: 'with-meta.txt' })).entry?.metadata).toEqual({ owner: 'bob' });
+    const big = await post({ path: 'too-much.txt' }, 'x', { 'X-Metadata-Blob': 'v'.repeat(5000) });
+    expect([big.status, await big.json()]).toEqual([400, { code: 400, message: 'metadata is 5004 bytes, more than the 4096 allowed' }]);
+    const longKey = await post({ path: 'too-much.txt' }, 'x', { ['X-Metadata-' + 'k'.repeat(250)]: 'v' });
+    expect(longKey.status).toBe(400);
+    expect(((await longKey.json()) as { message: string }).message).toMatch(/longer than 246 bytes/);
+  });
+
+  describe('signed URLs', () => {
+    const target = () => join(envd.home.user, 'signed.txt');
+    beforeAll(() => writeFileSync(target(), 'secret'));
+    const get = (query: Record<string, string>) => fetch(url('/files', query));
+
+    test('a valid signature reads without a token; with an expiry too', async () => {
+      const p = target();
+      const ok = await get({ path: p, signature: fileSignature(p, 'read', '', envd.token!) });
+      expect([ok.status, await ok.text()]).toEqual([200, 'secret']);
+      const exp = Math.floor(Date.now() / 1000) + 60;
+      const withExp = await get({ path: p, signature: fileSignature(p, 'read', '', envd.token!, exp), signature_expiration: String(exp) });
+      expect(withExp.status).toBe(200);
+      const asUser = await get({ path: p, username: 'user', signature: fileSignature(p, 'read', 'user', envd.token!) });
+      expect(asUser.status).toBe(200);
+    });
+
+    test('an expired signature is refused', async () => {
+      const p = target();
+      const exp = Math.floor(Date.now() / 1000) - 10;
+      const res = await get({ path: p, signature: fileSignature(p, 'read', '', envd.token!, exp), signature_expiration: String(exp) });
+      expect([res.status, await res.json()]).toEqual([401, { code: 401, message: 'signature is already expired' }]);
+    });
+
+    test('a forged signature, one for another path, op, user or expiry are refused', async () => {
+      const p = target();
+      const exp = Math.floor(Date.now() / 1000) + 60;
+      const cases: Record<string, string>[] = [
+        { path: p, signature: fileSignature(p, 'read', '', 'not-the-token') },
+        { path: p, signature: fileSignature(p + 'x', 'read', '', envd.token!) },
+        { path: p, signature: fileSignature(p, 'write', '', envd.token!) },
+        { path: p, username: 'root', signature: fileSignature(p, 'read', 'user', envd.token!) },
+        { path: p, signature: fileSignature(p, 'read', '', envd.token!, exp), signature_expiration: String(exp + 1) },
+        { path: p, signature: 'v1_garbage' },
+      ];
+      for (const query of cases) {
+        const res = await get(query);
+        expect([res.status, await res.json()]).toEqual([401, { code: 401, message: 'invalid signature' }]);
+      }
+      expect((await get({ path: p })).status).toBe(401);
+    });
+
+    test('a write signature uploads', async () => {
+      const p = 'signed-upload.txt';
+      const res = await fetch(url('/files', { path: p, signature: fileSignature(p, 'write', '', envd.token!) }), {
+        method: 'POST',
+        headers: { 'content-type': 'application/octet-stream' },
+        body: 'uploaded',
+      });
+      expect(res.status).toBe(200);
+      expect(readFileSync(join(envd.home.user, p), 'utf8')).toBe('uploaded');
+    });
+  });
+
+  test('100 MiB round trip keeps the sha256', async () => {
+    const src = randomSource(100 * MiB);
+    const up = await post({ path: 'big.bin' }, Readable.toWeb(src.stream) as ReadableStream);
+    expect(up.status).toBe(200);
+    const expected = src.digest();
+    const down = await fetch(url('/files', { path: 'big.bin' }), { headers: { ...auth(), 'accept-encoding': 'identity' } });
+    expect(down.headers.get('content-length')).toBe(String(100 * MiB));
+    const hash = createHash('sha256');
+    await pipeline(Readable.fromWeb(down.body as never), hash);
+    expect(hash.digest('hex')).toBe(expected);
+    const local = createHash('sha256');
+    await pipeline(createReadStream(join(envd.home.user, 'big.bin')), local);
+    expect(local.digest('hex')).toBe(expected);
+  });
+
+  test('a 1 GiB upload and download do not grow envd by more than 64 MiB', async () => {
+    const before = memoryOf(envd.pid);
+    let sent = 0;
+    const zeros = new Readable({
+      read() {
+        this.push(sent++ < 1024 ? Buffer.alloc(MiB) : null);
+      },
+    });
+    const up = await post({ path: 'huge.bin' }, Readable.toWeb(zeros) as ReadableStream);
+    expect(up.status).toBe(200);
+    expect(statSync(join(envd.home.user, 'huge.bin')).size).toBe(1024 * MiB);
+    const down = await fetch(url('/files', { path: 'huge.bin' }), { headers: { ...auth(), 'accept-encoding': 'identity' } });
+    let received = 0;
+    for await (const chunk of down.body as unknown as AsyncIterable<Uint8Array>) received += chunk.length;
+    expect(received).toBe(1024 * MiB);
+    const after = memoryOf(envd.pid);
+    expect(after.peak - before.rss).toBeLessThan(64 * MiB);
+  }, 120_000);
+});

@@ -1,0 +1,144 @@
+// The pure pieces of envd, without a running daemon.
+import { createHash } from 'node:crypto';
+import { lstatSync, mkdtempSync, writeFileSync, chmodSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { basicAuthUser, checkFileSignature, fileSignature, secretsEqual } from '../src/auth.js';
+import { permissionString } from '../src/entry-info.js';
+import { EventQueue, HIGH_WATER_BYTES } from '../src/event-queue.js';
+import { metadataFromHeaders } from '../src/metadata.js';
+import { resolveUserPath } from '../src/paths.js';
+import { UserDb } from '../src/users.js';
+
+const user = { name: 'user', uid: 1000, gid: 1000, home: '/home/user', shell: '/bin/bash' };
+
+describe('signatures', () => {
+  test('match the documented formula: v1_ + unpadded base64 sha256 of path:op:user:token[:exp]', () => {
+    const expected = 'v1_' + createHash('sha256').update('/home/user/a b.txt:read::tok:1700000000').digest('base64').replace(/=+$/, '');
+    expect(fileSignature('/home/user/a b.txt', 'read', '', 'tok', 1700000000)).toBe(expected);
+    expect(fileSignature('x', 'write', 'root', 'tok')).toBe(
+      'v1_' + createHash('sha256').update('x:write:root:tok').digest('base64').replace(/=+$/, ''),
+    );
+  });
+
+  test('are checked against the query as sent, expiry included', () => {
+    const q = (o: Record<string, string>) => new URLSearchParams(o);
+    const sig = fileSignature('p', 'read', 'user', 't', 100);
+    expect(checkFileSignature(q({ path: 'p', username: 'user', signature: sig, signature_expiration: '100' }), 'read', 't', 99)).toEqual({ ok: true });
+    expect(checkFileSignature(q({ path: 'p', username: 'user', signature: sig, signature_expiration: '100' }), 'read', 't', 101)).toEqual({
+      ok: false,
+      reason: 'signature is already expired',
+    });
+    expect(checkFileSignature(q({ path: 'p', signature: sig, signature_expiration: 'soon' }), 'read', 't')).toEqual({
+      ok: false,
+      reason: "signature_expiration 'soon' is not a unix time in seconds",
+    });
+  });
+
+  test('secrets compare equal only when identical, whatever the lengths', () => {
+    expect(secretsEqual('abc', 'abc')).toBe(true);
+    expect(secretsEqual('abc', 'abcd')).toBe(false);
+    expect(secretsEqual(undefined, 'abc')).toBe(false);
+    expect(secretsEqual('', '')).toBe(true);
+  });
+});
+
+test('Basic authorization names the user before the colon', () => {
+  expect(basicAuthUser(`Basic ${Buffer.from('user:').toString('base64')}`)).toBe('user');
+  expect(basicAuthUser(`basic ${Buffer.from('root:ignored').toString('base64')}`)).toBe('root');
+  expect(basicAuthUser('Bearer abc')).toBeUndefined();
+  expect(basicAuthUser(undefined)).toBeUndefined();
+});
+
+test('paths resolve against the user home', () => {
+  expect(resolveUserPath('a/b', user)).toBe('/home/user/a/b');
+  expect(resolveUserPath('~', user)).toBe('/home/user');
+  expect(resolveUserPath('~/x/../y', user)).toBe('/home/user/y');
+  expect(resolveUserPath('/etc//hosts', user)).toBe('/etc/hosts');
+  expect(resolveUserPath('', user)).toBe('/home/user');
+  expect(resolveUserPath('../../etc/passwd', user)).toBe('/etc/passwd');
+});
+
+test('permission strings follow ls -l, with setuid, setgid and sticky bits', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'perm-'));
+  try {
+    const f = join(dir, 'f');
+    writeFileSync(f, '');
+    const cases: Array<[number, string]> = [
+      [0o644, '-rw-r--r--'],
+      [0o4755, '-rwsr-xr-x'],
+      [0o2644, '-rw-r-Sr--'],
+      [0o1777, '-rwxrwxrwt'],
+      [0o000, '----------'],
+    ];
+    for (const [mode, text] of cases) {
+      chmodSync(f, mode);
+      expect(permissionString(lstatSync(f, { bigint: true }))).toBe(text);
+    }
+    expect(permissionString(lstatSync(dir, { bigint: true }))).toMatch(/^d/);
+  } finally {
+    rmSync(dir, { recursive: true });
+  }
+});
+
+test('the users database reads passwd and group files and sees changes', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'users-'));
+  try {
+    writeFileSync(join(dir, 'passwd'), '# comment\nroot:x:0:0:root:/root:/bin/bash\nbad line\nuser:x:1000:1000::/home/user:/bin/sh\n');
+    writeFileSync(join(dir, 'group'), 'root:x:0:\nuser:x:1000:\n');
+    const db = new UserDb(join(dir, 'passwd'), join(dir, 'group'));
+    expect(db.lookup('user')).toEqual({ name: 'user', uid: 1000, gid: 1000, home: '/home/user', shell: '/bin/sh' });
+    expect(db.lookup('nobody')).toBeUndefined();
+    expect([db.userName(1000), db.userName(4242), db.groupName(0), db.groupName(7)]).toEqual(['user', '4242', 'root', '7']);
+    writeFileSync(join(dir, 'passwd'), 'root:x:0:0:root:/root:/bin/bash\nuser:x:1000:1000::/home/user:/bin/sh\nnewbie:x:1001:1001::/home/newbie:/bin/sh\n');
+    expect(db.lookup('newbie')?.uid).toBe(1001);
+  } finally {
+    rmSync(dir, { recursive: true });
+  }
+});
+
+test('metadata headers are validated and lowercased', () => {
+  expect(metadataFromHeaders({ 'content-type': 'x' })).toBeUndefined();
+  expect(metadataFromHeaders({ 'x-metadata-Owner': 'Al' })).toEqual({ owner: 'Al' });
+  expect(() => metadataFromHeaders({ 'x-metadata-k': 'caf\u00e9' })).toThrow("metadata 'k' must be printable ASCII");
+});
+
+describe('event queue', () => {
+  test('delivers in order, then ends; an error comes after the queued items', async () => {
+    const q = new EventQueue<number>();
+    q.push(1);
+    q.push(2);
+    q.close(new Error('boom'));
+    const seen: number[] = [];
+    await expect(
+      (async () => {
+        for await (const v of q) seen.push(v);
+      })(),
+    ).rejects.toThrow('boom');
+    expect(seen).toEqual([1, 2]);
+  });
+
+  test('counts bytes, reports full, and calls onDrain once it empties below the low mark', async () => {
+    const q = new EventQueue<string>();
+    let drained = 0;
+    q.onDrain = () => void drained++;
+    q.push('a', HIGH_WATER_BYTES);
+    expect(q.full).toBe(true);
+    const it = q[Symbol.asyncIterator]();
+    await it.next();
+    expect(q.bytes).toBe(0);
+    expect(drained).toBe(1);
+  });
+
+  test('a reader waiting when the queue closes sees the end; onClose runs once', async () => {
+    const q = new EventQueue<number>();
+    let closes = 0;
+    q.onClose = () => void closes++;
+    const it = q[Symbol.asyncIterator]();
+    const pending = it.next();
+    q.close();
+    q.close();
+    expect(await pending).toEqual({ value: undefined, done: true });
+    expect(closes).toBe(1);
+  });
+});
