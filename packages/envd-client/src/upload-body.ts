@@ -10,7 +10,8 @@ export type UploadData =
   | ArrayBuffer
   | Blob
   | ReadableStream<Uint8Array>
-  | AsyncIterable<Uint8Array | string>;
+  // Return and next types spelled out: the library defaults are `any`.
+  | AsyncIterable<Uint8Array | string, unknown, undefined>;
 
 /** A piece of a request body: in memory, or a stream of chunks. */
 type Piece = Uint8Array | Blob | AsyncIterable<Uint8Array>;
@@ -37,7 +38,7 @@ function toPiece(data: UploadData): Piece {
   if (isArrayBuffer(data)) return new Uint8Array(data);
   if (isBlob(data)) return data;
   if (isReadableStream(data)) return readerChunks(data);
-  return iterableChunks(data as AsyncIterable<Uint8Array | string>);
+  return iterableChunks(data as AsyncIterable<Uint8Array | string, unknown, undefined>);
 }
 
 async function* readerChunks(stream: ReadableStream<Uint8Array>): AsyncGenerator<Uint8Array> {
@@ -54,7 +55,7 @@ async function* readerChunks(stream: ReadableStream<Uint8Array>): AsyncGenerator
   }
 }
 
-async function* iterableChunks(source: AsyncIterable<Uint8Array | string>): AsyncGenerator<Uint8Array> {
+async function* iterableChunks(source: AsyncIterable<Uint8Array | string, unknown, undefined>): AsyncGenerator<Uint8Array> {
   for await (const chunk of source) {
     if (typeof chunk === 'string') yield encoder.encode(chunk);
     else if (ArrayBuffer.isView(chunk)) yield new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.byteLength);
