@@ -134,6 +134,10 @@ export class EnvdClient {
   download(path: string, options: DownloadOptions & { format: 'blob' }): Promise<Blob>;
   download(path: string, options: DownloadOptions & { format: 'stream' }): Promise<ReadableStream<Uint8Array>>;
   download(path: string, options: DownloadOptions & { format: 'node-stream' }): Promise<Readable>;
+  download(
+    path: string,
+    options: DownloadOptions & { format: DownloadFormat },
+  ): Promise<string | Uint8Array | Blob | ReadableStream<Uint8Array> | Readable>;
   async download(
     path: string,
     options: DownloadOptions & { format?: DownloadFormat } = {},

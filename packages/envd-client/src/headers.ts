@@ -27,7 +27,11 @@ export interface EnvdHeaderConfig {
 /** The user an RPC acts as, set per call with `withUser`. */
 export const envdUserKey = createContextKey<string | undefined>(undefined, { description: 'envd user' });
 
-/** Call options that make one RPC act as `user` (overriding the client's default user). */
+/**
+ * Call options that make one RPC act as `user` (overriding the client's
+ * default user). Given options are kept; their `contextValues`, if any, get
+ * the user set on them.
+ */
 export function withUser(user: string, options: CallOptions = {}): CallOptions {
   const contextValues = options.contextValues ?? createContextValues();
   contextValues.set(envdUserKey, user);

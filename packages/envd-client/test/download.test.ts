@@ -135,6 +135,15 @@ describe('buffered downloads', () => {
     expect(await blob.text()).toBe('héllo');
   });
 
+  test('the format may be chosen at run time', async () => {
+    server = await serve((_req, res) => res.writeHead(200, { 'content-length': '2' }).end('ok'));
+    const c = new EnvdClient({ envdUrl: server.url });
+    const formats = ['text', 'bytes'] as const;
+    const results = await Promise.all(formats.map((format) => c.download('/f', { format })));
+    expect(results[0]).toBe('ok');
+    expect(Array.from(results[1] as Uint8Array)).toEqual([111, 107]);
+  });
+
   test('an empty file (Content-Length: 0) gives an empty result in every format', async () => {
     server = await serve((_req, res) => res.writeHead(200, { 'content-length': '0', 'content-type': 'application/octet-stream' }).end());
     const c = new EnvdClient({ envdUrl: server.url });
