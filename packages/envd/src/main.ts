@@ -120,20 +120,23 @@ function listen(server: Server, target: { port: number; host: string } | { path:
 }
 
 async function main(): Promise<void> {
+  const ready: Record<string, unknown> = { version: envdVersion };
   if (port !== undefined) {
     const s = frontServer();
     await listen(s, { port, host: args.host! });
     const addr = s.address();
-    log.info('listening', { version: envdVersion, host: args.host, port: typeof addr === 'object' && addr ? addr.port : port });
+    Object.assign(ready, { host: args.host, port: typeof addr === 'object' && addr ? addr.port : port });
   }
   if (args.socket) {
     await listen(frontServer(), { path: args.socket });
-    log.info('listening', { version: envdVersion, socket: args.socket });
+    ready.socket = args.socket;
   }
   if (args['tunnel-socket']) {
     await listen(createTunnelServer(), { path: args['tunnel-socket'] });
-    log.info('tunnel listening', { socket: args['tunnel-socket'] });
+    ready.tunnelSocket = args['tunnel-socket'];
   }
+  // One line once every listener is up; the runtime and tests wait for it.
+  log.info('ready', ready);
   const stopReaper = startReaper((pid) => envd.processes.has(pid));
 
   let stopping = false;

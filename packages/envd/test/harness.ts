@@ -62,12 +62,12 @@ export async function startEnvd(opts: EnvdStartOptions = {}): Promise<RunningEnv
       logs.push(line);
       try {
         const msg = JSON.parse(line) as { msg?: string; port?: number };
-        if (msg.msg === 'listening' && msg.port) resolve(msg.port);
+        if (msg.msg === 'ready' && msg.port) resolve(msg.port);
       } catch {
         // not JSON: keep it in the log
       }
     });
-    child.once('exit', (code) => reject(new Error(`envd exited with ${code} before listening:\n${logs.join('\n')}`)));
+    child.once('exit', (code) => reject(new Error(`envd exited with ${code} before it was ready:\n${logs.join('\n')}`)));
   });
   return {
     url: `http://127.0.0.1:${port}`,

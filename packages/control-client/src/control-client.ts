@@ -1,0 +1,479 @@
+import createClient, { type Client } from 'openapi-fetch';
+import type { paths } from '@paddock/models/control';
+import { ControlApiError, errorFromFailure, errorFromResponse } from './errors.js';
+import { encodeMetadataFilter } from './metadata-filter.js';
+import { Paginator, type Page } from './paginator.js';
+import { defaultRetryPolicy, ReplayableRequest, sendWithRetries, type FetchFunction, type RetryPolicy } from './retry.js';
+import type {
+  AssignedTemplateTags,
+  AssignTemplateTagsRequest,
+  ConnectSandbox,
+  DeleteTemplateTagsRequest,
+  ListedSandbox,
+  LogLevel,
+  LogsDirection,
+  NewSandbox,
+  OrderDirection,
+  ResumedSandbox,
+  Sandbox,
+  SandboxDetail,
+  SandboxForkRequest,
+  SandboxForkResult,
+  SandboxLogsV2Response,
+  SandboxMetric,
+  SandboxNetworkUpdateConfig,
+  SandboxPauseRequest,
+  SandboxRefreshRequest,
+  SandboxSnapshotRequest,
+  SandboxState,
+  SandboxTimeoutRequest,
+  SnapshotInfo,
+  Template,
+  TemplateAliasResponse,
+  TemplateBuild,
+  TemplateTag,
+  TemplateWithBuilds,
+} from './types.js';
+
+export const DEFAULT_REQUEST_TIMEOUT_MS = 60_000;
+
+export interface ControlClientOptions {
+  /** Base URL of the control API, e.g. `http://127.0.0.1:3000`. A path prefix is kept. */
+  apiUrl: string;
+  /** Sent as `X-API-Key`. */
+  apiKey?: string;
+  /** Deadline of each call, retries and body included; 0 for none. Default 60 000. */
+  requestTimeoutMs?: number;
+  /** Aborts every call of this client. */
+  signal?: AbortSignal;
+  /** Retry policy; fields not given keep their defaults (`defaultRetryPolicy`). */
+  retries?: Partial<RetryPolicy>;
+  /** Extra headers on every call. */
+  headers?: Record<string, string>;
+  /** Replaces the global fetch. */
+  fetch?: FetchFunction;
+}
+
+/** Options of a single call. */
+export interface CallOptions {
+  /** Aborts this call. */
+  signal?: AbortSignal;
+  /** Overrides the client's `requestTimeoutMs` for this call. */
+  requestTimeoutMs?: number;
+  /** Extra headers for this call. */
+  headers?: Record<string, string>;
+}
+
+/** Filters of `GET /v2/sandboxes`. */
+export interface ListSandboxesQuery {
+  /** Only sandboxes whose metadata contains all of these pairs. */
+  metadata?: Record<string, string>;
+  /** Only sandboxes in these states; both when omitted. */
+  state?: SandboxState[];
+  /** By start time; newest first when omitted. */
+  order?: OrderDirection;
+  startedAfter?: Date | string;
+  /** Only sandboxes of this template. */
+  template?: string;
+  /** Page size (server default 100). */
+  limit?: number;
+  /** Cursor of the page to start from. */
+  nextToken?: string;
+}
+
+export interface ListSnapshotsQuery {
+  sandboxID?: string;
+  name?: string;
+  limit?: number;
+  nextToken?: string;
+}
+
+export interface TemplateBuildsQuery {
+  limit?: number;
+  nextToken?: string;
+}
+
+export interface SandboxMetricsQuery {
+  /** Unix seconds. */
+  start?: number;
+  /** Unix seconds. */
+  end?: number;
+}
+
+export interface SandboxLogsQuery {
+  /** Unix milliseconds to start reading from. */
+  cursor?: number;
+  limit?: number;
+  direction?: LogsDirection;
+  level?: LogLevel;
+  search?: string;
+}
+
+export interface ConnectResult {
+  sandbox: Sandbox;
+  /** True when the sandbox was paused and has been resumed (201), false when it was running (200). */
+  resumed: boolean;
+}
+
+export interface TemplatePage {
+  template: TemplateWithBuilds;
+  /** Cursor of the next page of builds. */
+  nextToken: string | undefined;
+}
+
+/** What openapi-fetch resolves to, reduced to what this client reads. */
+type Outcome<D> = { data: D; error?: never; response: Response } | { data?: never; error: unknown; response: Response };
+
+interface CallSetup extends CallOptions {
+  /** The operation is idempotent although its method is not (e.g. setting an absolute expiry). */
+  idempotent?: boolean;
+  /** Disables retries, for calls whose failure is itself the answer. */
+  noRetry?: boolean;
+}
+
+/** What each typed call hands to openapi-fetch besides params and body. */
+type CallInit = {
+  fetch: FetchFunction;
+  signal: AbortSignal | undefined;
+  headers: Record<string, string> | undefined;
+};
+
+/**
+ * Typed client of the control API. Each method is one operation of
+ * `openapi/control.yaml` and takes and returns its wire types; failures throw
+ * `ControlApiError`. `api` is the underlying openapi-fetch client (same base
+ * URL, API key, timeout and retries) for operations without a method here;
+ * it returns openapi-fetch's `{data, error, response}` and does not throw on
+ * HTTP errors.
+ */
+export class ControlClient {
+  readonly api: Client<paths>;
+  readonly #fetch: FetchFunction;
+  readonly #policy: RetryPolicy;
+  readonly #timeoutMs: number;
+  readonly #signal: AbortSignal | undefined;
+
+  constructor(options: ControlClientOptions) {
+    this.#fetch = options.fetch ?? ((input, init) => fetch(input, init));
+    this.#policy = { ...defaultRetryPolicy, ...options.retries };
+    this.#timeoutMs = options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
+    this.#signal = options.signal;
+    const headers: Record<string, string> = { ...options.headers };
+    if (options.apiKey !== undefined) headers['X-API-Key'] = options.apiKey;
+    this.api = createClient<paths>({
+      baseUrl: options.apiUrl,
+      headers,
+      fetch: this.#transport({}),
+      Request: ReplayableRequest,
+      // `state` is a comma list (style form, explode false), as the spec says.
+      querySerializer: { array: { style: 'form', explode: false } },
+    });
+  }
+
+  // --- sandboxes -----------------------------------------------------------
+
+  /** `POST /v2/sandboxes`. */
+  async createSandbox(body: NewSandbox, options?: CallOptions): Promise<Sandbox> {
+    return this.#json('POST', '/v2/sandboxes', options, (init) => this.api.POST('/v2/sandboxes', { ...init, body }));
+  }
+
+  /** `GET /v2/sandboxes`: one page. */
+  async listSandboxes(query: ListSandboxesQuery = {}, options?: CallOptions): Promise<Page<ListedSandbox>> {
+    const { data, response } = await this.#call('GET', '/v2/sandboxes', options, (init) =>
+      this.api.GET('/v2/sandboxes', { ...init, params: { query: sandboxListQuery(query) } }),
+    );
+    return { items: expectBody(data, 'GET', response), nextToken: nextToken(response) };
+  }
+
+  /** Every sandbox matching `query`, page by page from `query.nextToken`. */
+  paginateSandboxes(query: ListSandboxesQuery = {}, options?: CallOptions): Paginator<ListedSandbox> {
+    return new Paginator((token) => this.listSandboxes({ ...query, nextToken: token }, options), query.nextToken);
+  }
+
+  /** `GET /sandboxes/{sandboxID}`. */
+  async getSandbox(sandboxID: string, options?: CallOptions): Promise<SandboxDetail> {
+    return this.#json('GET', '/sandboxes/{sandboxID}', options, (init) =>
+      this.api.GET('/sandboxes/{sandboxID}', { ...init, params: { path: { sandboxID } } }),
+    );
+  }
+
+  /** `DELETE /sandboxes/{sandboxID}`. A missing sandbox throws with kind `not_found`. */
+  async killSandbox(sandboxID: string, options?: CallOptions): Promise<void> {
+    await this.#call('DELETE', '/sandboxes/{sandboxID}', options, (init) =>
+      this.api.DELETE('/sandboxes/{sandboxID}', { ...init, params: { path: { sandboxID } } }),
+    );
+  }
+
+  /**
+   * `POST /v2/sandboxes/{sandboxID}/connect`: resumes a paused sandbox. Retried
+   * like an idempotent call: a repeat after a resume that did happen answers
+   * 200, so `resumed` can then be false although this call resumed it.
+   */
+  async connectSandbox(sandboxID: string, body: ConnectSandbox, options?: CallOptions): Promise<ConnectResult> {
+    const { data, response } = await this.#call(
+      'POST',
+      '/v2/sandboxes/{sandboxID}/connect',
+      { ...options, idempotent: true },
+      (init) => this.api.POST('/v2/sandboxes/{sandboxID}/connect', { ...init, params: { path: { sandboxID } }, body }),
+    );
+    return { sandbox: expectBody(data, 'POST', response), resumed: response.status === 201 };
+  }
+
+  /** `POST /sandboxes/{sandboxID}/pause`. Not running throws with kind `conflict`. */
+  async pauseSandbox(sandboxID: string, body: SandboxPauseRequest = {}, options?: CallOptions): Promise<void> {
+    await this.#call('POST', '/sandboxes/{sandboxID}/pause', options, (init) =>
+      this.api.POST('/sandboxes/{sandboxID}/pause', { ...init, params: { path: { sandboxID } }, body }),
+    );
+  }
+
+  /** `POST /sandboxes/{sandboxID}/resume` (legacy; `connectSandbox` supersedes it). */
+  async resumeSandbox(sandboxID: string, body: ResumedSandbox = {}, options?: CallOptions): Promise<Sandbox> {
+    return this.#json('POST', '/sandboxes/{sandboxID}/resume', options, (init) =>
+      this.api.POST('/sandboxes/{sandboxID}/resume', { ...init, params: { path: { sandboxID } }, body }),
+    );
+  }
+
+  /** `POST /sandboxes/{sandboxID}/timeout`: expiry = now + `timeout` seconds. Retried: it sets an absolute value. */
+  async setTimeout(sandboxID: string, body: SandboxTimeoutRequest, options?: CallOptions): Promise<void> {
+    await this.#call('POST', '/sandboxes/{sandboxID}/timeout', { ...options, idempotent: true }, (init) =>
+      this.api.POST('/sandboxes/{sandboxID}/timeout', { ...init, params: { path: { sandboxID } }, body }),
+    );
+  }
+
+  /** `POST /sandboxes/{sandboxID}/refreshes`: keep alive `duration` more seconds. Retried: it sets an absolute value. */
+  async refresh(sandboxID: string, body: SandboxRefreshRequest = {}, options?: CallOptions): Promise<void> {
+    await this.#call('POST', '/sandboxes/{sandboxID}/refreshes', { ...options, idempotent: true }, (init) =>
+      this.api.POST('/sandboxes/{sandboxID}/refreshes', { ...init, params: { path: { sandboxID } }, body }),
+    );
+  }
+
+  /** `PUT /sandboxes/{sandboxID}/network`. */
+  async updateNetwork(sandboxID: string, body: SandboxNetworkUpdateConfig, options?: CallOptions): Promise<void> {
+    await this.#call('PUT', '/sandboxes/{sandboxID}/network', options, (init) =>
+      this.api.PUT('/sandboxes/{sandboxID}/network', { ...init, params: { path: { sandboxID } }, body }),
+    );
+  }
+
+  /** `GET /sandboxes/{sandboxID}/metrics`. */
+  async getSandboxMetrics(
+    sandboxID: string,
+    query: SandboxMetricsQuery = {},
+    options?: CallOptions,
+  ): Promise<SandboxMetric[]> {
+    return this.#json('GET', '/sandboxes/{sandboxID}/metrics', options, (init) =>
+      this.api.GET('/sandboxes/{sandboxID}/metrics', { ...init, params: { path: { sandboxID }, query } }),
+    );
+  }
+
+  /** `GET /v2/sandboxes/{sandboxID}/logs`. */
+  async getSandboxLogs(
+    sandboxID: string,
+    query: SandboxLogsQuery = {},
+    options?: CallOptions,
+  ): Promise<SandboxLogsV2Response> {
+    return this.#json('GET', '/v2/sandboxes/{sandboxID}/logs', options, (init) =>
+      this.api.GET('/v2/sandboxes/{sandboxID}/logs', { ...init, params: { path: { sandboxID }, query } }),
+    );
+  }
+
+  /** `POST /sandboxes/{sandboxID}/fork`. */
+  async forkSandbox(
+    sandboxID: string,
+    body: SandboxForkRequest = {},
+    options?: CallOptions,
+  ): Promise<SandboxForkResult[]> {
+    return this.#json('POST', '/sandboxes/{sandboxID}/fork', options, (init) =>
+      this.api.POST('/sandboxes/{sandboxID}/fork', { ...init, params: { path: { sandboxID } }, body }),
+    );
+  }
+
+  // --- snapshots -----------------------------------------------------------
+
+  /** `POST /sandboxes/{sandboxID}/snapshots`. */
+  async createSnapshot(
+    sandboxID: string,
+    body: SandboxSnapshotRequest = {},
+    options?: CallOptions,
+  ): Promise<SnapshotInfo> {
+    return this.#json('POST', '/sandboxes/{sandboxID}/snapshots', options, (init) =>
+      this.api.POST('/sandboxes/{sandboxID}/snapshots', { ...init, params: { path: { sandboxID } }, body }),
+    );
+  }
+
+  /** `GET /snapshots`: one page. */
+  async listSnapshots(query: ListSnapshotsQuery = {}, options?: CallOptions): Promise<Page<SnapshotInfo>> {
+    const { data, response } = await this.#call('GET', '/snapshots', options, (init) =>
+      this.api.GET('/snapshots', { ...init, params: { query } }),
+    );
+    return { items: expectBody(data, 'GET', response), nextToken: nextToken(response) };
+  }
+
+  /** Every snapshot matching `query`, page by page. */
+  paginateSnapshots(query: ListSnapshotsQuery = {}, options?: CallOptions): Paginator<SnapshotInfo> {
+    return new Paginator((token) => this.listSnapshots({ ...query, nextToken: token }, options), query.nextToken);
+  }
+
+  // --- templates -----------------------------------------------------------
+
+  /** `GET /templates`. */
+  async listTemplates(query: { teamID?: string } = {}, options?: CallOptions): Promise<Template[]> {
+    return this.#json('GET', '/templates', options, (init) => this.api.GET('/templates', { ...init, params: { query } }));
+  }
+
+  /** `GET /templates/{templateID}`: the template and one page of its builds. */
+  async getTemplate(templateID: string, query: TemplateBuildsQuery = {}, options?: CallOptions): Promise<TemplatePage> {
+    const { data, response } = await this.#call('GET', '/templates/{templateID}', options, (init) =>
+      this.api.GET('/templates/{templateID}', { ...init, params: { path: { templateID }, query } }),
+    );
+    return { template: expectBody(data, 'GET', response), nextToken: nextToken(response) };
+  }
+
+  /** Every build of a template, page by page. */
+  paginateTemplateBuilds(
+    templateID: string,
+    query: TemplateBuildsQuery = {},
+    options?: CallOptions,
+  ): Paginator<TemplateBuild> {
+    return new Paginator(async (token) => {
+      const page = await this.getTemplate(templateID, { ...query, nextToken: token }, options);
+      return { items: page.template.builds, nextToken: page.nextToken };
+    }, query.nextToken);
+  }
+
+  /** `DELETE /templates/{templateID}` (also deletes a snapshot, which is a template). */
+  async deleteTemplate(templateID: string, options?: CallOptions): Promise<void> {
+    await this.#call('DELETE', '/templates/{templateID}', options, (init) =>
+      this.api.DELETE('/templates/{templateID}', { ...init, params: { path: { templateID } } }),
+    );
+  }
+
+  /** `GET /templates/aliases/{alias}`. */
+  async getTemplateByAlias(alias: string, options?: CallOptions): Promise<TemplateAliasResponse> {
+    return this.#json('GET', '/templates/aliases/{alias}', options, (init) =>
+      this.api.GET('/templates/aliases/{alias}', { ...init, params: { path: { alias } } }),
+    );
+  }
+
+  /** `POST /templates/tags`. */
+  async assignTemplateTags(body: AssignTemplateTagsRequest, options?: CallOptions): Promise<AssignedTemplateTags> {
+    return this.#json('POST', '/templates/tags', options, (init) =>
+      this.api.POST('/templates/tags', { ...init, body }),
+    );
+  }
+
+  /** `DELETE /templates/tags`. */
+  async deleteTemplateTags(body: DeleteTemplateTagsRequest, options?: CallOptions): Promise<void> {
+    await this.#call('DELETE', '/templates/tags', options, (init) => this.api.DELETE('/templates/tags', { ...init, body }));
+  }
+
+  /** `GET /templates/{templateID}/tags`. */
+  async listTemplateTags(templateID: string, options?: CallOptions): Promise<TemplateTag[]> {
+    return this.#json('GET', '/templates/{templateID}/tags', options, (init) =>
+      this.api.GET('/templates/{templateID}/tags', { ...init, params: { path: { templateID } } }),
+    );
+  }
+
+  // --- server --------------------------------------------------------------
+
+  /**
+   * `GET /health`: true when the server answers 2xx, false when it answers
+   * 502/503/504 (up but not serving). Not retried, so that "not ready" comes
+   * back at once.
+   */
+  async health(options?: CallOptions): Promise<boolean> {
+    try {
+      await this.#call('GET', '/health', { ...options, noRetry: true }, (init) => this.api.GET('/health', init));
+      return true;
+    } catch (err) {
+      if (err instanceof ControlApiError && err.kind === 'unavailable') return false;
+      throw err;
+    }
+  }
+
+  // --- plumbing ------------------------------------------------------------
+
+  #transport(setup: CallSetup): FetchFunction {
+    const policy = setup.noRetry ? { ...this.#policy, maxRetries: 0 } : this.#policy;
+    return (request) =>
+      sendWithRetries(request, {
+        fetch: this.#fetch,
+        policy,
+        idempotent: setup.idempotent ?? false,
+        timeoutMs: setup.requestTimeoutMs ?? this.#timeoutMs,
+        signal: this.#signal,
+      });
+  }
+
+  /**
+   * Runs one typed call and turns every failure into a ControlApiError. The
+   * request actually sent names the path in errors (parameters filled in);
+   * `schemaPath` stands in when no request was made.
+   */
+  async #call<D>(
+    method: string,
+    schemaPath: string,
+    setup: CallSetup | undefined,
+    run: (init: CallInit) => Promise<Outcome<D>>,
+  ): Promise<{ data: D | undefined; response: Response }> {
+    let sent: Request | undefined;
+    const transport = this.#transport(setup ?? {});
+    const init: CallInit = {
+      fetch: (request) => {
+        sent = request;
+        return transport(request);
+      },
+      signal: setup?.signal,
+      headers: setup?.headers,
+    };
+    const path = (): string => (sent ? new URL(sent.url).pathname : schemaPath);
+    let outcome: Outcome<D>;
+    try {
+      outcome = await run(init);
+    } catch (err) {
+      const callerAborted = Boolean(setup?.signal?.aborted || this.#signal?.aborted);
+      throw errorFromFailure(method, path(), err, callerAborted);
+    }
+    const { response } = outcome;
+    if (!response.ok) throw errorFromResponse(method, path(), response, outcome.error);
+    return { data: outcome.data, response };
+  }
+
+  /** A call whose 2xx answer must carry a JSON body. */
+  async #json<D>(
+    method: string,
+    schemaPath: string,
+    setup: CallSetup | undefined,
+    run: (init: CallInit) => Promise<Outcome<D>>,
+  ): Promise<Exclude<D, undefined>> {
+    const { data, response } = await this.#call(method, schemaPath, setup, run);
+    return expectBody(data, method, response);
+  }
+}
+
+function expectBody<D>(data: D, method: string, response: Response): Exclude<D, undefined> {
+  if (data !== undefined) return data as Exclude<D, undefined>;
+  const path = response.url ? new URL(response.url).pathname : '';
+  throw new ControlApiError(`${method} ${path} answered ${response.status} without the expected JSON body`, {
+    kind: 'invalid_response',
+    method,
+    path,
+    status: response.status,
+  });
+}
+
+function nextToken(response: Response): string | undefined {
+  return response.headers.get('x-next-token') || undefined;
+}
+
+function sandboxListQuery(query: ListSandboxesQuery): NonNullable<paths['/v2/sandboxes']['get']['parameters']['query']> {
+  const { metadata, state, startedAfter, template, order, limit, nextToken } = query;
+  return {
+    metadata: metadata && Object.keys(metadata).length > 0 ? encodeMetadataFilter(metadata) : undefined,
+    state: state && state.length > 0 ? state : undefined,
+    startedAfter: startedAfter instanceof Date ? startedAfter.toISOString() : startedAfter,
+    template: template || undefined,
+    order,
+    limit,
+    nextToken,
+  };
+}

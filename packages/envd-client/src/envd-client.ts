@@ -1,0 +1,352 @@
+import type { Readable } from 'node:stream';
+import { createClient, type Client, type Interceptor, type Transport } from '@connectrpc/connect';
+import { createConnectTransport } from '@connectrpc/connect-node';
+import { Filesystem, Process, type envd } from '@paddock/models';
+import { EnvdArgumentError, EnvdHttpError, errorFromFailure, errorFromResponse } from './errors.js';
+import { connectionHeaders, envdInterceptor, type EnvdHeaderConfig } from './headers.js';
+import { metadataHeaders } from './metadata.js';
+import { endpointUrl, fileUrl, filesQuery } from './signature.js';
+import { isInMemory, multipartBody, newBoundary, octetStreamBody, type RequestBody, type UploadData } from './upload-body.js';
+
+export const DEFAULT_REQUEST_TIMEOUT_MS = 60_000;
+
+/** A file written by an upload, as envd reports it. */
+export type EntryInfo = envd.components['schemas']['EntryInfo'];
+/** One sample of resource usage inside the sandbox. */
+export type Metrics = envd.components['schemas']['Metrics'];
+
+export type FetchFunction = (input: string, init?: RequestInit) => Promise<Response>;
+
+/** What the client hands a transport factory; connect-web's and connect-node's `createConnectTransport` accept it. */
+export interface TransportOptions {
+  baseUrl: string;
+  useBinaryFormat: boolean;
+  /** Adds envd's headers; a custom transport must keep it. */
+  interceptors: Interceptor[];
+}
+
+export interface EnvdClientOptions extends EnvdHeaderConfig {
+  /**
+   * Base URL of envd: a sandbox's own (`https://49983-{sandboxID}.{domain}`)
+   * or a shared sandbox URL together with `sandboxId`. A path prefix is kept.
+   */
+  envdUrl: string;
+  /** Connect binary format instead of JSON (the default, as the e2b SDK uses). */
+  useBinaryFormat?: boolean;
+  /**
+   * Builds the Connect transport, e.g. connect-web's `createConnectTransport`
+   * in a browser. Default: connect-node over HTTP/1.1.
+   */
+  createTransport?: (options: TransportOptions) => Transport;
+  /** fetch for the HTTP endpoints (`/files`, `/health`, `/metrics`); default the global one. */
+  fetch?: FetchFunction;
+  /**
+   * Deadline of an HTTP call; 0 for none. Default 60 000. A download in a
+   * stream format is bounded until its headers arrive; an upload only when
+   * all its data is in memory, since a stream can take any time.
+   */
+  requestTimeoutMs?: number;
+}
+
+export interface CallOptions {
+  signal?: AbortSignal;
+  /** Overrides the client's `requestTimeoutMs`. */
+  requestTimeoutMs?: number;
+}
+
+export interface DownloadOptions extends CallOptions {
+  /** User whose view of the filesystem to read (relative paths resolve in their home); envd's default user when omitted. */
+  user?: string;
+  /** Ask for a gzip-compressed body (`Accept-Encoding: gzip`); it is decompressed transparently. */
+  gzip?: boolean;
+}
+
+/** What `download` returns: `text` (default), `bytes`, `blob`, a Web `stream` or a Node `node-stream`. */
+export type DownloadFormat = 'text' | 'bytes' | 'blob' | 'stream' | 'node-stream';
+
+export interface UploadEntry {
+  /** Target path; relative paths resolve in the user's home. */
+  path: string;
+  data: UploadData;
+}
+
+export interface UploadOptions extends CallOptions {
+  /** User who owns the written files; envd's default user when omitted. */
+  user?: string;
+  /**
+   * `multipart` (default): one `multipart/form-data` request for all files.
+   * `octet-stream`: one raw request per file, sent side by side.
+   */
+  encoding?: 'multipart' | 'octet-stream';
+  /** Compress each body on the fly (`Content-Encoding: gzip`); implies `octet-stream`. */
+  gzip?: boolean;
+  /** Sent as `X-Metadata-{key}` headers; checked here as envd would check them. */
+  metadata?: Record<string, string>;
+}
+
+export interface FileUrlRequest {
+  /** User as whom to read or write; signed and sent as `username`. */
+  user?: string;
+  /** Seconds from now until the URL stops working; needs an access token. */
+  expiresInSeconds?: number;
+}
+
+function defaultTransport(options: TransportOptions): Transport {
+  return createConnectTransport({ ...options, httpVersion: '1.1' });
+}
+
+/**
+ * Client of one sandbox's envd. `filesystem` and `process` are Connect
+ * clients of envd's services (their errors are `ConnectError`s); the other
+ * methods use envd's HTTP endpoints and throw `EnvdHttpError` or
+ * `EnvdArgumentError`.
+ */
+export class EnvdClient {
+  readonly transport: Transport;
+  readonly filesystem: Client<typeof Filesystem>;
+  readonly process: Client<typeof Process>;
+  readonly #envdUrl: string;
+  readonly #accessToken: string | undefined;
+  readonly #user: string | undefined;
+  readonly #headers: Record<string, string>;
+  readonly #fetch: FetchFunction;
+  readonly #timeoutMs: number;
+
+  constructor(options: EnvdClientOptions) {
+    this.#envdUrl = options.envdUrl;
+    this.#accessToken = options.accessToken;
+    this.#user = options.user;
+    this.#headers = connectionHeaders(options);
+    this.#fetch = options.fetch ?? ((input, init) => fetch(input, init));
+    this.#timeoutMs = options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
+    this.transport = (options.createTransport ?? defaultTransport)({
+      baseUrl: options.envdUrl,
+      useBinaryFormat: options.useBinaryFormat ?? false,
+      interceptors: [envdInterceptor(options)],
+    });
+    this.filesystem = createClient(Filesystem, this.transport);
+    this.process = createClient(Process, this.transport);
+  }
+
+  /** `GET /files`: the file at `path`. An empty file gives an empty result. */
+  download(path: string, options?: DownloadOptions & { format?: 'text' }): Promise<string>;
+  download(path: string, options: DownloadOptions & { format: 'bytes' }): Promise<Uint8Array>;
+  download(path: string, options: DownloadOptions & { format: 'blob' }): Promise<Blob>;
+  download(path: string, options: DownloadOptions & { format: 'stream' }): Promise<ReadableStream<Uint8Array>>;
+  download(path: string, options: DownloadOptions & { format: 'node-stream' }): Promise<Readable>;
+  download(
+    path: string,
+    options: DownloadOptions & { format: DownloadFormat },
+  ): Promise<string | Uint8Array | Blob | ReadableStream<Uint8Array> | Readable>;
+  async download(
+    path: string,
+    options: DownloadOptions & { format?: DownloadFormat } = {},
+  ): Promise<string | Uint8Array | Blob | ReadableStream<Uint8Array> | Readable> {
+    const format = options.format ?? 'text';
+    const url = endpointUrl(this.#envdUrl, '/files', filesQuery(path, options.user ?? this.#user));
+    const headers: Record<string, string> = { ...this.#headers };
+    if (options.gzip) headers['Accept-Encoding'] = 'gzip';
+    const call = startCall(options.signal, options.requestTimeoutMs ?? this.#timeoutMs);
+    try {
+      const response = await this.#fetch(url, { headers, signal: call.signal });
+      if (!response.ok) throw await errorFromResponse('GET', '/files', response);
+      const body = response.headers.get('content-length') === '0' || response.body === null ? emptyStream() : response.body;
+      switch (format) {
+        case 'stream':
+          call.stopTimer();
+          return body;
+        case 'node-stream': {
+          call.stopTimer();
+          const { Readable } = await import('node:stream');
+          return Readable.fromWeb(body as Parameters<typeof Readable.fromWeb>[0]);
+        }
+        case 'bytes':
+          return new Uint8Array(await new Response(body).arrayBuffer());
+        case 'blob':
+          return await new Response(body).blob();
+        default:
+          return await new Response(body).text();
+      }
+    } catch (err) {
+      throw errorFromFailure('GET', '/files', err, call.callerAborted());
+    } finally {
+      if (format !== 'stream' && format !== 'node-stream') call.stopTimer();
+    }
+  }
+
+  /**
+   * `POST /files`: writes one file, or several. Resolves to envd's report of
+   * what it wrote. Nothing is buffered whole: stream data is sent as it is read.
+   */
+  upload(path: string, data: UploadData, options?: UploadOptions): Promise<EntryInfo[]>;
+  upload(files: UploadEntry[], options?: UploadOptions): Promise<EntryInfo[]>;
+  async upload(
+    pathOrFiles: string | UploadEntry[],
+    dataOrOptions?: UploadData | UploadOptions,
+    maybeOptions?: UploadOptions,
+  ): Promise<EntryInfo[]> {
+    const single = typeof pathOrFiles === 'string';
+    const files = single ? [{ path: pathOrFiles, data: dataOrOptions as UploadData }] : pathOrFiles;
+    const options = (single ? maybeOptions : (dataOrOptions as UploadOptions | undefined)) ?? {};
+    const gzip = options.gzip ?? false;
+    const encoding = options.encoding ?? (gzip ? 'octet-stream' : 'multipart');
+    if (files.length === 0) throw new EnvdArgumentError('files', 'nothing to upload: the list of files is empty');
+    if (gzip && encoding === 'multipart') {
+      throw new EnvdArgumentError('gzip', 'gzip needs encoding "octet-stream": multipart bodies are sent uncompressed');
+    }
+    const headers = { ...this.#headers, ...metadataHeaders(options.metadata) };
+    const user = options.user ?? this.#user;
+    // Reading a stream can take any time, so only in-memory data is bounded by the request timeout.
+    const timeoutMs = files.every((f) => isInMemory(f.data)) ? (options.requestTimeoutMs ?? this.#timeoutMs) : 0;
+
+    if (encoding === 'multipart') {
+      const boundary = newBoundary();
+      headers['Content-Type'] = `multipart/form-data; boundary=${boundary}`;
+      // `path` names the target only of a lone file; with several, each part's filename does.
+      const target = files.length === 1 ? files[0]?.path : undefined;
+      return this.#post(target, user, multipartBody(files, boundary), headers, options.signal, timeoutMs);
+    }
+
+    headers['Content-Type'] = 'application/octet-stream';
+    if (gzip) headers['Content-Encoding'] = 'gzip';
+    for (const f of files) {
+      if (!f.path) throw new EnvdArgumentError('path', 'an octet-stream upload needs a target path for every file');
+    }
+    // One request per file, side by side; the first failure cancels the rest.
+    const siblings = new AbortController();
+    const signal = options.signal ? AbortSignal.any([options.signal, siblings.signal]) : siblings.signal;
+    const results = await Promise.all(
+      files.map((f) =>
+        this.#post(f.path, user, octetStreamBody(f.data, gzip), headers, signal, timeoutMs).catch((err: unknown) => {
+          siblings.abort(err);
+          throw err;
+        }),
+      ),
+    );
+    return results.flat();
+  }
+
+  /** URL to download `path` with no headers (a link, `curl`); signed when the client has an access token. */
+  downloadUrl(path: string, options: FileUrlRequest = {}): Promise<string> {
+    return this.#fileUrl('read', path, options);
+  }
+
+  /** URL to upload to with no headers (an HTML form, `curl -F`); signed when the client has an access token. */
+  uploadUrl(path?: string, options: FileUrlRequest = {}): Promise<string> {
+    return this.#fileUrl('write', path, options);
+  }
+
+  /** `GET /health`: true when envd answers 2xx, false on 502 (through the proxy: the sandbox is not running). */
+  health(options: CallOptions = {}): Promise<boolean> {
+    return this.#get('/health', options, async (response) => {
+      if (response.ok) return true;
+      if (response.status === 502) {
+        await response.body?.cancel();
+        return false;
+      }
+      throw await errorFromResponse('GET', '/health', response);
+    });
+  }
+
+  /** `GET /metrics`: current CPU, memory and disk usage. */
+  metrics(options: CallOptions = {}): Promise<Metrics> {
+    return this.#get('/metrics', options, async (response) => {
+      if (!response.ok) throw await errorFromResponse('GET', '/metrics', response);
+      const body: unknown = await response.json().catch((err: unknown) => {
+        throw invalidResponse('GET', '/metrics', response.status, 'a body that is not JSON', err);
+      });
+      if (typeof body !== 'object' || body === null || Array.isArray(body)) {
+        throw invalidResponse('GET', '/metrics', response.status, 'a body that is not a metrics object');
+      }
+      return body as Metrics;
+    });
+  }
+
+  /** A GET whose answer, body included, is read within the deadline. */
+  async #get<T>(path: string, options: CallOptions, read: (response: Response) => Promise<T>): Promise<T> {
+    const call = startCall(options.signal, options.requestTimeoutMs ?? this.#timeoutMs);
+    try {
+      const response = await this.#fetch(endpointUrl(this.#envdUrl, path), { headers: this.#headers, signal: call.signal });
+      return await read(response);
+    } catch (err) {
+      throw errorFromFailure('GET', path, err, call.callerAborted());
+    } finally {
+      call.stopTimer();
+    }
+  }
+
+  async #post(
+    path: string | undefined,
+    user: string | undefined,
+    { body, streaming }: RequestBody,
+    headers: Record<string, string>,
+    signal: AbortSignal | undefined,
+    timeoutMs: number,
+  ): Promise<EntryInfo[]> {
+    const url = endpointUrl(this.#envdUrl, '/files', filesQuery(path, user));
+    const call = startCall(signal, timeoutMs);
+    try {
+      const init: RequestInit = { method: 'POST', headers, body, signal: call.signal };
+      if (streaming) init.duplex = 'half';
+      const response = await this.#fetch(url, init);
+      if (!response.ok) throw await errorFromResponse('POST', '/files', response);
+      const entries: unknown = await response.json().catch((err: unknown) => {
+        throw invalidResponse('POST', '/files', response.status, 'a body that is not JSON', err);
+      });
+      if (!Array.isArray(entries)) {
+        throw invalidResponse('POST', '/files', response.status, 'no list of written files');
+      }
+      return entries as EntryInfo[];
+    } catch (err) {
+      throw errorFromFailure('POST', '/files', err, call.callerAborted());
+    } finally {
+      call.stopTimer();
+    }
+  }
+
+  #fileUrl(operation: 'read' | 'write', path: string | undefined, options: FileUrlRequest): Promise<string> {
+    return fileUrl({
+      envdUrl: this.#envdUrl,
+      path,
+      operation,
+      user: options.user ?? this.#user,
+      accessToken: this.#accessToken,
+      expiresInSeconds: options.expiresInSeconds,
+    });
+  }
+}
+
+interface Call {
+  signal: AbortSignal;
+  /** Ends the deadline (the call finished, or what remains is a stream the caller reads at their pace). */
+  stopTimer(): void;
+  callerAborted(): boolean;
+}
+
+/** The signal of one HTTP call: the caller's signal and a deadline that can be lifted. */
+function startCall(callerSignal: AbortSignal | undefined, timeoutMs: number): Call {
+  const deadline = new AbortController();
+  const timer =
+    timeoutMs > 0
+      ? setTimeout(() => deadline.abort(new DOMException(`no answer within ${timeoutMs} ms`, 'TimeoutError')), timeoutMs)
+      : undefined;
+  return {
+    signal: callerSignal ? AbortSignal.any([callerSignal, deadline.signal]) : deadline.signal,
+    stopTimer: () => clearTimeout(timer),
+    callerAborted: () => callerSignal?.aborted ?? false,
+  };
+}
+
+function emptyStream(): ReadableStream<Uint8Array> {
+  return new ReadableStream<Uint8Array>({ start: (controller) => controller.close() });
+}
+
+function invalidResponse(method: string, path: string, status: number, what: string, cause?: unknown): EnvdHttpError {
+  return new EnvdHttpError(`${method} ${path} answered ${status} with ${what}`, {
+    kind: 'invalid_response',
+    method,
+    path,
+    status,
+    cause,
+  });
+}

@@ -1,0 +1,77 @@
+import { EnvdArgumentError } from './errors.js';
+import { base64 } from './headers.js';
+
+/** What a signed `/files` URL allows: downloading (`read`) or uploading (`write`). */
+export type FileOperation = 'read' | 'write';
+
+export interface FileSignatureInput {
+  /** The path exactly as it goes into the `path` query parameter. */
+  path: string;
+  operation: FileOperation;
+  /** The user as it goes into `username`; empty when none is given. */
+  user?: string | undefined;
+  accessToken: string;
+  /** Unix seconds after which envd refuses the signature. */
+  expiration?: number | undefined;
+}
+
+/**
+ * The signature envd checks on `/files` requests that carry no access token:
+ * `"v1_" + base64(sha256("{path}:{operation}:{user}:{token}[:{expiration}]"))`
+ * with the `=` padding removed.
+ */
+export async function fileSignature(input: FileSignatureInput): Promise<string> {
+  let raw = `${input.path}:${input.operation}:${input.user ?? ''}:${input.accessToken}`;
+  if (input.expiration !== undefined) raw += `:${input.expiration}`;
+  const digest = await crypto.subtle.digest('SHA-256', new TextEncoder().encode(raw));
+  return `v1_${base64(new Uint8Array(digest)).replace(/=+$/, '')}`;
+}
+
+export interface FileUrlOptions {
+  /** Base URL of envd; a path prefix is kept. */
+  envdUrl: string;
+  /** File to read or write; may be omitted for a multipart upload whose parts name their paths. */
+  path?: string | undefined;
+  operation: FileOperation;
+  /** Sent as `username` (only when given) and signed. */
+  user?: string | undefined;
+  /** The sandbox's envd access token; without it the URL is not signed. */
+  accessToken?: string | undefined;
+  /** Seconds from now until the signature expires; needs `accessToken`. */
+  expiresInSeconds?: number | undefined;
+}
+
+/**
+ * URL of `/files` that works without any header: a browser link, a `curl`
+ * command. Query: `username` (when given), `path` (when not empty),
+ * `signature` and `signature_expiration` (when signed).
+ */
+export async function fileUrl(options: FileUrlOptions): Promise<string> {
+  const { path = '', operation, user, accessToken, expiresInSeconds } = options;
+  if (expiresInSeconds !== undefined && accessToken === undefined) {
+    throw new EnvdArgumentError('expiresInSeconds', 'a signature expiration needs an access token to sign with');
+  }
+  const query = filesQuery(path, user);
+  if (accessToken !== undefined) {
+    const expiration = expiresInSeconds === undefined ? undefined : Math.floor(Date.now() / 1000) + expiresInSeconds;
+    query.set('signature', await fileSignature({ path, operation, user, accessToken, expiration }));
+    if (expiration !== undefined) query.set('signature_expiration', String(expiration));
+  }
+  return endpointUrl(options.envdUrl, '/files', query);
+}
+
+/** Query of `/files`: `username` only when a user is chosen, `path` only when there is one. */
+export function filesQuery(path: string | undefined, user: string | undefined): URLSearchParams {
+  const query = new URLSearchParams();
+  if (user !== undefined) query.set('username', user);
+  if (path) query.set('path', path);
+  return query;
+}
+
+/** `endpoint` under `baseUrl`, keeping any path prefix of the base. */
+export function endpointUrl(baseUrl: string, endpoint: string, query?: URLSearchParams): string {
+  const url = new URL(baseUrl);
+  url.pathname = url.pathname.replace(/\/+$/, '') + endpoint;
+  url.search = query?.toString() ?? '';
+  return url.toString();
+}
