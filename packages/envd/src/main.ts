@@ -88,7 +88,7 @@ const http2 = createHttp2Server({}, handler as never);
  * HTTP/2 server, any other to the HTTP/1.1 one.
  */
 function frontServer(): Server {
-  return createNetServer((socket: Socket) => {
+  return createNetServer({ noDelay: true }, (socket: Socket) => {
     socket.once('data', (first: Buffer) => {
       socket.pause();
       socket.unshift(first);

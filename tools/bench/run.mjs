@@ -1,0 +1,59 @@
+#!/usr/bin/env node
+// `npm run bench`: runs the benchmark suites against the built packages and
+// writes tools/bench/results/latest.json and docs/performance.md.
+//
+//   node tools/bench/run.mjs [--quick] [--only SUITE[,SUITE]]
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { machine } from './lib.mjs';
+import { envdSuite } from './suites/envd.mjs';
+
+const suites = { envd: envdSuite };
+
+const { values } = parseArgs({ options: { quick: { type: 'boolean', default: false }, only: { type: 'string' } } });
+const selected = values.only ? values.only.split(',') : Object.keys(suites);
+for (const name of selected) if (!suites[name]) throw new Error(`unknown suite '${name}' (have: ${Object.keys(suites).join(', ')})`);
+
+const log = (msg) => process.stderr.write(`[bench] ${msg}\n`);
+const started = new Date();
+const rows = [];
+for (const name of selected) rows.push(...(await suites[name]({ quick: values.quick, log })));
+
+const result = { date: started.toISOString(), quick: values.quick, machine: machine(), rows };
+const root = new URL('../..', import.meta.url).pathname;
+mkdirSync(join(root, 'tools/bench/results'), { recursive: true });
+writeFileSync(join(root, 'tools/bench/results/latest.json'), JSON.stringify(result, null, 2) + '\n');
+const table = markdown(result);
+writeFileSync(join(root, 'docs/performance.md'), table);
+process.stdout.write(table);
+
+function fmt(n) {
+  if (n === null || n === undefined || Number.isNaN(n)) return '–';
+  return n >= 100 ? n.toFixed(0) : n >= 10 ? n.toFixed(1) : n.toFixed(2);
+}
+
+function markdown(r) {
+  const m = r.machine;
+  const lines = [
+    '# Performance',
+    '',
+    `Latest run of \`npm run bench${r.quick ? ' -- --quick' : ''}\`: ${r.date.slice(0, 10)}, on ${m.cpus} × ${m.cpuModel}, ${m.memoryGiB} GiB, Node ${m.node}, Linux ${m.kernel}.`,
+    '',
+    'Every benchmark runs next to a baseline measured in the same run; the ratio is the headline.',
+    'Latencies are p50/p95 in ms (ratio = Paddock / baseline, lower is better); throughputs are the median and',
+    'slowest-5% MiB/s (ratio = Paddock / baseline, higher is better). Absolute numbers depend on the machine.',
+    '',
+    '| suite | benchmark | Paddock p50 | p95 | baseline | baseline p50 | ratio | target | met |',
+    '|---|---|---|---|---|---|---|---|---|',
+  ];
+  for (const x of r.rows) {
+    const target = x.target ? `${x.target.on === 'ratio' ? 'ratio' : x.unit} ${x.target.op} ${x.target.value}` : '';
+    const met = x.met === null ? '' : x.met ? 'yes' : '**no**';
+    lines.push(
+      `| ${x.suite} | ${x.name} | ${fmt(x.value.p50)} ${x.unit} | ${fmt(x.value.p95)} | ${x.baselineName ?? '–'} | ${x.baseline ? `${fmt(x.baseline.p50)} ${x.unit}` : '–'} | ${x.ratio === null ? '–' : fmt(x.ratio) + '×'} | ${target} | ${met} |`,
+    );
+  }
+  lines.push('', 'Raw numbers: `tools/bench/results/latest.json`.', '');
+  return lines.join('\n');
+}

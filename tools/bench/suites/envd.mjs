@@ -1,0 +1,236 @@
+// envd against what the same work costs without it: a local spawn, a local
+// pipe, loopback TCP, direct fs calls. envd runs as a real process (the
+// built dist/main.js) and is driven over HTTP/1.1 like the SDKs do.
+import { createClient } from '@connectrpc/connect';
+import { createConnectTransport } from '@connectrpc/connect-node';
+import { Filesystem, Process } from '@paddock/models';
+import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import {
+  chmodSync, chownSync, createReadStream, createWriteStream, lstatSync, mkdirSync, mkdtempSync, readdirSync, rmSync, watch, writeFileSync,
+} from 'node:fs';
+import { createServer, connect } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { pipeline } from 'node:stream/promises';
+import { row, throughput, timeit } from '../lib.mjs';
+
+const MiB = 1024 * 1024;
+const envdMain = new URL('../../../packages/envd/dist/main.js', import.meta.url).pathname;
+
+async function startEnvd() {
+  const dir = mkdtempSync(join(tmpdir(), 'bench-envd-'));
+  chmodSync(dir, 0o755);
+  const home = join(dir, 'home');
+  mkdirSync(home);
+  chownSync(home, 1000, 1000);
+  writeFileSync(join(dir, 'passwd'), `root:x:0:0:root:${dir}:/bin/bash\nuser:x:1000:1000::${home}:/bin/bash\n`);
+  writeFileSync(join(dir, 'group'), 'root:x:0:\nuser:x:1000:\n');
+  const child = spawn(process.execPath, [envdMain, '--port', '0', '--passwd-file', join(dir, 'passwd'), '--group-file', join(dir, 'group')], {
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  const port = await new Promise((resolve, reject) => {
+    createInterface({ input: child.stderr }).on('line', (line) => {
+      const msg = JSON.parse(line);
+      if (msg.msg === 'ready') resolve(msg.port);
+    });
+    child.once('exit', (code) => reject(new Error(`envd exited with ${code}`)));
+  });
+  const url = `http://127.0.0.1:${port}`;
+  const transport = createConnectTransport({ baseUrl: url, httpVersion: '1.1' });
+  return {
+    url,
+    dir,
+    home,
+    fs: createClient(Filesystem, transport),
+    proc: createClient(Process, transport),
+    async stop() {
+      child.kill('SIGTERM');
+      await new Promise((r) => child.once('exit', r));
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** Runs a command through envd; resolves with the stdout byte count once it ended. */
+async function runViaEnvd(envd, cmd, args) {
+  let bytes = 0;
+  for await (const res of envd.proc.start({ process: { cmd, args }, stdin: false })) {
+    const ev = res.event?.event;
+    if (ev?.case === 'data' && ev.value.output.case === 'stdout') bytes += ev.value.output.value.length;
+  }
+  return bytes;
+}
+
+/** Spawns the command as envd's child would run: same user, home and environment. */
+function runLocally(envd, cmd, args) {
+  return new Promise((resolve, reject) => {
+    const child = spawn(cmd, args, {
+      stdio: ['ignore', 'pipe', 'pipe'],
+      uid: 1000,
+      gid: 1000,
+      cwd: envd.home,
+      env: { PATH: '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin', HOME: envd.home, USER: 'user', LOGNAME: 'user' },
+    });
+    let bytes = 0;
+    child.stdout.on('data', (b) => (bytes += b.length));
+    child.stderr.resume();
+    child.once('error', reject);
+    child.once('close', () => resolve(bytes));
+  });
+}
+
+/** Sends `size` bytes over loopback TCP from one socket to another in this process. */
+async function loopbackTcp(size) {
+  const server = createServer((sock) => sock.resume());
+  await new Promise((r) => server.listen(0, '127.0.0.1', r));
+  const { port } = server.address();
+  const chunk = Buffer.alloc(MiB);
+  const done = new Promise((resolve) => {
+    server.once('connection', (sock) => sock.once('end', resolve));
+  });
+  const client = connect(port, '127.0.0.1');
+  await new Promise((r) => client.once('connect', r));
+  for (let sent = 0; sent < size; sent += chunk.length) {
+    if (!client.write(chunk)) await new Promise((r) => client.once('drain', r));
+  }
+  client.end();
+  await done;
+  server.close();
+  return size;
+}
+
+export async function envdSuite({ quick, log }) {
+  const rows = [];
+  const envd = await startEnvd();
+  const iterations = quick ? 15 : 60;
+  try {
+    log('envd: exec round trip');
+    const bashTrue = ['/bin/bash', ['-l', '-c', 'true']];
+    const viaEnvd = await timeit(() => runViaEnvd(envd, ...bashTrue), { warmup: 5, iterations });
+    const local = await timeit(() => runLocally(envd, ...bashTrue), { warmup: 5, iterations });
+    rows.push(row({ suite: 'envd', name: 'exec `bash -l -c true` round trip', unit: 'ms', value: viaEnvd, baseline: local, baselineName: 'local spawn of the same', target: { on: 'ratio', op: '<=', value: 1.5 } }));
+    const plainEnvd = await timeit(() => runViaEnvd(envd, '/bin/true', []), { warmup: 5, iterations });
+    const plainLocal = await timeit(() => runLocally(envd, '/bin/true', []), { warmup: 5, iterations });
+    rows.push(row({ suite: 'envd', name: 'exec `/bin/true` round trip', unit: 'ms', value: plainEnvd, baseline: plainLocal, baselineName: 'local spawn of the same' }));
+
+    log('envd: stdout throughput');
+    const size = quick ? 64 : 256;
+    const head = ['/usr/bin/head', ['-c', `${size}M`, '/dev/zero']];
+    const outEnvd = await throughput(() => runViaEnvd(envd, ...head), { warmup: 1, iterations: quick ? 2 : 4 });
+    const outLocal = await throughput(() => runLocally(envd, ...head), { warmup: 1, iterations: quick ? 2 : 4 });
+    rows.push(row({ suite: 'envd', name: `stdout throughput (head -c ${size}M)`, unit: 'MiB/s', value: outEnvd, baseline: outLocal, baselineName: 'local pipe', lowerIsBetter: false, target: { on: 'ratio', op: '>=', value: 0.25 } }));
+
+    log('envd: file transfer');
+    const src = join(envd.dir, 'payload.bin');
+    const fileSize = size * MiB;
+    await pipeline(
+      (async function* () {
+        for (let i = 0; i < size; i++) yield randomBytes(MiB);
+      })(),
+      createWriteStream(src),
+    );
+    const upload = await throughput(
+      async () => {
+        const res = await fetch(`${envd.url}/files?path=upload.bin`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/octet-stream' },
+          body: createReadStream(src, { highWaterMark: MiB }),
+          duplex: 'half',
+        });
+        if (res.status !== 200) throw new Error(`upload failed: ${res.status}`);
+        await res.arrayBuffer();
+        return fileSize;
+      },
+      { warmup: 1, iterations: quick ? 2 : 4 },
+    );
+    const download = await throughput(
+      async () => {
+        const res = await fetch(`${envd.url}/files?path=upload.bin`, { headers: { 'accept-encoding': 'identity' } });
+        let n = 0;
+        for await (const c of res.body) n += c.length;
+        if (n !== fileSize) throw new Error(`download returned ${n} bytes`);
+        return n;
+      },
+      { warmup: 1, iterations: quick ? 2 : 4 },
+    );
+    const tcp = await throughput(() => loopbackTcp(fileSize), { warmup: 1, iterations: quick ? 2 : 4 });
+    const fsCopy = await throughput(
+      async () => {
+        await pipeline(createReadStream(src), createWriteStream(join(envd.dir, 'copy.bin')));
+        return fileSize;
+      },
+      { warmup: 1, iterations: quick ? 2 : 4 },
+    );
+    rows.push(row({ suite: 'envd', name: `upload ${size} MiB (POST /files)`, unit: 'MiB/s', value: upload, baseline: tcp, baselineName: 'loopback TCP in Node', lowerIsBetter: false, target: { on: 'ratio', op: '>=', value: 0.5 } }));
+    rows.push(row({ suite: 'envd', name: `download ${size} MiB (GET /files)`, unit: 'MiB/s', value: download, baseline: tcp, baselineName: 'loopback TCP in Node', lowerIsBetter: false, target: { on: 'ratio', op: '>=', value: 0.5 } }));
+    rows.push(row({ suite: 'envd', name: `download ${size} MiB (GET /files)`, unit: 'MiB/s', value: download, baseline: fsCopy, baselineName: 'fs stream copy', lowerIsBetter: false }));
+
+    log('envd: ListDir of 10 000 entries');
+    const big = join(envd.dir, 'many');
+    mkdirSync(big);
+    for (let i = 0; i < 10_000; i++) writeFileSync(join(big, `f${String(i).padStart(5, '0')}`), '');
+    const list = await timeit(async () => {
+      const { entries } = await envd.fs.listDir({ path: big, depth: 1 });
+      if (entries.length !== 10_000) throw new Error(`ListDir returned ${entries.length}`);
+    }, { warmup: 2, iterations: quick ? 5 : 15 });
+    const direct = await timeit(() => {
+      for (const name of readdirSync(big).sort()) lstatSync(join(big, name));
+    }, { warmup: 2, iterations: quick ? 5 : 15 });
+    rows.push(row({ suite: 'envd', name: 'ListDir of 10 000 entries', unit: 'ms', value: list, baseline: direct, baselineName: 'readdir + lstat each, in process' }));
+
+    log('envd: watch event latency');
+    const wdir = join(envd.dir, 'watched');
+    mkdirSync(wdir);
+    const latency = await watchLatency(envd, wdir, quick ? 10 : 30);
+    const localLatency = await localWatchLatency(join(envd.dir, 'watched-local'), quick ? 10 : 30);
+    rows.push(row({ suite: 'envd', name: 'watch latency (write → event)', unit: 'ms', value: latency, baseline: localLatency, baselineName: 'fs.watch in process' }));
+  } finally {
+    await envd.stop();
+  }
+  return rows;
+}
+
+async function watchLatency(envd, dir, n) {
+  const abort = new AbortController();
+  const it = envd.fs.watchDir({ path: dir }, { signal: abort.signal })[Symbol.asyncIterator]();
+  await it.next(); // start
+  let waiting;
+  const pump = (async () => {
+    try {
+      for (;;) {
+        const r = await it.next();
+        if (r.done) return;
+        if (r.value.event.case === 'filesystem' && waiting && r.value.event.value.name === waiting.name) waiting.resolve();
+      }
+    } catch {
+      // aborted
+    }
+  })();
+  const result = await timeit(async (i) => {
+    const name = `f${i}-${Math.random()}`;
+    const seen = new Promise((resolve) => (waiting = { name, resolve }));
+    writeFileSync(join(dir, name), 'x');
+    await seen;
+  }, { warmup: 3, iterations: n });
+  abort.abort();
+  await pump;
+  return result;
+}
+
+async function localWatchLatency(dir, n) {
+  mkdirSync(dir, { recursive: true });
+  let waiting;
+  const w = watch(dir, (_type, name) => {
+    if (waiting && name === waiting.name) waiting.resolve();
+  });
+  const result = await timeit(async (i) => {
+    const name = `f${i}-${Math.random()}`;
+    const seen = new Promise((resolve) => (waiting = { name, resolve }));
+    writeFileSync(join(dir, name), 'x');
+    await seen;
+  }, { warmup: 3, iterations: n });
+  w.close();
+  return result;
+}
