@@ -1,6 +1,7 @@
 // One lint configuration for every package. Generated code is not linted:
 // it is checked against the contracts by tools/check-generated.mjs instead.
 import js from '@eslint/js';
+import globals from 'globals';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
@@ -8,28 +9,7 @@ export default tseslint.config(
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {
-    languageOptions: {
-      globals: {
-        process: 'readonly',
-        console: 'readonly',
-        Buffer: 'readonly',
-        setTimeout: 'readonly',
-        clearTimeout: 'readonly',
-        setInterval: 'readonly',
-        clearInterval: 'readonly',
-        setImmediate: 'readonly',
-        URL: 'readonly',
-        URLSearchParams: 'readonly',
-        TextEncoder: 'readonly',
-        TextDecoder: 'readonly',
-        AbortController: 'readonly',
-        AbortSignal: 'readonly',
-        fetch: 'readonly',
-        __dirname: 'readonly',
-        require: 'readonly',
-        module: 'writable',
-      },
-    },
+    languageOptions: { globals: { ...globals.node } },
     rules: {
       '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],
       '@typescript-eslint/consistent-type-imports': 'error',
