@@ -5,7 +5,7 @@
 // dropped, so memory stays bounded.
 import { Code, ConnectError } from '@connectrpc/connect';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { statSync, writeFileSync, readFileSync } from 'node:fs';
+import { statSync, writeFileSync } from 'node:fs';
 import { constants as osConstants } from 'node:os';
 import type { Readable } from 'node:stream';
 import * as pty from 'node-pty';
@@ -314,8 +314,6 @@ export class ManagedProcess {
 export class ProcessManager {
   private readonly byPid = new Map<number, ManagedProcess>();
   private readonly byTag = new Map<string, ManagedProcess>();
-  /** envd's own OOM score adjustment, which children must not inherit. */
-  private readonly ownOomScoreAdj = readOomScoreAdj();
 
   async start(spec: ProcessSpec): Promise<ManagedProcess> {
     if (spec.tag !== undefined && this.byTag.has(spec.tag)) {
@@ -324,7 +322,7 @@ export class ProcessManager {
     const proc = await ManagedProcess.start(spec, (p) => this.forget(p));
     this.byPid.set(proc.pid, proc);
     if (proc.tag !== undefined) this.byTag.set(proc.tag, proc);
-    if (this.ownOomScoreAdj !== 0) resetOomScoreAdj(proc.pid);
+    preferForOomKill(proc.pid);
     return proc;
   }
 
@@ -365,17 +363,16 @@ export class ProcessManager {
   }
 }
 
-function readOomScoreAdj(): number {
-  try {
-    return Number(readFileSync('/proc/self/oom_score_adj', 'utf8').trim()) || 0;
-  } catch {
-    return 0;
-  }
-}
+/**
+ * When the sandbox runs out of memory, the kernel kills the process with the
+ * highest score. Raising a child's score needs no privilege (lowering
+ * envd's own would), so user processes go before envd does.
+ */
+const CHILD_OOM_SCORE_ADJ = '500';
 
-function resetOomScoreAdj(pid: number): void {
+function preferForOomKill(pid: number): void {
   try {
-    writeFileSync(`/proc/${pid}/oom_score_adj`, '0');
+    writeFileSync(`/proc/${pid}/oom_score_adj`, CHILD_OOM_SCORE_ADJ);
   } catch {
     // The process may be gone already.
   }

@@ -1,0 +1,95 @@
+// Reads a sandbox's cgroup for its usage and removes leftover cgroups, on
+// cgroup v1, hybrid (v1 controllers plus an empty v2 tree) and v2 hosts.
+import { existsSync, lstatSync, readFileSync, readdirSync, rmdirSync } from 'node:fs';
+import { join } from 'node:path';
+
+const ROOT = '/sys/fs/cgroup';
+
+export interface CgroupLayout {
+  version: 1 | 2;
+  /** Controller mount directories (v1), or the single tree (v2). */
+  dirs: string[];
+}
+
+export function detectCgroups(): CgroupLayout {
+  if (existsSync(join(ROOT, 'cgroup.controllers'))) return { version: 2, dirs: [ROOT] };
+  const dirs = readdirSync(ROOT)
+    .map((d) => join(ROOT, d))
+    .filter((d) => existsSync(join(d, 'cgroup.procs')) && !existsSync(join(d, 'cgroup.controllers')));
+  return { version: 1, dirs };
+}
+
+/** Whether memory+swap can be limited (v1 needs swap accounting in the kernel). */
+export function swapAccounting(layout: CgroupLayout): boolean {
+  if (layout.version === 1) return existsSync(join(ROOT, 'memory', 'memory.memsw.limit_in_bytes'));
+  return readdirSync(ROOT).some((d) => existsSync(join(ROOT, d, 'memory.swap.max')));
+}
+
+function read(path: string): string | undefined {
+  try {
+    return readFileSync(path, 'utf8').trim();
+  } catch {
+    return undefined;
+  }
+}
+
+function field(stat: string | undefined, key: string): number | undefined {
+  const m = stat && new RegExp(`^${key} (\\d+)$`, 'm').exec(stat);
+  return m ? Number(m[1]) : undefined;
+}
+
+export interface CgroupUsage {
+  cpuNs: number;
+  memUsage: number;
+  memInactiveFile: number;
+  memCache: number;
+}
+
+export function readUsage(layout: CgroupLayout, cgroupPath: string): CgroupUsage | undefined {
+  if (layout.version === 2) {
+    const dir = join(ROOT, cgroupPath);
+    const usec = field(read(join(dir, 'cpu.stat')), 'usage_usec');
+    const mem = read(join(dir, 'memory.current'));
+    if (usec === undefined || mem === undefined) return undefined;
+    const stat = read(join(dir, 'memory.stat'));
+    return { cpuNs: usec * 1000, memUsage: Number(mem), memInactiveFile: field(stat, 'inactive_file') ?? 0, memCache: field(stat, 'file') ?? 0 };
+  }
+  const cpu = read(join(ROOT, 'cpuacct', cgroupPath, 'cpuacct.usage')) ?? read(join(ROOT, 'cpu,cpuacct', cgroupPath, 'cpuacct.usage'));
+  const mem = read(join(ROOT, 'memory', cgroupPath, 'memory.usage_in_bytes'));
+  if (cpu === undefined || mem === undefined) return undefined;
+  const stat = read(join(ROOT, 'memory', cgroupPath, 'memory.stat'));
+  return { cpuNs: Number(cpu), memUsage: Number(mem), memInactiveFile: field(stat, 'total_inactive_file') ?? 0, memCache: field(stat, 'total_cache') ?? 0 };
+}
+
+/** Every directory that exists for `cgroupPath`, deepest first. */
+export function cgroupDirs(layout: CgroupLayout, cgroupPath: string): string[] {
+  const out: string[] = [];
+  for (const base of layout.dirs) {
+    const top = join(base, cgroupPath);
+    if (!existsSync(top) || !lstatSync(top).isDirectory()) continue;
+    // cgroupfs does not report entry types in readdir, so every entry is
+    // checked with lstat.
+    const walk = (d: string) => {
+      for (const name of readdirSync(d)) {
+        const p = join(d, name);
+        if (lstatSync(p).isDirectory()) walk(p);
+      }
+      out.push(d);
+    };
+    walk(top);
+  }
+  return out;
+}
+
+/** Removes the (empty) cgroup directories of `cgroupPath`; returns those that could not be removed. */
+export function removeCgroups(layout: CgroupLayout, cgroupPath: string): string[] {
+  const left: string[] = [];
+  for (const d of cgroupDirs(layout, cgroupPath)) {
+    try {
+      rmdirSync(d);
+    } catch {
+      left.push(d);
+    }
+  }
+  return left;
+}

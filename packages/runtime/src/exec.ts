@@ -1,0 +1,38 @@
+// Runs host commands (runc, mount, cp) and turns failures into errors that
+// say which command failed and what it printed.
+import { execFile } from 'node:child_process';
+
+export interface ExecResult {
+  stdout: string;
+  stderr: string;
+}
+
+export class CommandError extends Error {
+  constructor(
+    readonly command: string,
+    readonly code: number | null,
+    readonly stderr: string,
+  ) {
+    super(`${command} failed${code === null ? '' : ` (exit ${code})`}: ${stderr.trim() || 'no output'}`);
+    this.name = 'CommandError';
+  }
+}
+
+export function run(cmd: string, args: string[], opts: { timeoutMs?: number; input?: string } = {}): Promise<ExecResult> {
+  return new Promise((resolve, reject) => {
+    const child = execFile(
+      cmd,
+      args,
+      { encoding: 'utf8', maxBuffer: 64 * 1024 * 1024, timeout: opts.timeoutMs ?? 60_000 },
+      (err, stdout, stderr) => {
+        if (err) {
+          const code = typeof (err as { code?: unknown }).code === 'number' ? ((err as { code: number }).code) : null;
+          reject(new CommandError([cmd, ...args].join(' '), code, stderr || err.message));
+        } else {
+          resolve({ stdout, stderr });
+        }
+      },
+    );
+    if (opts.input !== undefined) child.stdin?.end(opts.input);
+  });
+}

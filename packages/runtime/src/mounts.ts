@@ -1,0 +1,64 @@
+// Overlay mounts of sandbox root filesystems, through mount(8): Node has no
+// mount(2), and one short command per sandbox start costs little.
+import { mkdirSync, readFileSync, rmSync } from 'node:fs';
+import { run } from './exec.js';
+
+/** Mount points currently mounted, from /proc/self/mountinfo. */
+export function mountPoints(): Set<string> {
+  const out = new Set<string>();
+  for (const line of readFileSync('/proc/self/mountinfo', 'utf8').split('\n')) {
+    const fields = line.split(' ');
+    // Octal escapes (\040 for a space) are how mountinfo writes special characters.
+    if (fields[4]) out.add(fields[4].replace(/\\([0-7]{3})/g, (_, o: string) => String.fromCharCode(parseInt(o, 8))));
+  }
+  return out;
+}
+
+export function isMounted(path: string): boolean {
+  return mountPoints().has(path);
+}
+
+/** Mounts an overlay: `lowers` top-most first, all read-only. */
+export async function mountOverlay(target: string, lowers: string[], upper: string, work: string): Promise<void> {
+  if (isMounted(target)) return;
+  for (const p of [...lowers, upper, work]) {
+    if (p.includes(',') || p.includes(':')) throw new Error(`overlay layer path '${p}' may not contain ',' or ':'`);
+  }
+  await run('mount', ['-t', 'overlay', 'overlay', '-o', `lowerdir=${lowers.join(':')},upperdir=${upper},workdir=${work}`, target]);
+}
+
+/**
+ * Deletes a directory tree, refusing when anything is mounted inside it: a
+ * recursive delete would walk into the mount (a sandbox's root filesystem,
+ * the host view) instead of stopping at it.
+ */
+export function removeTree(dir: string): void {
+  const inside = [...mountPoints()].filter((m) => m === dir || m.startsWith(dir + '/'));
+  if (inside.length) throw new Error(`refusing to delete '${dir}': ${inside.join(', ')} still mounted`);
+  rmSync(dir, { recursive: true, force: true });
+}
+
+/** Unmounts `target` if mounted; lazily when something still holds it. */
+export async function unmount(target: string): Promise<void> {
+  if (!isMounted(target)) return;
+  try {
+    await run('umount', [target]);
+  } catch {
+    await run('umount', ['--lazy', target]);
+  }
+}
+
+/**
+ * The host's root filesystem as one read-only overlay (`/` plus an empty
+ * tmpfs directory, since overlayfs wants two lower layers without an upper).
+ * Sandboxes stack on this view rather than on `/` itself: overlayfs refuses
+ * lower layers nested inside another lower layer, and every template layer
+ * lives somewhere under `/`. The view is its own filesystem, so they do not
+ * nest. The stack is ext4 → view → sandbox, the two levels the kernel allows.
+ */
+export async function ensureHostView(view: string, empty: string): Promise<void> {
+  mkdirSync(view, { recursive: true });
+  mkdirSync(empty, { recursive: true });
+  if (!isMounted(empty)) await run('mount', ['-t', 'tmpfs', '-o', 'size=64k,mode=755', 'tmpfs', empty]);
+  if (!isMounted(view)) await run('mount', ['-t', 'overlay', 'overlay', '-o', `ro,lowerdir=/:${empty}`, view]);
+}

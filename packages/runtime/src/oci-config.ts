@@ -1,0 +1,122 @@
+// The OCI runtime configuration (config.json) of a sandbox's container.
+import { readFileSync } from 'node:fs';
+import { IN_SANDBOX, SANDBOX_USER } from './base-template.js';
+import type { Limits } from './runtime.js';
+
+export interface ConfigInput {
+  id: string;
+  limits: Limits;
+  pidsLimit: number;
+  /** Whether the host accounts swap per cgroup, so memory+swap can be limited too. */
+  swapAccounting: boolean;
+  /** Host paths bind-mounted into the sandbox. */
+  envdDistDir: string;
+  nodeBinary: string;
+  runDir: string;
+  cgroupsPath: string;
+  /** Open files a sandbox process may have: the runtime's own hard limit, as it cannot raise it. */
+  maxOpenFiles: number;
+}
+
+// The capabilities a container's root keeps: Docker's default set. Enough for
+// envd to act as any user and for sudo; none that reach the host (no
+// SYS_ADMIN, SYS_MODULE, SYS_PTRACE, NET_ADMIN, SYS_TIME...).
+const CAPABILITIES = [
+  'CAP_CHOWN',
+  'CAP_DAC_OVERRIDE',
+  'CAP_FSETID',
+  'CAP_FOWNER',
+  'CAP_MKNOD',
+  'CAP_NET_RAW',
+  'CAP_SETGID',
+  'CAP_SETUID',
+  'CAP_SETFCAP',
+  'CAP_SETPCAP',
+  'CAP_NET_BIND_SERVICE',
+  'CAP_SYS_CHROOT',
+  'CAP_KILL',
+  'CAP_AUDIT_WRITE',
+];
+
+const CPU_PERIOD_US = 100_000;
+
+export function ociConfig(c: ConfigInput): object {
+  const memory = c.limits.memoryMB * 1024 * 1024;
+  return {
+    ociVersion: '1.0.2-dev',
+    process: {
+      terminal: false,
+      user: { uid: 0, gid: 0 },
+      args: [
+        IN_SANDBOX.node,
+        // A small heap keeps envd's footprint low; it never holds file data.
+        '--max-old-space-size=96',
+        `${IN_SANDBOX.envd}/main.js`,
+        '--socket',
+        `${IN_SANDBOX.run}/envd.sock`,
+        '--tunnel-socket',
+        `${IN_SANDBOX.run}/tunnel.sock`,
+        '--default-user',
+        SANDBOX_USER.name,
+      ],
+      env: ['PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin', 'HOME=/root', 'LANG=C.UTF-8'],
+      cwd: '/',
+      capabilities: {
+        bounding: CAPABILITIES,
+        effective: CAPABILITIES,
+        permitted: CAPABILITIES,
+        inheritable: [],
+        ambient: [],
+      },
+      rlimits: [{ type: 'RLIMIT_NOFILE', hard: c.maxOpenFiles, soft: c.maxOpenFiles }],
+      noNewPrivileges: false,
+    },
+    root: { path: 'rootfs', readonly: false },
+    hostname: c.id,
+    mounts: [
+      { destination: '/proc', type: 'proc', source: 'proc' },
+      { destination: '/dev', type: 'tmpfs', source: 'tmpfs', options: ['nosuid', 'strictatime', 'mode=755', 'size=65536k'] },
+      { destination: '/dev/pts', type: 'devpts', source: 'devpts', options: ['nosuid', 'noexec', 'newinstance', 'ptmxmode=0666', 'mode=0620', 'gid=5'] },
+      { destination: '/dev/shm', type: 'tmpfs', source: 'shm', options: ['nosuid', 'noexec', 'nodev', 'mode=1777', 'size=65536k'] },
+      { destination: '/dev/mqueue', type: 'mqueue', source: 'mqueue', options: ['nosuid', 'noexec', 'nodev'] },
+      { destination: '/sys', type: 'sysfs', source: 'sysfs', options: ['nosuid', 'noexec', 'nodev', 'ro'] },
+      { destination: '/sys/fs/cgroup', type: 'cgroup', source: 'cgroup', options: ['nosuid', 'noexec', 'nodev', 'relatime', 'ro'] },
+      { destination: IN_SANDBOX.envd, type: 'bind', source: c.envdDistDir, options: ['rbind', 'ro', 'nosuid', 'nodev'] },
+      { destination: IN_SANDBOX.node, type: 'bind', source: c.nodeBinary, options: ['bind', 'ro', 'nosuid', 'nodev'] },
+      { destination: IN_SANDBOX.run, type: 'bind', source: c.runDir, options: ['bind', 'rw', 'nosuid', 'nodev', 'noexec'] },
+    ],
+    linux: {
+      namespaces: [{ type: 'pid' }, { type: 'network' }, { type: 'ipc' }, { type: 'uts' }, { type: 'mount' }, { type: 'cgroup' }],
+      cgroupsPath: c.cgroupsPath,
+      resources: {
+        devices: [{ allow: false, access: 'rwm' }],
+        memory: { limit: memory, ...(c.swapAccounting ? { swap: memory } : {}) },
+        cpu: { quota: c.limits.cpuCount * CPU_PERIOD_US, period: CPU_PERIOD_US },
+        pids: { limit: c.pidsLimit },
+      },
+      maskedPaths: [
+        '/proc/acpi',
+        '/proc/asound',
+        '/proc/kcore',
+        '/proc/keys',
+        '/proc/latency_stats',
+        '/proc/timer_list',
+        '/proc/timer_stats',
+        '/proc/sched_debug',
+        '/proc/scsi',
+        '/sys/firmware',
+        '/sys/devices/virtual/powercap',
+      ],
+      readonlyPaths: ['/proc/bus', '/proc/fs', '/proc/irq', '/proc/sys', '/proc/sysrq-trigger'],
+    },
+  };
+}
+
+/** This process's hard limit on open files, from /proc/self/limits. */
+export function hardOpenFilesLimit(): number {
+  const line = readFileSync('/proc/self/limits', 'utf8')
+    .split('\n')
+    .find((l) => l.startsWith('Max open files'));
+  const hard = line?.trim().split(/\s+/)[4];
+  return hard === undefined || hard === 'unlimited' ? 1048576 : Number(hard);
+}

@@ -1,0 +1,568 @@
+// Sandboxes as OCI containers run by runc on this host. Each sandbox has a
+// directory under <dataDir>/sandboxes/<id>:
+//
+//   spec.json   what it is (template, limits, creation time, pool state)
+//   config.json its OCI configuration; the directory is the bundle
+//   upper/ work/ rootfs/   its overlay: template layers + host root below
+//   run/        bind-mounted into the sandbox; envd's sockets live here
+//   envd.log    envd's output
+//
+// runc keeps container state under <dataDir>/runc. Everything survives a
+// restart of this process: containers run on, and list() finds them again.
+import { createHash } from 'node:crypto';
+import { closeSync, existsSync, lstatSync, mkdirSync, openSync, readFileSync, readSync, readdirSync, renameSync, rmSync, statSync, statfsSync, writeFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import type { Duplex } from 'node:stream';
+import { envdDistDir as defaultEnvdDistDir } from '@paddock/envd';
+import { IN_SANDBOX, defaultMasks } from './base-template.js';
+import { cgroupDirs, detectCgroups, readUsage, removeCgroups, swapAccounting, type CgroupLayout } from './cgroups.js';
+import { initEnvd, openTunnel, waitForEnvd } from './envd-link.js';
+import { run } from './exec.js';
+import { ensureHostView, mountOverlay, mountPoints, removeTree, unmount } from './mounts.js';
+import { hardOpenFilesLimit, ociConfig } from './oci-config.js';
+import { Runc, type RuncContainer } from './runc.js';
+import {
+  RuntimeError,
+  type CreateOptions,
+  type EnvdEndpoint,
+  type EnvdInit,
+  type Limits,
+  type Runtime,
+  type SandboxInfo,
+  type SandboxStats,
+  type SandboxStatus,
+  type TemplateInfo,
+} from './runtime.js';
+import { BASE_TEMPLATE_ID, TemplateStore } from './templates.js';
+import { KeyedMutex, SANDBOX_ID, diskUsage, newSandboxId } from './util.js';
+
+export interface RuncRuntimeOptions {
+  /** Where templates, sandboxes and runc's state live. */
+  dataDir: string;
+  /** Ready sandboxes kept per pooled template; 0 disables the pool. */
+  warmPoolSize?: number;
+  /** Templates that get a pool (default: base). */
+  warmPoolTemplates?: string[];
+  /** Most processes a sandbox may have at once. */
+  pidsLimit?: number;
+  /** Host paths hidden from sandboxes besides the default private areas. */
+  extraMasks?: string[];
+  /** Paths the base template hides; defaults to the private areas (homes, /tmp, /run, logs, keys, the data dir). */
+  masks?: string[];
+  runcBinary?: string;
+  envdDistDir?: string;
+  nodeBinary?: string;
+  /** How long envd may take to answer after the container started. */
+  readyTimeoutMs?: number;
+}
+
+interface SandboxSpec {
+  id: string;
+  templateId: string;
+  limits: Limits;
+  createdAt: string;
+  /** A warm pool sandbox nobody has claimed yet. */
+  pooled: boolean;
+  /** Set before removal starts, so that a crash mid-way finishes it on the next start. */
+  destroying?: boolean;
+}
+
+const MAX_SOCKET_PATH = 107;
+const DISK_USAGE_TTL_MS = 10_000;
+
+export class RuncRuntime implements Runtime {
+  private readonly dataDir: string;
+  private readonly sandboxesDir: string;
+  private readonly runc: Runc;
+  private readonly templates: TemplateStore;
+  private readonly cgroups: CgroupLayout;
+  private readonly swap: boolean;
+  /** Each instance's sandboxes live under their own cgroup parent, named after the data dir. */
+  private readonly cgroupParent: string;
+  private readonly mutex = new KeyedMutex();
+  private readonly lastCpu = new Map<string, { ns: number; at: number }>();
+  private readonly diskCache = new Map<string, { bytes: number; at: number }>();
+  private readonly pool = new Map<string, string[]>();
+  private poolFilling: Promise<void> | undefined;
+  private closed = false;
+  private prepared = false;
+
+  constructor(private readonly opts: RuncRuntimeOptions) {
+    this.dataDir = resolve(opts.dataDir);
+    this.sandboxesDir = join(this.dataDir, 'sandboxes');
+    this.runc = new Runc(join(this.dataDir, 'runc'), opts.runcBinary);
+    this.templates = new TemplateStore(join(this.dataDir, 'templates'));
+    this.cgroups = detectCgroups();
+    this.swap = swapAccounting(this.cgroups);
+    this.cgroupParent = `/paddock/${createHash('sha256').update(this.dataDir).digest('hex').slice(0, 12)}`;
+    const probe = join(this.sandboxesDir, 'x'.repeat(20), 'run', 'tunnel.sock');
+    if (probe.length > MAX_SOCKET_PATH) {
+      throw new RuntimeError('invalid', `data directory '${this.dataDir}' is too long: sandbox sockets would exceed ${MAX_SOCKET_PATH} bytes`);
+    }
+  }
+
+  // ---------------------------------------------------------------- paths
+
+  private get hostView(): string {
+    return join(this.dataDir, 'hostview');
+  }
+
+  private dir(id: string): string {
+    if (!SANDBOX_ID.test(id)) throw new RuntimeError('not_found', `sandbox '${id}' does not exist`);
+    return join(this.sandboxesDir, id);
+  }
+
+  private cgroupPath(id: string): string {
+    return `${this.cgroupParent}/${id}`;
+  }
+
+  private readSpec(id: string): SandboxSpec | undefined {
+    try {
+      return JSON.parse(readFileSync(join(this.dir(id), 'spec.json'), 'utf8')) as SandboxSpec;
+    } catch {
+      return undefined;
+    }
+  }
+
+  private writeSpec(spec: SandboxSpec): void {
+    const file = join(this.dir(spec.id), 'spec.json');
+    writeFileSync(`${file}.tmp`, JSON.stringify(spec, null, 2));
+    renameSync(`${file}.tmp`, file);
+  }
+
+  private requireSpec(id: string): SandboxSpec {
+    const spec = this.readSpec(id);
+    if (!spec || spec.destroying) throw new RuntimeError('not_found', `sandbox '${id}' does not exist`);
+    return spec;
+  }
+
+  private socket(id: string, name: 'envd.sock' | 'tunnel.sock'): string {
+    return join(this.dir(id), 'run', name);
+  }
+
+  // ---------------------------------------------------------------- setup
+
+  async prepare(onProgress?: (message: string) => void): Promise<void> {
+    mkdirSync(this.sandboxesDir, { recursive: true });
+    mkdirSync(join(this.dataDir, 'runc'), { recursive: true });
+    const masks = this.opts.masks ?? [...defaultMasks(this.dataDir), ...(this.opts.extraMasks ?? [])];
+    await ensureHostView(this.hostView, join(this.dataDir, 'hostview-empty'));
+    await this.templates.ensureBase(masks, onProgress);
+    if (!this.prepared) {
+      this.prepared = true;
+      await this.recover();
+      this.fillPool();
+    }
+  }
+
+  /** Finds what a previous run left: finishes removals, drops strays, re-pools pool sandboxes. */
+  private async recover(): Promise<void> {
+    const containers = new Map((await this.runc.list()).map((c) => [c.id, c]));
+    const ids = existsSync(this.sandboxesDir) ? readdirSync(this.sandboxesDir) : [];
+    for (const [id, c] of containers) {
+      if (!ids.includes(id) || resolve(c.bundle) !== join(this.sandboxesDir, id)) await this.runc.deleteForce(id);
+    }
+    for (const id of ids) {
+      const spec = this.readSpec(id);
+      if (!spec || spec.destroying) {
+        await this.removeSandbox(id);
+        continue;
+      }
+      const status = this.statusOf(containers.get(id));
+      if (spec.pooled) {
+        if (status === 'running') this.poolFor(spec.templateId).push(id);
+        else await this.removeSandbox(id);
+        continue;
+      }
+      if (status === 'stopped') {
+        await this.runc.deleteForce(id);
+        await unmount(join(this.dir(id), 'rootfs'));
+      }
+    }
+    // cgroups of sandboxes that no longer exist
+    for (const base of this.cgroups.dirs) {
+      const parent = join(base, this.cgroupParent);
+      if (!existsSync(parent)) continue;
+      for (const entry of readdirSync(parent, { withFileTypes: true })) {
+        // A cgroup directory also holds the controller's files; only subdirectories are sandboxes.
+        if (!SANDBOX_ID.test(entry.name) || !lstatSync(join(parent, entry.name)).isDirectory()) continue;
+        if (!ids.includes(entry.name) || !this.readSpec(entry.name)) removeCgroups(this.cgroups, this.cgroupPath(entry.name));
+      }
+    }
+  }
+
+  private statusOf(c: RuncContainer | undefined): SandboxStatus {
+    switch (c?.status) {
+      case 'running':
+      case 'created':
+      case 'creating':
+        return 'running';
+      case 'paused':
+      case 'pausing':
+        return 'paused';
+      default:
+        return 'stopped';
+    }
+  }
+
+  // ---------------------------------------------------------------- lifecycle
+
+  private limitsFor(templateId: string, requested?: Partial<Limits>): Limits {
+    const template = this.templates.get(templateId);
+    if (!template) throw new RuntimeError('not_found', `template '${templateId}' does not exist`);
+    const limits = { ...template.limits, ...Object.fromEntries(Object.entries(requested ?? {}).filter(([, v]) => v !== undefined)) } as Limits;
+    if (!Number.isInteger(limits.cpuCount) || limits.cpuCount < 1) throw new RuntimeError('invalid', `cpuCount ${limits.cpuCount} must be a whole number of at least 1`);
+    if (!Number.isInteger(limits.memoryMB) || limits.memoryMB < 128) throw new RuntimeError('invalid', `memoryMB ${limits.memoryMB} must be a whole number of at least 128`);
+    return limits;
+  }
+
+  async create(opts: CreateOptions): Promise<SandboxInfo> {
+    this.ensurePrepared();
+    const limits = this.limitsFor(opts.templateId, opts.limits);
+    const template = this.templates.get(opts.templateId)!;
+    if (!opts.cold && sameLimits(limits, template.limits)) {
+      const claimed = await this.claimFromPool(opts.templateId, opts.init);
+      if (claimed) return claimed;
+    }
+    const spec = await this.boot(opts.templateId, limits, false, opts.init);
+    return this.info(spec, 'running');
+  }
+
+  /** Creates, starts and (when `init` is given) initialises a sandbox. */
+  private async boot(templateId: string, limits: Limits, pooled: boolean, init?: EnvdInit): Promise<SandboxSpec> {
+    const id = newSandboxId();
+    const dir = this.dir(id);
+    const spec: SandboxSpec = { id, templateId, limits, createdAt: new Date().toISOString(), pooled };
+    return this.mutex.run(id, async () => {
+      try {
+        mkdirSync(dir, { recursive: true, mode: 0o700 });
+        // The upper directory's own mode becomes the sandbox's `/`.
+        mkdirSync(join(dir, 'upper'), { mode: 0o755 });
+        for (const d of ['work', 'rootfs', 'run']) mkdirSync(join(dir, d), { mode: 0o700 });
+        // The sandbox's name, in its own layer.
+        mkdirSync(join(dir, 'upper/etc'), { recursive: true, mode: 0o755 });
+        writeFileSync(join(dir, 'upper/etc/hostname'), `${id}\n`);
+        writeFileSync(join(dir, 'upper/etc/hosts'), `127.0.0.1\tlocalhost\n127.0.1.1\t${id}\n::1\tlocalhost ip6-localhost ip6-loopback\n`);
+        this.writeSpec(spec);
+        await this.startContainer(spec, init);
+        return spec;
+      } catch (err) {
+        await this.removeSandbox(id).catch(() => undefined);
+        throw err instanceof RuntimeError ? err : new RuntimeError('unavailable', `sandbox could not start: ${(err as Error).message}`, { cause: err });
+      }
+    });
+  }
+
+  /** Mounts the root filesystem and runs the container; resolves when envd answers. */
+  private async startContainer(spec: SandboxSpec, init?: EnvdInit): Promise<void> {
+    const dir = this.dir(spec.id);
+    const lowers = [...this.templates.layers(spec.templateId), this.hostView];
+    await mountOverlay(join(dir, 'rootfs'), lowers, join(dir, 'upper'), join(dir, 'work'));
+    rmSync(this.socket(spec.id, 'envd.sock'), { force: true });
+    rmSync(this.socket(spec.id, 'tunnel.sock'), { force: true });
+    const config = ociConfig({
+      id: spec.id,
+      limits: spec.limits,
+      pidsLimit: this.opts.pidsLimit ?? 1024,
+      swapAccounting: this.swap,
+      envdDistDir: this.opts.envdDistDir ?? defaultEnvdDistDir,
+      nodeBinary: this.opts.nodeBinary ?? process.execPath,
+      runDir: join(dir, 'run'),
+      cgroupsPath: this.cgroupPath(spec.id),
+      maxOpenFiles: hardOpenFilesLimit(),
+    });
+    writeFileSync(join(dir, 'config.json'), JSON.stringify(config));
+    await this.runc.deleteForce(spec.id); // a stopped container of a previous run
+    await this.runc.runDetached(spec.id, dir, join(dir, 'envd.log'));
+    await waitForEnvd(this.socket(spec.id, 'envd.sock'), this.opts.readyTimeoutMs ?? 15_000, async () => {
+      const state = await this.runc.state(spec.id);
+      if (state && state.status !== 'stopped') return undefined;
+      return `the container exited; envd log: ${tail(join(dir, 'envd.log'))}`;
+    });
+    if (init) await initEnvd(this.socket(spec.id, 'envd.sock'), init);
+  }
+
+  async start(id: string, init?: EnvdInit): Promise<void> {
+    await this.mutex.run(id, async () => {
+      const spec = this.requireSpec(id);
+      const status = this.statusOf(await this.runc.state(id));
+      if (status !== 'stopped') throw new RuntimeError('conflict', `sandbox '${id}' is ${status}, not stopped`);
+      try {
+        await this.startContainer(spec, init);
+      } catch (err) {
+        await this.runc.deleteForce(id).catch(() => undefined);
+        await unmount(join(this.dir(id), 'rootfs')).catch(() => undefined);
+        throw err;
+      }
+    });
+  }
+
+  async pause(id: string): Promise<void> {
+    await this.mutex.run(id, async () => {
+      this.requireSpec(id);
+      const status = this.statusOf(await this.runc.state(id));
+      if (status !== 'running') throw new RuntimeError('conflict', `sandbox '${id}' is ${status}, not running`);
+      await this.runc.pause(id);
+    });
+  }
+
+  async resume(id: string): Promise<void> {
+    await this.mutex.run(id, async () => {
+      this.requireSpec(id);
+      const status = this.statusOf(await this.runc.state(id));
+      if (status !== 'paused') throw new RuntimeError('conflict', `sandbox '${id}' is ${status}, not paused`);
+      await this.runc.resume(id);
+    });
+  }
+
+  async stop(id: string): Promise<void> {
+    await this.mutex.run(id, async () => {
+      this.requireSpec(id);
+      await this.runc.deleteForce(id);
+      await unmount(join(this.dir(id), 'rootfs'));
+      this.lastCpu.delete(id);
+    });
+  }
+
+  async destroy(id: string): Promise<void> {
+    if (!SANDBOX_ID.test(id)) return;
+    await this.mutex.run(id, () => this.removeSandbox(id));
+  }
+
+  /** Removes every trace of a sandbox: container, mount, cgroups, directory. */
+  private async removeSandbox(id: string): Promise<void> {
+    const dir = this.dir(id);
+    if (!existsSync(dir)) return;
+    const spec = this.readSpec(id);
+    if (spec && !spec.destroying) this.writeSpec({ ...spec, destroying: true });
+    for (const ids of this.pool.values()) {
+      const i = ids.indexOf(id);
+      if (i >= 0) ids.splice(i, 1);
+    }
+    await this.runc.deleteForce(id);
+    const rootfs = join(dir, 'rootfs');
+    for (const mp of mountPoints()) if (mp === rootfs || mp.startsWith(rootfs + '/')) await unmount(mp);
+    removeCgroups(this.cgroups, this.cgroupPath(id));
+    removeTree(dir);
+    this.lastCpu.delete(id);
+    this.diskCache.delete(id);
+  }
+
+  // ---------------------------------------------------------------- queries
+
+  private info(spec: SandboxSpec, status: SandboxStatus, fromPool?: boolean): SandboxInfo {
+    return { id: spec.id, templateId: spec.templateId, status, limits: spec.limits, createdAt: new Date(spec.createdAt), ...(fromPool ? { fromPool } : {}) };
+  }
+
+  async get(id: string): Promise<SandboxInfo | undefined> {
+    if (!SANDBOX_ID.test(id)) return undefined;
+    const spec = this.readSpec(id);
+    if (!spec || spec.destroying || spec.pooled) return undefined;
+    return this.info(spec, this.statusOf(await this.runc.state(id)));
+  }
+
+  async list(): Promise<SandboxInfo[]> {
+    if (!existsSync(this.sandboxesDir)) return [];
+    const containers = new Map((await this.runc.list()).map((c) => [c.id, c]));
+    const out: SandboxInfo[] = [];
+    for (const id of readdirSync(this.sandboxesDir)) {
+      const spec = this.readSpec(id);
+      if (spec && !spec.destroying && !spec.pooled) out.push(this.info(spec, this.statusOf(containers.get(id))));
+    }
+    return out;
+  }
+
+  async stats(id: string): Promise<SandboxStats> {
+    const spec = this.requireSpec(id);
+    const usage = readUsage(this.cgroups, this.cgroupPath(id));
+    const now = performance.now();
+    let cpuUsedPct = 0;
+    if (usage) {
+      const last = this.lastCpu.get(id);
+      if (last && now > last.at) cpuUsedPct = Math.min(100, Math.max(0, ((usage.cpuNs - last.ns) / ((now - last.at) * 1e6 * spec.limits.cpuCount)) * 100));
+      this.lastCpu.set(id, { ns: usage.cpuNs, at: now });
+    }
+    const memTotal = spec.limits.memoryMB * 1024 * 1024;
+    let disk = this.diskCache.get(id);
+    if (!disk || Date.now() - disk.at > DISK_USAGE_TTL_MS) {
+      disk = { bytes: await diskUsage(join(this.dir(id), 'upper')), at: Date.now() };
+      this.diskCache.set(id, disk);
+    }
+    const fs = statfsSync(this.sandboxesDir);
+    return {
+      timestamp: new Date(),
+      cpuCount: spec.limits.cpuCount,
+      cpuUsedPct: Math.round(cpuUsedPct * 100) / 100,
+      memUsed: usage ? Math.min(memTotal, Math.max(0, usage.memUsage - usage.memInactiveFile)) : 0,
+      memTotal,
+      memCache: usage?.memCache ?? 0,
+      diskUsed: disk.bytes,
+      // Nothing caps a sandbox's disk on one host but the host's free space.
+      diskTotal: disk.bytes + fs.bavail * fs.bsize,
+    };
+  }
+
+  envdEndpoint(id: string): EnvdEndpoint {
+    return { socketPath: this.socket(id, 'envd.sock') };
+  }
+
+  async openTunnel(id: string, port: number): Promise<Duplex> {
+    this.requireSpec(id);
+    if (!Number.isInteger(port) || port < 1 || port > 65535) throw new RuntimeError('invalid', `port ${port} is not a TCP port`);
+    return openTunnel(this.socket(id, 'tunnel.sock'), port);
+  }
+
+  // ---------------------------------------------------------------- templates
+
+  async snapshot(id: string, templateId: string): Promise<TemplateInfo> {
+    return this.mutex.run(id, async () => {
+      const spec = this.requireSpec(id);
+      const layer = this.templates.newLayerDir(templateId);
+      const wasRunning = this.statusOf(await this.runc.state(id)) === 'running';
+      try {
+        // Frozen, its processes cannot change the files while they are copied.
+        if (wasRunning) await this.runc.pause(id);
+        await run('cp', ['-a', `${join(this.dir(id), 'upper')}/.`, layer], { timeoutMs: 600_000 });
+        for (const f of ['etc/hostname', 'etc/hosts']) rmSync(join(layer, f), { force: true });
+        return this.templates.commit(templateId, spec.templateId, spec.limits);
+      } catch (err) {
+        this.templates.discard(templateId);
+        throw err instanceof RuntimeError ? err : new RuntimeError('internal', `snapshot of '${id}' failed: ${(err as Error).message}`, { cause: err });
+      } finally {
+        if (wasRunning) await this.runc.resume(id).catch(() => undefined);
+      }
+    });
+  }
+
+  async getTemplate(id: string): Promise<TemplateInfo | undefined> {
+    return this.templates.get(id);
+  }
+
+  async listTemplates(): Promise<TemplateInfo[]> {
+    return this.templates.list();
+  }
+
+  async deleteTemplate(id: string): Promise<void> {
+    if (!this.templates.get(id)) throw new RuntimeError('not_found', `template '${id}' does not exist`);
+    if (id === BASE_TEMPLATE_ID) throw new RuntimeError('conflict', 'the base template cannot be deleted');
+    const children = this.templates.children(id);
+    if (children.length) throw new RuntimeError('conflict', `template '${id}' is the parent of ${children.join(', ')}`);
+    const users = readdirSync(this.sandboxesDir).filter((s) => this.readSpec(s)?.templateId === id);
+    for (const s of users) if (this.readSpec(s)?.pooled) await this.destroy(s);
+    const inUse = users.filter((s) => this.readSpec(s));
+    if (inUse.length) throw new RuntimeError('conflict', `template '${id}' is used by sandboxes ${inUse.join(', ')}`);
+    this.pool.delete(id);
+    this.templates.discard(id);
+  }
+
+  // ---------------------------------------------------------------- warm pool
+
+  private poolFor(templateId: string): string[] {
+    let ids = this.pool.get(templateId);
+    if (!ids) this.pool.set(templateId, (ids = []));
+    return ids;
+  }
+
+  private async claimFromPool(templateId: string, init?: EnvdInit): Promise<SandboxInfo | undefined> {
+    const ids = this.pool.get(templateId);
+    while (ids && ids.length > 0) {
+      const id = ids.shift()!;
+      this.fillPool();
+      try {
+        return await this.mutex.run(id, async () => {
+          const spec = this.requireSpec(id);
+          if (this.statusOf(await this.runc.state(id)) !== 'running') throw new RuntimeError('unavailable', 'pooled sandbox is not running');
+          if (init) await initEnvd(this.socket(id, 'envd.sock'), init);
+          const claimed = { ...spec, pooled: false, createdAt: new Date().toISOString() };
+          this.writeSpec(claimed);
+          return this.info(claimed, 'running', true);
+        });
+      } catch {
+        await this.destroy(id).catch(() => undefined);
+      }
+    }
+    return undefined;
+  }
+
+  /** Tops up every pooled template, one sandbox at a time, in the background. */
+  private fillPool(): void {
+    const size = this.opts.warmPoolSize ?? 0;
+    if (size <= 0 || this.closed || this.poolFilling) return;
+    const fill = async () => {
+      for (const templateId of this.opts.warmPoolTemplates ?? [BASE_TEMPLATE_ID]) {
+        const template = this.templates.get(templateId);
+        if (!template) continue;
+        while (!this.closed && this.poolFor(templateId).length < size) {
+          const spec = await this.boot(templateId, template.limits, true);
+          if (this.closed) break;
+          this.poolFor(templateId).push(spec.id);
+        }
+      }
+    };
+    // Cleared in a later tick: fill() may finish synchronously when the pool is full.
+    this.poolFilling = fill()
+      .catch((err: unknown) => process.emitWarning(`warm pool fill failed: ${(err as Error).message}`))
+      .finally(() => {
+        this.poolFilling = undefined;
+      });
+  }
+
+  /** Resolves once the warm pool is full (for tests and benchmarks). */
+  async poolReady(): Promise<void> {
+    this.fillPool();
+    while (this.poolFilling) await this.poolFilling;
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    await this.poolFilling;
+  }
+
+  /**
+   * Destroys the warm pool's sandboxes and unmounts the host view, leaving
+   * nothing mounted; refused while other sandboxes exist. For uninstalling
+   * and for tests.
+   */
+  async release(): Promise<void> {
+    await this.close();
+    for (const ids of this.pool.values()) for (const id of [...ids]) await this.destroy(id);
+    const left = await this.list();
+    if (left.length) throw new RuntimeError('conflict', `sandboxes still exist: ${left.map((s) => s.id).join(', ')}`);
+    await unmount(this.hostView);
+    await unmount(join(this.dataDir, 'hostview-empty'));
+  }
+
+  private ensurePrepared(): void {
+    if (!this.prepared) throw new RuntimeError('unavailable', 'runtime is not prepared; call prepare() first');
+  }
+
+  /** cgroup directories that belong to this instance (for leak checks). */
+  leftoverCgroups(): string[] {
+    return cgroupDirs(this.cgroups, this.cgroupParent).filter((d) => !d.endsWith(this.cgroupParent));
+  }
+
+  /** Sandbox ids in the warm pool, per template. */
+  pooled(): Record<string, string[]> {
+    return Object.fromEntries([...this.pool].map(([t, ids]) => [t, [...ids]]));
+  }
+}
+
+function sameLimits(a: Limits, b: Limits): boolean {
+  return a.cpuCount === b.cpuCount && a.memoryMB === b.memoryMB && a.diskSizeMB === b.diskSizeMB;
+}
+
+/** The last lines of a log file, for error messages. */
+function tail(file: string, bytes = 2048): string {
+  try {
+    const size = statSync(file).size;
+    const fd = openSync(file, 'r');
+    const buf = Buffer.alloc(Math.min(bytes, size));
+    readSync(fd, buf, 0, buf.length, size - buf.length);
+    closeSync(fd);
+    return buf.toString('utf8').trim() || '(empty)';
+  } catch {
+    return '(no log)';
+  }
+}
+
+export { IN_SANDBOX };

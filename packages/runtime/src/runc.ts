@@ -1,0 +1,120 @@
+// The runc command line, with its state kept in a directory of our own so
+// that our containers are never confused with anyone else's.
+import { closeSync, openSync, readFileSync, rmSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { CommandError, run } from './exec.js';
+
+export type RuncStatus = 'creating' | 'created' | 'running' | 'pausing' | 'paused' | 'stopped';
+
+export interface RuncContainer {
+  id: string;
+  pid: number;
+  status: RuncStatus;
+  bundle: string;
+}
+
+/** runc prints `time=... level=error msg="..."`; keep the message. */
+function runcMessage(stderr: string): string {
+  const m = /msg="((?:[^"\\]|\\.)*)"/.exec(stderr);
+  return m ? m[1]!.replace(/\\"/g, '"') : stderr.trim();
+}
+
+export class Runc {
+  constructor(
+    private readonly root: string,
+    private readonly binary = 'runc',
+  ) {}
+
+  private async call(args: string[]): Promise<string> {
+    try {
+      return (await run(this.binary, ['--root', this.root, ...args])).stdout;
+    } catch (err) {
+      if (err instanceof CommandError) throw new CommandError(`runc ${args[0]}`, err.code, runcMessage(err.stderr));
+      throw err;
+    }
+  }
+
+  /**
+   * Starts a container detached. The container inherits runc's stdio, so
+   * both go to `logFile` and nothing ties the container to this process,
+   * which may restart while it runs on. runc's own messages go to a JSON log
+   * beside it, read back when the start fails.
+   */
+  async runDetached(id: string, bundle: string, logFile: string): Promise<void> {
+    const runcLog = `${logFile}.runc`;
+    rmSync(runcLog, { force: true });
+    const log = openSync(logFile, 'a');
+    try {
+      await new Promise<void>((resolve, reject) => {
+        const child = spawn(
+          this.binary,
+          ['--root', this.root, '--log', runcLog, '--log-format', 'json', 'run', '--detach', '--bundle', bundle, id],
+          { stdio: ['ignore', log, log] },
+        );
+        child.once('error', reject);
+        child.once('exit', (code) => {
+          if (code === 0) resolve();
+          else reject(new CommandError('runc run', code, lastRuncError(runcLog)));
+        });
+      });
+    } finally {
+      closeSync(log);
+    }
+  }
+
+  async list(): Promise<RuncContainer[]> {
+    const out = await this.call(['list', '--format', 'json']);
+    const parsed = JSON.parse(out.trim() || 'null') as Array<{ id: string; pid: number; status: RuncStatus; bundle: string }> | null;
+    return (parsed ?? []).map(({ id, pid, status, bundle }) => ({ id, pid, status, bundle }));
+  }
+
+  async state(id: string): Promise<RuncContainer | undefined> {
+    try {
+      const s = JSON.parse(await this.call(['state', id])) as { id: string; pid: number; status: RuncStatus; bundle: string };
+      return { id: s.id, pid: s.pid, status: s.status, bundle: s.bundle };
+    } catch (err) {
+      if (err instanceof CommandError && /does not exist|not exist/i.test(err.stderr)) return undefined;
+      throw err;
+    }
+  }
+
+  async pause(id: string): Promise<void> {
+    await this.call(['pause', id]);
+  }
+
+  async resume(id: string): Promise<void> {
+    await this.call(['resume', id]);
+  }
+
+  /** Kills and removes the container; a container that does not exist is fine. */
+  async deleteForce(id: string): Promise<void> {
+    try {
+      await this.call(['delete', '--force', id]);
+    } catch (err) {
+      if (err instanceof CommandError && /does not exist|not exist/i.test(err.stderr)) return;
+      throw err;
+    }
+  }
+}
+
+/** The last error runc wrote to its JSON log. */
+function lastRuncError(file: string): string {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch {
+    return 'runc wrote no log';
+  }
+  const errors = text
+    .split('\n')
+    .filter(Boolean)
+    .map((l) => {
+      try {
+        return JSON.parse(l) as { level?: string; msg?: string };
+      } catch {
+        return { level: 'error', msg: l };
+      }
+    })
+    .filter((e) => e.level === 'error' || e.level === 'fatal');
+  return errors.at(-1)?.msg ?? text.trim();
+}

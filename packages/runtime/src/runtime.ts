@@ -1,0 +1,111 @@
+// The runtime interface: what the control plane needs from whatever runs
+// sandboxes. RuncRuntime implements it on one Linux host; a cluster
+// implementation (pods running the same envd) can implement it later.
+// Nothing here refers to runc, cgroups or paths on the host.
+import type { Duplex } from 'node:stream';
+
+export type SandboxStatus = 'running' | 'paused' | 'stopped';
+
+export interface Limits {
+  cpuCount: number;
+  memoryMB: number;
+  /** Nominal disk size; reported as the template's, not enforced on one host. */
+  diskSizeMB: number;
+}
+
+/** What envd is told when a sandbox is handed to a caller (POST /init). */
+export interface EnvdInit {
+  accessToken?: string;
+  envVars?: Record<string, string>;
+  defaultUser?: string;
+  defaultWorkdir?: string;
+}
+
+export interface CreateOptions {
+  templateId: string;
+  /** Limits; the template's when omitted. */
+  limits?: Partial<Limits>;
+  init?: EnvdInit;
+  /** Skip the warm pool even when one is ready. */
+  cold?: boolean;
+}
+
+export interface SandboxInfo {
+  id: string;
+  templateId: string;
+  status: SandboxStatus;
+  limits: Limits;
+  createdAt: Date;
+  /** Whether this sandbox came ready from the warm pool. */
+  fromPool?: boolean;
+}
+
+export interface SandboxStats {
+  timestamp: Date;
+  cpuCount: number;
+  /** Average since the previous sample of this sandbox, 0–100. */
+  cpuUsedPct: number;
+  memUsed: number;
+  memTotal: number;
+  memCache: number;
+  diskUsed: number;
+  diskTotal: number;
+}
+
+/** How to reach a sandbox's envd over HTTP: a unix socket or a TCP address. */
+export type EnvdEndpoint = { socketPath: string } | { host: string; port: number };
+
+export interface TemplateInfo {
+  id: string;
+  /** The template this one was made from; the base template has none. */
+  parentId: string | null;
+  limits: Limits;
+  createdAt: Date;
+}
+
+export interface Runtime {
+  /** Makes sure the built-in templates exist (the base template is prepared on first use). */
+  prepare(onProgress?: (message: string) => void): Promise<void>;
+  /** Creates and starts a sandbox; resolves when envd is ready and initialised. */
+  create(opts: CreateOptions): Promise<SandboxInfo>;
+  /** Starts a stopped sandbox again on its kept filesystem. */
+  start(id: string, init?: EnvdInit): Promise<void>;
+  /** Freezes every process of a running sandbox, keeping its memory. */
+  pause(id: string): Promise<void>;
+  /** Thaws a paused sandbox. */
+  resume(id: string): Promise<void>;
+  /** Ends a sandbox's processes, keeping its filesystem. */
+  stop(id: string): Promise<void>;
+  /** Removes a sandbox and everything it had. Succeeds for unknown ids. */
+  destroy(id: string): Promise<void>;
+  /** The sandbox, or undefined when it does not exist. */
+  get(id: string): Promise<SandboxInfo | undefined>;
+  /** Every sandbox that exists, for adoption after a restart. */
+  list(): Promise<SandboxInfo[]>;
+  stats(id: string): Promise<SandboxStats>;
+  envdEndpoint(id: string): EnvdEndpoint;
+  /** A byte stream to TCP `port` inside the sandbox's network namespace. */
+  openTunnel(id: string, port: number): Promise<Duplex>;
+  /** Copies a sandbox's filesystem into a new template (memory is not copied). */
+  snapshot(id: string, templateId: string): Promise<TemplateInfo>;
+  getTemplate(id: string): Promise<TemplateInfo | undefined>;
+  listTemplates(): Promise<TemplateInfo[]>;
+  /** Deletes a template; refused while sandboxes or other templates use it. */
+  deleteTemplate(id: string): Promise<void>;
+  /** Stops background work (the warm pool); leaves sandboxes running. */
+  close(): Promise<void>;
+}
+
+export type RuntimeErrorKind = 'not_found' | 'conflict' | 'invalid' | 'unavailable' | 'internal';
+
+/** A failure the caller can act on; `kind` maps onto HTTP statuses upstream. */
+export class RuntimeError extends Error {
+  constructor(
+    readonly kind: RuntimeErrorKind,
+    message: string,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+    this.name = 'RuntimeError';
+  }
+}

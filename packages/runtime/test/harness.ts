@@ -1,0 +1,111 @@
+// Real sandboxes for tests: a RuncRuntime on a temporary data directory,
+// commands run through the sandbox's envd, and a leak check that the
+// directory, its mounts, cgroups and runc state are all gone at the end.
+import { createClient, type Client } from '@connectrpc/connect';
+import { createConnectTransport } from '@connectrpc/connect-node';
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Filesystem, Process } from '@paddock/models';
+import { RuncRuntime, type RuncRuntimeOptions } from '../src/index.js';
+
+export const TOKEN = 'runtime-test-token';
+
+export interface TestRuntime {
+  runtime: RuncRuntime;
+  dataDir: string;
+  /** Destroys every sandbox, releases the host view and checks nothing is left. */
+  teardown(): Promise<void>;
+}
+
+export async function testRuntime(opts: Partial<RuncRuntimeOptions> = {}): Promise<TestRuntime> {
+  const dataDir = mkdtempSync(join(tmpdir(), 'paddock-rt-'));
+  const runtime = new RuncRuntime({ dataDir, ...opts });
+  await runtime.prepare();
+  return {
+    runtime,
+    dataDir,
+    async teardown() {
+      await runtime.close();
+      for (const s of await runtime.list()) await runtime.destroy(s.id);
+      await runtime.release();
+      expect(leftovers(runtime, dataDir)).toEqual([]);
+      rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** Everything a runtime's sandboxes could leave on the host. */
+export function leftovers(runtime: RuncRuntime, dataDir: string): string[] {
+  const out: string[] = [];
+  for (const line of readFileSync('/proc/self/mountinfo', 'utf8').split('\n')) {
+    const mp = line.split(' ')[4];
+    if (mp && mp.startsWith(dataDir)) out.push(`mount ${mp}`);
+  }
+  for (const d of runtime.leftoverCgroups()) out.push(`cgroup ${d}`);
+  const runcRoot = join(dataDir, 'runc');
+  if (existsSync(runcRoot)) {
+    const list = execFileSync('runc', ['--root', runcRoot, 'list', '-q'], { encoding: 'utf8' }).trim();
+    if (list) out.push(`runc containers ${list}`);
+  }
+  const sandboxes = join(dataDir, 'sandboxes');
+  if (existsSync(sandboxes)) for (const d of readdirSync(sandboxes)) out.push(`directory ${d}`);
+  return out;
+}
+
+export function clients(runtime: RuncRuntime, id: string, user?: string): { fs: Client<typeof Filesystem>; proc: Client<typeof Process> } {
+  const endpoint = runtime.envdEndpoint(id);
+  if (!('socketPath' in endpoint)) throw new Error('expected a unix socket endpoint');
+  const transport = createConnectTransport({
+    baseUrl: 'http://sandbox',
+    httpVersion: '1.1',
+    nodeOptions: { socketPath: endpoint.socketPath },
+    interceptors: [
+      (next) => (req) => {
+        req.header.set('x-access-token', TOKEN);
+        if (user) req.header.set('authorization', `Basic ${Buffer.from(`${user}:`).toString('base64')}`);
+        return next(req);
+      },
+    ],
+  });
+  return { fs: createClient(Filesystem, transport), proc: createClient(Process, transport) };
+}
+
+export interface ExecResult {
+  stdout: string;
+  stderr: string;
+  exitCode: number;
+  status: string;
+}
+
+/** Runs `bash -l -c script` in the sandbox and waits for it. */
+export async function exec(runtime: RuncRuntime, id: string, script: string, opts: { user?: string; timeoutMs?: number } = {}): Promise<ExecResult> {
+  const { proc } = clients(runtime, id, opts.user);
+  const out = { stdout: [] as Uint8Array[], stderr: [] as Uint8Array[] };
+  let exitCode = NaN;
+  let status = '';
+  for await (const res of proc.start({ process: { cmd: '/bin/bash', args: ['-l', '-c', script] }, stdin: false }, { timeoutMs: opts.timeoutMs ?? 60_000 })) {
+    const ev = res.event?.event;
+    if (ev?.case === 'data' && (ev.value.output.case === 'stdout' || ev.value.output.case === 'stderr')) out[ev.value.output.case].push(ev.value.output.value);
+    if (ev?.case === 'end') {
+      exitCode = ev.value.exitCode;
+      status = ev.value.status;
+    }
+  }
+  return { stdout: Buffer.concat(out.stdout).toString(), stderr: Buffer.concat(out.stderr).toString(), exitCode, status };
+}
+
+/** Starts `bash -c script` in the sandbox and returns without waiting for it. */
+export async function spawnDetached(runtime: RuncRuntime, id: string, script: string): Promise<number> {
+  const { proc } = clients(runtime, id);
+  const abort = new AbortController();
+  const it = proc.start({ process: { cmd: '/bin/bash', args: ['-c', script] }, stdin: false }, { signal: abort.signal })[Symbol.asyncIterator]();
+  const first = await it.next();
+  abort.abort();
+  const ev = first.value?.event?.event;
+  if (ev?.case !== 'start') throw new Error('expected a start event');
+  return ev.value.pid;
+}
+
+export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

@@ -1,0 +1,110 @@
+// What a sandbox cannot see or touch of the host, and the limits that hold it.
+import { execFileSync } from 'node:child_process';
+import { existsSync, readdirSync } from 'node:fs';
+import { createServer, type Server } from 'node:net';
+import { networkInterfaces } from 'node:os';
+import { clients, exec, sleep, testRuntime, TOKEN, type TestRuntime } from './harness.js';
+
+let t: TestRuntime;
+let id: string;
+
+beforeAll(async () => {
+  t = await testRuntime({ pidsLimit: 256 });
+  id = (await t.runtime.create({ templateId: 'base', limits: { memoryMB: 256 }, init: { accessToken: TOKEN } })).id;
+});
+afterAll(() => t.teardown());
+
+test('processes: ps shows only the sandbox; envd is pid 1', async () => {
+  const res = await exec(t.runtime, id, 'ps -e -o pid=,args=');
+  const lines = res.stdout.trim().split('\n').map((l) => l.trim());
+  expect(lines[0]).toMatch(/^1 \/\.paddock\/node .*envd\/main\.js/);
+  expect(lines.length).toBeLessThan(10);
+  expect(res.stdout).not.toContain('jest');
+  expect(res.stdout).not.toContain(String(process.pid));
+});
+
+test('the hostname is the sandbox id', async () => {
+  expect((await exec(t.runtime, id, 'hostname')).stdout).toBe(`${id}\n`);
+});
+
+test('writes to /usr and /etc stay in the sandbox', async () => {
+  const marker = `paddock-isolation-${process.pid}`;
+  const res = await exec(t.runtime, id, `echo hi > /usr/${marker} && echo hi > /etc/${marker} && cat /usr/${marker}`, { user: 'root' });
+  expect(res).toMatchObject({ exitCode: 0, stdout: 'hi\n' });
+  expect(existsSync(`/usr/${marker}`)).toBe(false);
+  expect(existsSync(`/etc/${marker}`)).toBe(false);
+});
+
+test('host homes, /root, /tmp and the data directory are not visible', async () => {
+  const res = await exec(t.runtime, id, `ls -A /home; echo --; ls -A /root; echo --; ls -A /tmp; echo --; test -e ${t.dataDir} && echo visible || echo hidden`, { user: 'root' });
+  const [home, root, tmp, data] = res.stdout.split('--\n');
+  expect(home).toBe('user\n');
+  expect(root!.split('\n').filter(Boolean).every((f) => f.startsWith('.'))).toBe(true);
+  expect(tmp).toBe('');
+  expect(data).toBe('hidden\n');
+  // The host does have entries there that the sandbox does not see.
+  expect(readdirSync('/tmp').length).toBeGreaterThan(0);
+});
+
+test('the user `user` exists with uid 1000 and home /home/user; python3, node, git and bash run', async () => {
+  const res = await exec(t.runtime, id, 'id -un; id -u; echo $HOME; python3 -c "print(6*7)"; node -e "console.log(2+3)"; git --version >/dev/null && echo git; bash -c "echo bash"');
+  expect(res.stdout.split('\n')).toEqual(['user', '1000', '/home/user', '42', '5', 'git', 'bash', '']);
+});
+
+describe('network', () => {
+  let server: Server;
+  let port: number;
+  beforeAll(async () => {
+    server = createServer((s) => s.end('host'));
+    await new Promise<void>((r) => server.listen(0, '0.0.0.0', r));
+    port = (server.address() as { port: number }).port;
+  });
+  afterAll(() => server.close());
+
+  test('the host cannot be reached, neither on 127.0.0.1 nor on its own addresses', async () => {
+    const hostAddrs = Object.values(networkInterfaces())
+      .flat()
+      .filter((a) => a && a.family === 'IPv4' && !a.internal)
+      .map((a) => a!.address);
+    for (const addr of ['127.0.0.1', ...hostAddrs]) {
+      const res = await exec(t.runtime, id, `timeout 3 bash -c 'exec 3<>/dev/tcp/${addr}/${port} && cat <&3' && echo connected || echo refused`);
+      expect(res.stdout).toContain('refused');
+      expect(res.stdout).not.toContain('host');
+    }
+    const routes = await exec(t.runtime, id, 'ip -4 route 2>/dev/null; cat /proc/net/route | tail -n +2');
+    expect(routes.stdout.trim()).toBe('');
+  });
+});
+
+test('a memory hog beyond memoryMB is killed and the sandbox stays usable', async () => {
+  const hog = await exec(t.runtime, id, 'python3 -c "b = bytearray(600 * 1024 * 1024); print(len(b))"');
+  expect(hog.exitCode).not.toBe(0);
+  expect(hog.stdout).toBe('');
+  const after = await exec(t.runtime, id, 'echo still here; cat /sys/fs/cgroup/memory/memory.limit_in_bytes 2>/dev/null || cat /sys/fs/cgroup/memory.max');
+  expect(after.stdout).toBe(`still here\n${256 * 1024 * 1024}\n`);
+});
+
+test('a fork bomb is contained by the pids limit; the host is unaffected', async () => {
+  const { proc } = clients(t.runtime, id);
+  const bomb = (async () => {
+    try {
+      for await (const _ of proc.start({ process: { cmd: '/bin/bash', args: ['-c', 'bomb() { bomb | bomb & }; bomb; sleep 30'] }, stdin: false }, { timeoutMs: 4000 })) {
+        // The deadline ends it, with everything it spawned.
+      }
+    } catch {
+      // deadline_exceeded
+    }
+  })();
+  await sleep(1500);
+  // The host still starts processes while the bomb runs.
+  expect(execFileSync('/bin/echo', ['host ok'], { encoding: 'utf8' })).toBe('host ok\n');
+  await bomb;
+  let ok = '';
+  for (let i = 0; i < 50 && ok !== 'usable\n'; i++) {
+    await sleep(200);
+    ok = (await exec(t.runtime, id, 'echo usable').catch(() => ({ stdout: '' }))).stdout;
+  }
+  expect(ok).toBe('usable\n');
+  const pids = await exec(t.runtime, id, 'cat /sys/fs/cgroup/pids/pids.max 2>/dev/null || cat /sys/fs/cgroup/pids.max');
+  expect(pids.stdout).toBe('256\n');
+});

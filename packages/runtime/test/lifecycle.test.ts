@@ -1,0 +1,178 @@
+// Pause, resume, stop, start, destroy, stats, tunnels, snapshots and adoption
+// of real sandboxes.
+import { existsSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { request } from 'node:http';
+import { join } from 'node:path';
+import { RuncRuntime, RuntimeError } from '../src/index.js';
+import { exec, leftovers, sleep, spawnDetached, testRuntime, TOKEN, type TestRuntime } from './harness.js';
+
+let t: TestRuntime;
+beforeAll(async () => {
+  t = await testRuntime();
+});
+afterAll(() => t.teardown());
+
+const create = async () => (await t.runtime.create({ templateId: 'base', init: { accessToken: TOKEN } })).id;
+/** The sandbox's writable layer as the host sees it: where its /tmp files land. */
+const upperFile = (id: string, path: string) => join(t.dataDir, 'sandboxes', id, 'upper', path);
+
+test('pause stops a running counter, resume continues it', async () => {
+  const id = await create();
+  await spawnDetached(t.runtime, id, 'while true; do echo x >> /tmp/counter; sleep 0.02; done');
+  const size = () => (existsSync(upperFile(id, 'tmp/counter')) ? statSync(upperFile(id, 'tmp/counter')).size : 0);
+  await sleep(300);
+  expect(size()).toBeGreaterThan(0);
+  await t.runtime.pause(id);
+  expect((await t.runtime.get(id))?.status).toBe('paused');
+  const frozen = size();
+  await sleep(400);
+  expect(size()).toBe(frozen);
+  await expect(t.runtime.pause(id)).rejects.toMatchObject({ kind: 'conflict' });
+  await t.runtime.resume(id);
+  expect((await t.runtime.get(id))?.status).toBe('running');
+  await sleep(300);
+  expect(size()).toBeGreaterThan(frozen);
+  await expect(t.runtime.resume(id)).rejects.toMatchObject({ kind: 'conflict' });
+  await t.runtime.destroy(id);
+});
+
+test('stop keeps the files; start runs a new container on them', async () => {
+  const id = await create();
+  await exec(t.runtime, id, 'echo kept > ~/note.txt; sleep 100 &');
+  await t.runtime.stop(id);
+  expect((await t.runtime.get(id))?.status).toBe('stopped');
+  await expect(t.runtime.pause(id)).rejects.toMatchObject({ kind: 'conflict' });
+  await t.runtime.start(id, { accessToken: TOKEN });
+  expect((await t.runtime.get(id))?.status).toBe('running');
+  const res = await exec(t.runtime, id, 'cat ~/note.txt; pgrep -c sleep || true');
+  expect(res.stdout).toBe('kept\n0\n');
+  await expect(t.runtime.start(id)).rejects.toMatchObject({ kind: 'conflict' });
+  await t.runtime.destroy(id);
+});
+
+test('a paused sandbox can be stopped and started again', async () => {
+  const id = await create();
+  await exec(t.runtime, id, 'echo before > ~/f');
+  await t.runtime.pause(id);
+  await t.runtime.stop(id);
+  await t.runtime.start(id, { accessToken: TOKEN });
+  expect((await exec(t.runtime, id, 'cat ~/f')).stdout).toBe('before\n');
+  await t.runtime.destroy(id);
+});
+
+test('destroy removes container, mounts, cgroups and directory; unknown ids are fine', async () => {
+  const id = await create();
+  await t.runtime.destroy(id);
+  expect(await t.runtime.get(id)).toBeUndefined();
+  expect(existsSync(join(t.dataDir, 'sandboxes', id))).toBe(false);
+  expect(leftovers(t.runtime, t.dataDir).filter((l) => !l.includes('hostview'))).toEqual([]);
+  await t.runtime.destroy(id);
+  await t.runtime.destroy('no-such-sandbox');
+  await expect(t.runtime.pause(id)).rejects.toBeInstanceOf(RuntimeError);
+});
+
+test('stats report cpu, memory and disk from the cgroup and the upper layer', async () => {
+  const id = await create();
+  await exec(t.runtime, id, 'head -c 5000000 /dev/urandom > ~/blob');
+  await t.runtime.stats(id);
+  await exec(t.runtime, id, 'for i in $(seq 1 3000); do :; done');
+  const s = await t.runtime.stats(id);
+  expect(s.cpuCount).toBe(2);
+  expect(s.memTotal).toBe(512 * 1024 * 1024);
+  expect(s.memUsed).toBeGreaterThan(1024 * 1024);
+  expect(s.memUsed).toBeLessThan(s.memTotal);
+  expect(s.cpuUsedPct).toBeGreaterThan(0);
+  expect(s.cpuUsedPct).toBeLessThanOrEqual(100);
+  expect(s.diskUsed).toBeGreaterThan(5_000_000);
+  expect(s.diskTotal).toBeGreaterThan(s.diskUsed);
+  await t.runtime.destroy(id);
+});
+
+test('a tunnel reaches a server listening inside the sandbox', async () => {
+  const id = await create();
+  await spawnDetached(t.runtime, id, 'cd /tmp && echo served > index.txt && exec python3 -m http.server 8123 --bind 127.0.0.1');
+  let body = '';
+  for (let i = 0; i < 50 && !body; i++) {
+    await sleep(100);
+    body = await new Promise<string>((resolve) => {
+      t.runtime
+        .openTunnel(id, 8123)
+        .then((sock) => {
+          const req = request({ createConnection: () => sock, path: '/index.txt', headers: { host: 'sandbox' } }, (res) => {
+            let text = '';
+            res.on('data', (d: Buffer) => (text += d));
+            res.on('end', () => resolve(text));
+          });
+          req.on('error', () => resolve(''));
+          req.end();
+        })
+        .catch(() => resolve(''));
+    });
+  }
+  expect(body).toBe('served\n');
+  await expect(t.runtime.openTunnel(id, 9)).rejects.toMatchObject({ kind: 'unavailable' });
+  await expect(t.runtime.openTunnel(id, 70000)).rejects.toMatchObject({ kind: 'invalid' });
+  await t.runtime.destroy(id);
+});
+
+test('limits: cpu quota, memory and unknown templates', async () => {
+  const s = await t.runtime.create({ templateId: 'base', limits: { cpuCount: 1, memoryMB: 300 }, init: { accessToken: TOKEN } });
+  expect(s.limits).toEqual({ cpuCount: 1, memoryMB: 300, diskSizeMB: 2048 });
+  const res = await exec(t.runtime, s.id, 'cat /sys/fs/cgroup/cpu/cpu.cfs_quota_us 2>/dev/null || cut -d" " -f1 /sys/fs/cgroup/cpu.max');
+  expect(res.stdout).toBe('100000\n');
+  await t.runtime.destroy(s.id);
+  await expect(t.runtime.create({ templateId: 'nope' })).rejects.toMatchObject({ kind: 'not_found' });
+  await expect(t.runtime.create({ templateId: 'base', limits: { memoryMB: 16 } })).rejects.toMatchObject({ kind: 'invalid' });
+});
+
+test('snapshot: files written in a sandbox are in a new sandbox made from its template', async () => {
+  const id = await create();
+  await exec(t.runtime, id, 'mkdir -p ~/proj && echo snap > ~/proj/file && echo etc > /tmp/t', { user: 'user' });
+  await exec(t.runtime, id, 'echo root-change >> /etc/motd', { user: 'root' });
+  const template = await t.runtime.snapshot(id, 'snap-one');
+  expect(template).toMatchObject({ id: 'snap-one', parentId: 'base' });
+  expect((await t.runtime.get(id))?.status).toBe('running');
+  const copy = (await t.runtime.create({ templateId: 'snap-one', init: { accessToken: TOKEN } })).id;
+  const res = await exec(t.runtime, copy, 'cat ~/proj/file; tail -1 /etc/motd; hostname; stat -c %U ~/proj/file');
+  expect(res.stdout).toBe(`snap\nroot-change\n${copy}\nuser\n`);
+  await expect(t.runtime.snapshot(id, 'snap-one')).rejects.toMatchObject({ kind: 'conflict' });
+  await expect(t.runtime.deleteTemplate('snap-one')).rejects.toMatchObject({ kind: 'conflict' });
+  await expect(t.runtime.deleteTemplate('base')).rejects.toMatchObject({ kind: 'conflict' });
+  await t.runtime.destroy(copy);
+  await t.runtime.destroy(id);
+  await t.runtime.deleteTemplate('snap-one');
+  expect(await t.runtime.getTemplate('snap-one')).toBeUndefined();
+});
+
+test('a new runtime on the same data directory adopts the sandboxes that exist', async () => {
+  const running = await create();
+  const paused = await create();
+  const stopped = await create();
+  await exec(t.runtime, running, 'echo adopted > ~/a');
+  await t.runtime.pause(paused);
+  await t.runtime.stop(stopped);
+  const other = new RuncRuntime({ dataDir: t.dataDir });
+  await other.prepare();
+  const found = new Map((await other.list()).map((s) => [s.id, s.status]));
+  expect(found.get(running)).toBe('running');
+  expect(found.get(paused)).toBe('paused');
+  expect(found.get(stopped)).toBe('stopped');
+  expect((await exec(other, running, 'cat ~/a')).stdout).toBe('adopted\n');
+  await other.resume(paused);
+  await other.start(stopped, { accessToken: TOKEN });
+  for (const id of [running, paused, stopped]) await other.destroy(id);
+  await other.close();
+});
+
+test('leftovers of a crash are cleaned on the next start', async () => {
+  const id = await create();
+  // A crash in the middle of destroy leaves a tombstone.
+  const specFile = join(t.dataDir, 'sandboxes', id, 'spec.json');
+  const spec = JSON.parse(readFileSync(specFile, 'utf8'));
+  writeFileSync(specFile, JSON.stringify({ ...spec, destroying: true }));
+  const other = new RuncRuntime({ dataDir: t.dataDir });
+  await other.prepare();
+  expect(existsSync(join(t.dataDir, 'sandboxes', id))).toBe(false);
+  expect(leftovers(other, t.dataDir).filter((l) => !l.includes('hostview'))).toEqual([]);
+  await other.close();
+});

@@ -1,0 +1,44 @@
+// The warm pool: ready sandboxes handed out on create, refilled behind.
+import { RuncRuntime } from '../src/index.js';
+import { exec, testRuntime, TOKEN, type TestRuntime } from './harness.js';
+
+let t: TestRuntime;
+beforeAll(async () => {
+  t = await testRuntime({ warmPoolSize: 2 });
+  await t.runtime.poolReady();
+});
+afterAll(() => t.teardown());
+
+test('create takes a pooled sandbox, initialised with the caller\'s token and variables, and the pool refills', async () => {
+  const pooled = t.runtime.pooled().base!;
+  expect(pooled).toHaveLength(2);
+  expect(await t.runtime.list()).toEqual([]);
+  const s = await t.runtime.create({ templateId: 'base', init: { accessToken: TOKEN, envVars: { FROM_INIT: 'yes' } } });
+  expect(s.fromPool).toBe(true);
+  expect(pooled).toContain(s.id);
+  expect((await exec(t.runtime, s.id, 'echo $FROM_INIT; hostname')).stdout).toBe(`yes\n${s.id}\n`);
+  expect((await t.runtime.list()).map((x) => x.id)).toEqual([s.id]);
+  await t.runtime.poolReady();
+  expect(t.runtime.pooled().base).toHaveLength(2);
+  expect(t.runtime.pooled().base).not.toContain(s.id);
+  await t.runtime.destroy(s.id);
+});
+
+test('other limits, or cold: true, skip the pool', async () => {
+  const cold = await t.runtime.create({ templateId: 'base', cold: true, init: { accessToken: TOKEN } });
+  const small = await t.runtime.create({ templateId: 'base', limits: { memoryMB: 256 }, init: { accessToken: TOKEN } });
+  expect(cold.fromPool).toBeUndefined();
+  expect(small.fromPool).toBeUndefined();
+  await t.runtime.destroy(cold.id);
+  await t.runtime.destroy(small.id);
+});
+
+test('a restarted runtime puts running pool sandboxes back in its pool', async () => {
+  await t.runtime.poolReady();
+  const before = [...t.runtime.pooled().base!].sort();
+  const other = new RuncRuntime({ dataDir: t.dataDir, warmPoolSize: 2 });
+  await other.prepare();
+  expect([...other.pooled().base!].sort()).toEqual(before);
+  expect(await other.list()).toEqual([]);
+  await other.close();
+});
