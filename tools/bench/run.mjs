@@ -8,8 +8,9 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { machine } from './lib.mjs';
 import { envdSuite } from './suites/envd.mjs';
+import { runtimeSuite } from './suites/runtime.mjs';
 
-const suites = { envd: envdSuite };
+const suites = { envd: envdSuite, runtime: runtimeSuite };
 
 const { values } = parseArgs({ options: { quick: { type: 'boolean', default: false }, only: { type: 'string' } } });
 const selected = values.only ? values.only.split(',') : Object.keys(suites);

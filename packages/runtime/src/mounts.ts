@@ -31,11 +31,23 @@ export async function mountOverlay(target: string, lowers: string[], upper: stri
  * Deletes a directory tree, refusing when anything is mounted inside it: a
  * recursive delete would walk into the mount (a sandbox's root filesystem,
  * the host view) instead of stopping at it.
+ *
+ * A container being created at the same moment briefly holds copies of all
+ * mounts in its new mount namespace (until runc detaches the old root), and
+ * an unmounted directory stays busy until then: EBUSY is retried for a while.
  */
-export function removeTree(dir: string): void {
+export async function removeTree(dir: string): Promise<void> {
   const inside = [...mountPoints()].filter((m) => m === dir || m.startsWith(dir + '/'));
   if (inside.length) throw new Error(`refusing to delete '${dir}': ${inside.join(', ')} still mounted`);
-  rmSync(dir, { recursive: true, force: true });
+  for (let attempt = 0; ; attempt++) {
+    try {
+      rmSync(dir, { recursive: true, force: true });
+      return;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EBUSY' || attempt >= 100) throw err;
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  }
 }
 
 /** Unmounts `target` if mounted; lazily when something still holds it. */

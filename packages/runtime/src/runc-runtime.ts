@@ -343,7 +343,7 @@ export class RuncRuntime implements Runtime {
     const rootfs = join(dir, 'rootfs');
     for (const mp of mountPoints()) if (mp === rootfs || mp.startsWith(rootfs + '/')) await unmount(mp);
     removeCgroups(this.cgroups, this.cgroupPath(id));
-    removeTree(dir);
+    await removeTree(dir);
     this.lastCpu.delete(id);
     this.diskCache.delete(id);
   }
@@ -493,18 +493,33 @@ export class RuncRuntime implements Runtime {
         const template = this.templates.get(templateId);
         if (!template) continue;
         while (!this.closed && this.poolFor(templateId).length < size) {
+          // Pooled even when the runtime closed meanwhile: release() or the
+          // next start finds it there.
           const spec = await this.boot(templateId, template.limits, true);
-          if (this.closed) break;
           this.poolFor(templateId).push(spec.id);
         }
       }
     };
-    // Cleared in a later tick: fill() may finish synchronously when the pool is full.
+    // Cleared in a later tick (fill() may finish synchronously when the pool
+    // is full); a claim that came in meanwhile is topped up right after.
+    let failed = false;
     this.poolFilling = fill()
-      .catch((err: unknown) => process.emitWarning(`warm pool fill failed: ${(err as Error).message}`))
+      .catch((err: unknown) => {
+        failed = true;
+        process.emitWarning(`warm pool fill failed: ${(err as Error).message}`);
+      })
       .finally(() => {
         this.poolFilling = undefined;
+        if (this.closed || !this.poolShort()) return;
+        // After a failure, wait before trying again rather than spin.
+        if (failed) setTimeout(() => this.fillPool(), 5000).unref();
+        else this.fillPool();
       });
+  }
+
+  private poolShort(): boolean {
+    const size = this.opts.warmPoolSize ?? 0;
+    return (this.opts.warmPoolTemplates ?? [BASE_TEMPLATE_ID]).some((t) => this.templates.get(t) && this.poolFor(t).length < size);
   }
 
   /** Resolves once the warm pool is full (for tests and benchmarks). */
@@ -525,7 +540,9 @@ export class RuncRuntime implements Runtime {
    */
   async release(): Promise<void> {
     await this.close();
-    for (const ids of this.pool.values()) for (const id of [...ids]) await this.destroy(id);
+    for (const id of existsSync(this.sandboxesDir) ? readdirSync(this.sandboxesDir) : []) {
+      if (this.readSpec(id)?.pooled) await this.destroy(id);
+    }
     const left = await this.list();
     if (left.length) throw new RuntimeError('conflict', `sandboxes still exist: ${left.map((s) => s.id).join(', ')}`);
     await unmount(this.hostView);

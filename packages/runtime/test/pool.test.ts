@@ -1,4 +1,6 @@
 // The warm pool: ready sandboxes handed out on create, refilled behind.
+import { readdirSync } from 'node:fs';
+import { join } from 'node:path';
 import { RuncRuntime } from '../src/index.js';
 import { exec, testRuntime, TOKEN, type TestRuntime } from './harness.js';
 
@@ -41,4 +43,19 @@ test('a restarted runtime puts running pool sandboxes back in its pool', async (
   expect([...other.pooled().base!].sort()).toEqual(before);
   expect(await other.list()).toEqual([]);
   await other.close();
+});
+
+test('closing while the pool refills leaves nothing behind after release', async () => {
+  const other = new RuncRuntime({ dataDir: t.dataDir, warmPoolSize: 2 });
+  await other.prepare();
+  const s = await other.create({ templateId: 'base', init: { accessToken: TOKEN } });
+  expect(s.fromPool).toBe(true);
+  // The claim started a refill; close while it runs.
+  await other.close();
+  await other.destroy(s.id);
+  expect(Object.values(other.pooled()).flat().length).toBeGreaterThanOrEqual(2);
+  await t.runtime.close();
+  await t.runtime.release();
+  expect(await other.list()).toEqual([]);
+  expect(readdirSync(join(t.dataDir, 'sandboxes'))).toEqual([]);
 });

@@ -1,0 +1,104 @@
+// The runtime: how fast a sandbox becomes ready, cold and from the warm pool,
+// and what an idle sandbox costs, next to a bare `runc run true` on the same
+// root filesystem measured in the same run.
+import { RuncRuntime } from '@paddock/runtime';
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { row, summarize, timeit } from '../lib.mjs';
+
+const MiB = 1024 * 1024;
+
+function memAvailable() {
+  return Number(/^MemAvailable:\s+(\d+) kB/m.exec(readFileSync('/proc/meminfo', 'utf8'))[1]) * 1024;
+}
+
+/**
+ * `runc run` of /bin/true in a bundle whose root is the same stack a sandbox
+ * gets (base template layers over the host view), without envd or limits.
+ * The layer paths are the runtime's on-disk layout.
+ */
+async function bareRunc(dataDir, iterations) {
+  const bundle = join(dataDir, 'bench-bundle');
+  for (const d of ['upper', 'work', 'rootfs']) mkdirSync(join(bundle, d), { recursive: true, mode: 0o755 });
+  const base = join(dataDir, 'templates/base/base-v1');
+  const lowers = [join(base, 'layer'), join(base, 'mask'), join(dataDir, 'hostview')].join(':');
+  execFileSync('mount', ['-t', 'overlay', 'overlay', '-o', `lowerdir=${lowers},upperdir=${join(bundle, 'upper')},workdir=${join(bundle, 'work')}`, join(bundle, 'rootfs')]);
+  execFileSync('runc', ['spec', '--bundle', bundle]);
+  const config = JSON.parse(readFileSync(join(bundle, 'config.json'), 'utf8'));
+  config.process.terminal = false;
+  config.process.args = ['/bin/true'];
+  config.process.rlimits = [];
+  config.root.readonly = false;
+  writeFileSync(join(bundle, 'config.json'), JSON.stringify(config));
+  const state = join(dataDir, 'bench-runc');
+  try {
+    return await timeit((i) => execFileSync('runc', ['--root', state, 'run', '--bundle', bundle, `bench-${i}-${process.pid}`]), { warmup: 3, iterations });
+  } finally {
+    execFileSync('umount', [join(bundle, 'rootfs')]);
+    rmSync(bundle, { recursive: true, force: true });
+    rmSync(state, { recursive: true, force: true });
+  }
+}
+
+export async function runtimeSuite({ quick, log }) {
+  const rows = [];
+  const dataDir = mkdtempSync(join(tmpdir(), 'paddock-bench-rt-'));
+  const iterations = quick ? 8 : 30;
+  const runtime = new RuncRuntime({ dataDir, warmPoolSize: 2 });
+  try {
+    await runtime.prepare();
+    await runtime.poolReady();
+    log('runtime: bare runc run true');
+    const bare = await bareRunc(dataDir, iterations);
+
+    log('runtime: cold create to envd ready');
+    const cold = await timeit(
+      async () => {
+        const s = await runtime.create({ templateId: 'base', cold: true, init: { accessToken: 'bench' } });
+        // Destroyed while the next one is created, as under real load.
+        setImmediate(() => runtime.destroy(s.id).catch((err) => log(`destroy failed: ${err.message}`)));
+      },
+      { warmup: 2, iterations },
+    );
+    rows.push(row({ suite: 'runtime', name: 'create to envd ready, cold', unit: 'ms', value: cold, baseline: bare, baselineName: 'bare `runc run true`, same rootfs' }));
+
+    log('runtime: warm pool create to envd ready');
+    const samples = [];
+    for (let i = 0; i < iterations + 2; i++) {
+      await runtime.poolReady();
+      const t = performance.now();
+      const s = await runtime.create({ templateId: 'base', init: { accessToken: 'bench' } });
+      if (i >= 2) samples.push(performance.now() - t);
+      if (!s.fromPool) throw new Error('expected a pooled sandbox');
+      await runtime.destroy(s.id);
+    }
+    rows.push(row({ suite: 'runtime', name: 'create to envd ready, warm pool', unit: 'ms', value: summarize(samples), baseline: bare, baselineName: 'bare `runc run true`, same rootfs' }));
+
+    const count = quick ? 10 : 50;
+    log(`runtime: ${count} idle sandboxes`);
+    await runtime.close();
+    const before = memAvailable();
+    const started = performance.now();
+    const ids = [];
+    for (let i = 0; i < count; i++) ids.push((await runtime.create({ templateId: 'base', cold: true, init: { accessToken: 'bench' } })).id);
+    const elapsed = (performance.now() - started) / 1000;
+    await new Promise((r) => setTimeout(r, 3000));
+    const hostPer = (before - memAvailable()) / count / MiB;
+    const cgroupPer = [];
+    for (const id of ids) cgroupPer.push((await runtime.stats(id)).memUsed / MiB);
+    const alive = (await runtime.list()).filter((s) => s.status === 'running').length;
+    rows.push(row({ suite: 'runtime', name: `idle sandbox memory, host MemAvailable drop / ${count}`, unit: 'MiB', value: { p50: hostPer, p95: hostPer }, target: { on: 'value', op: '<=', value: 50 } }));
+    rows.push(row({ suite: 'runtime', name: 'idle sandbox memory, its cgroup (envd + container)', unit: 'MiB', value: summarize(cgroupPer), target: { on: 'value', op: '<=', value: 50 } }));
+    rows.push(row({ suite: 'runtime', name: `sandboxes alive at once (of ${count} created in ${elapsed.toFixed(1)} s)`, unit: 'sandboxes', value: { p50: alive, p95: alive }, lowerIsBetter: false, target: { on: 'value', op: '>=', value: count } }));
+    for (const id of ids) await runtime.destroy(id);
+  } finally {
+    // Only an empty, unmounted data directory may be deleted.
+    await runtime
+      .release()
+      .then(() => rmSync(dataDir, { recursive: true, force: true }))
+      .catch((err) => log(`left ${dataDir} behind: ${err.message}`));
+  }
+  return rows;
+}
