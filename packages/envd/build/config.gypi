@@ -440,9 +440,10 @@
     "npm_version": "11.19.1",
     "prefix": "/usr",
     "audit": "",
+    "save_dev": "true",
     "yes": "",
     "local_prefix": "/work/main",
     "userconfig": "/root/.npmrc",
-    "user_agent": "npm/11.19.1 node/v20.20.2 linux x64 workspaces/true"
+    "user_agent": "npm/11.19.1 node/v20.20.2 linux x64 workspaces/false"
   }
 }

@@ -934,8 +934,8 @@ export interface components {
             templateID: string;
             /**
              * Format: int32
-             * @description Seconds from now until the sandbox expires.
-             * @default 15
+             * @description Seconds from now until the sandbox expires. Paddock uses its configured default (300 unless changed) when this is left out.
+             * @default 300
              */
             timeout?: number;
             /**
@@ -1163,7 +1163,7 @@ export interface components {
             /**
              * Format: int32
              * @description Seconds from now until the sandbox expires; an existing later expiry is kept.
-             * @default 15
+             * @default 300
              */
             timeout?: number;
             /**
@@ -1198,7 +1198,7 @@ export interface components {
             /**
              * Format: int32
              * @description Seconds from now until each new sandbox expires.
-             * @default 15
+             * @default 300
              */
             timeout?: number;
             /**
@@ -1635,6 +1635,19 @@ export interface components {
             /** @description True when any team may use the template. */
             public: boolean;
         };
+        /** @description Options for connecting to a sandbox (v2). Both fields may be left out: an empty object connects without changing the expiry of a running sandbox, and gives a resumed one the server's default timeout. */
+        ConnectSandboxV2: {
+            /**
+             * Format: int32
+             * @description Seconds from now until the sandbox expires; an existing later expiry is kept.
+             */
+            timeout?: number;
+            /**
+             * @description When the sandbox is paused: resume its processes too (true), or start it afresh on its kept filesystem (false).
+             * @default true
+             */
+            memory?: boolean;
+        };
     };
     responses: {
         /** @description The request is malformed or a field is invalid; the message names the problem. */
@@ -1684,6 +1697,15 @@ export interface components {
         };
         /** @description Unexpected server failure. */
         500: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description Not implemented by this Paddock server yet; the message says what to use instead. */
+        501: {
             headers: {
                 [name: string]: unknown;
             };
@@ -1814,6 +1836,7 @@ export interface operations {
             };
             400: components["responses"]["400"];
             401: components["responses"]["401"];
+            404: components["responses"]["404"];
             500: components["responses"]["500"];
             503: components["responses"]["503"];
             504: components["responses"]["504"];
@@ -1888,6 +1911,7 @@ export interface operations {
             };
             400: components["responses"]["400"];
             401: components["responses"]["401"];
+            404: components["responses"]["404"];
             500: components["responses"]["500"];
             503: components["responses"]["503"];
             504: components["responses"]["504"];
@@ -1940,6 +1964,7 @@ export interface operations {
                     "application/json": components["schemas"]["SandboxDetail"];
                 };
             };
+            400: components["responses"]["400"];
             401: components["responses"]["401"];
             404: components["responses"]["404"];
             500: components["responses"]["500"];
@@ -1964,6 +1989,7 @@ export interface operations {
                 };
                 content?: never;
             };
+            400: components["responses"]["400"];
             401: components["responses"]["401"];
             404: components["responses"]["404"];
             500: components["responses"]["500"];
@@ -1995,6 +2021,7 @@ export interface operations {
                     "application/json": components["schemas"]["SandboxLogs"];
                 };
             };
+            400: components["responses"]["400"];
             401: components["responses"]["401"];
             404: components["responses"]["404"];
             500: components["responses"]["500"];
@@ -2032,6 +2059,7 @@ export interface operations {
                     "application/json": components["schemas"]["SandboxLogsV2Response"];
                 };
             };
+            400: components["responses"]["400"];
             401: components["responses"]["401"];
             404: components["responses"]["404"];
             500: components["responses"]["500"];
@@ -2092,6 +2120,7 @@ export interface operations {
                 };
                 content?: never;
             };
+            400: components["responses"]["400"];
             401: components["responses"]["401"];
             404: components["responses"]["404"];
             409: components["responses"]["409"];
@@ -2187,7 +2216,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": components["schemas"]["ConnectSandbox"];
+                "application/json": components["schemas"]["ConnectSandboxV2"];
             };
         };
         responses: {
@@ -2241,6 +2270,7 @@ export interface operations {
                 };
                 content?: never;
             };
+            400: components["responses"]["400"];
             401: components["responses"]["401"];
             404: components["responses"]["404"];
             500: components["responses"]["500"];
@@ -2269,6 +2299,7 @@ export interface operations {
                 };
                 content?: never;
             };
+            400: components["responses"]["400"];
             401: components["responses"]["401"];
             404: components["responses"]["404"];
             409: components["responses"]["409"];
@@ -2298,6 +2329,7 @@ export interface operations {
                 };
                 content?: never;
             };
+            400: components["responses"]["400"];
             401: components["responses"]["401"];
             404: components["responses"]["404"];
         };
@@ -2327,6 +2359,7 @@ export interface operations {
                     "application/json": components["schemas"]["SandboxForkResult"][];
                 };
             };
+            400: components["responses"]["400"];
             401: components["responses"]["401"];
             404: components["responses"]["404"];
             409: components["responses"]["409"];
@@ -2362,6 +2395,7 @@ export interface operations {
             400: components["responses"]["400"];
             401: components["responses"]["401"];
             404: components["responses"]["404"];
+            409: components["responses"]["409"];
             500: components["responses"]["500"];
         };
     };
@@ -2393,6 +2427,7 @@ export interface operations {
                     "application/json": components["schemas"]["SnapshotInfo"][];
                 };
             };
+            400: components["responses"]["400"];
             401: components["responses"]["401"];
             500: components["responses"]["500"];
         };
@@ -2418,6 +2453,7 @@ export interface operations {
                     "application/json": components["schemas"]["Template"][];
                 };
             };
+            400: components["responses"]["400"];
             401: components["responses"]["401"];
             500: components["responses"]["500"];
         };
@@ -2447,6 +2483,7 @@ export interface operations {
             400: components["responses"]["400"];
             401: components["responses"]["401"];
             500: components["responses"]["500"];
+            501: components["responses"]["501"];
         };
     };
     postV3Templates: {
@@ -2475,6 +2512,7 @@ export interface operations {
             401: components["responses"]["401"];
             403: components["responses"]["403"];
             500: components["responses"]["500"];
+            501: components["responses"]["501"];
         };
     };
     getTemplatesTemplateID: {
@@ -2504,7 +2542,9 @@ export interface operations {
                     "application/json": components["schemas"]["TemplateWithBuilds"];
                 };
             };
+            400: components["responses"]["400"];
             401: components["responses"]["401"];
+            404: components["responses"]["404"];
             500: components["responses"]["500"];
         };
     };
@@ -2527,7 +2567,10 @@ export interface operations {
                 };
                 content?: never;
             };
+            400: components["responses"]["400"];
             401: components["responses"]["401"];
+            404: components["responses"]["404"];
+            409: components["responses"]["409"];
             500: components["responses"]["500"];
         };
     };
@@ -2556,6 +2599,7 @@ export interface operations {
             };
             400: components["responses"]["400"];
             401: components["responses"]["401"];
+            404: components["responses"]["404"];
             500: components["responses"]["500"];
         };
     };
@@ -2586,6 +2630,7 @@ export interface operations {
             };
             400: components["responses"]["400"];
             401: components["responses"]["401"];
+            404: components["responses"]["404"];
             500: components["responses"]["500"];
         };
     };
@@ -2616,6 +2661,7 @@ export interface operations {
             401: components["responses"]["401"];
             404: components["responses"]["404"];
             500: components["responses"]["500"];
+            501: components["responses"]["501"];
         };
     };
     postV2TemplatesTemplateIDBuildsBuildID: {
@@ -2643,8 +2689,10 @@ export interface operations {
                 };
                 content?: never;
             };
+            400: components["responses"]["400"];
             401: components["responses"]["401"];
             500: components["responses"]["500"];
+            501: components["responses"]["501"];
         };
     };
     getTemplatesTemplateIDBuildsBuildIDStatus: {
@@ -2677,6 +2725,7 @@ export interface operations {
                     "application/json": components["schemas"]["TemplateBuildInfo"];
                 };
             };
+            400: components["responses"]["400"];
             401: components["responses"]["401"];
             404: components["responses"]["404"];
             500: components["responses"]["500"];
@@ -2716,6 +2765,7 @@ export interface operations {
                     "application/json": components["schemas"]["TemplateBuildLogsResponse"];
                 };
             };
+            400: components["responses"]["400"];
             401: components["responses"]["401"];
             404: components["responses"]["404"];
             500: components["responses"]["500"];
@@ -2796,6 +2846,7 @@ export interface operations {
                     "application/json": components["schemas"]["TemplateTag"][];
                 };
             };
+            400: components["responses"]["400"];
             401: components["responses"]["401"];
             403: components["responses"]["403"];
             404: components["responses"]["404"];
