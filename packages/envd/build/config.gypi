@@ -440,7 +440,6 @@
     "npm_version": "11.19.1",
     "prefix": "/usr",
     "audit": "",
-    "save_dev": "true",
     "yes": "",
     "local_prefix": "/work/main",
     "userconfig": "/root/.npmrc",

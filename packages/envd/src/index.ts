@@ -3,6 +3,7 @@
 import { join, resolve } from 'node:path';
 
 export { envdVersion } from './version.js';
+export { fileSignature, type FileOperation } from './auth.js';
 
 /**
  * The directory holding envd's bundle (`main.js`), its native addons and the

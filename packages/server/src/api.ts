@@ -1,0 +1,232 @@
+// The control API: one route per operation of openapi/control.yaml, its
+// request schemas taken from the document, and one handler per operationId.
+// The handler table is typed by the generated `control.operations`, so an
+// operation without a handler, or an answer that does not match the spec,
+// does not compile.
+import { Ajv, type Options } from 'ajv';
+import ajvFormatsModule from 'ajv-formats';
+import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import type { control } from '@paddock/models';
+import { ApiError, toApiError } from './errors.js';
+import type { Operation } from './openapi.js';
+import type { Sandboxes } from './sandboxes.js';
+import type { ApiKeys } from './store/keys.js';
+import { BUILDS_NOT_IMPLEMENTED, type Templates } from './templates.js';
+
+// ajv-formats is CommonJS; under ESM its plugin is the default export's default.
+const ajvFormats = ((ajvFormatsModule as unknown as { default?: typeof ajvFormatsModule }).default ?? ajvFormatsModule) as unknown as (ajv: Ajv) => Ajv;
+
+type Ops = control.operations;
+type OpId = keyof Ops;
+type Params<K extends OpId> = Ops[K]['parameters'] extends { path?: infer P } ? (P extends undefined ? never : Exclude<P, undefined>) : never;
+type Query<K extends OpId> = Ops[K]['parameters'] extends { query?: infer Q } ? Exclude<Q, undefined> : never;
+type Body<K extends OpId> = Ops[K] extends { requestBody?: { content: { 'application/json': infer B } } } ? B : undefined;
+type SuccessCodes = 200 | 201 | 202 | 204;
+type Success<K extends OpId> = {
+  [S in SuccessCodes & keyof Ops[K]['responses']]: Ops[K]['responses'][S] extends { content: { 'application/json': infer B } }
+    ? { status: S; body: B; headers?: Record<string, string> }
+    : { status: S };
+}[SuccessCodes & keyof Ops[K]['responses']];
+
+interface Call<K extends OpId> {
+  params: Params<K>;
+  query: Query<K>;
+  body: Body<K>;
+}
+
+type Handlers = { [K in OpId]: (call: Call<K>) => Promise<Success<K>> | Success<K> };
+
+export interface ApiDeps {
+  sandboxes: Sandboxes;
+  templates: Templates;
+  keys: ApiKeys;
+}
+
+const nextTokenHeader = (token: string | undefined): Record<string, string> => (token ? { 'X-Next-Token': token } : {});
+
+const notImplemented = (): never => {
+  throw new ApiError(501, BUILDS_NOT_IMPLEMENTED);
+};
+
+function handlers({ sandboxes, templates }: ApiDeps): Handlers {
+  return {
+    getHealth: () => ({ status: 204 }),
+
+    getSandboxes: ({ query }) => ({ status: 200, body: sandboxes.listRunning(query.metadata) }),
+    postSandboxes: async ({ body }) => ({ status: 201, body: await sandboxes.create(body) }),
+    postV2Sandboxes: async ({ body }) => ({ status: 201, body: await sandboxes.create(body) }),
+    getV2Sandboxes: ({ query }) => {
+      const page = sandboxes.list(query);
+      const headers: Record<string, string> = { 'X-Total-Running': String(page.totalRunning) };
+      if (page.nextToken) headers['X-Next-Token'] = page.nextToken;
+      return { status: 200, body: page.items, headers };
+    },
+    getSandboxesMetrics: ({ query }) => ({ status: 200, body: sandboxes.latestMetrics(query.sandbox_ids) }),
+    getSandboxesSandboxID: ({ params }) => ({ status: 200, body: sandboxes.detail(params.sandboxID) }),
+    deleteSandboxesSandboxID: async ({ params }) => {
+      await sandboxes.kill(params.sandboxID);
+      return { status: 204 };
+    },
+    getSandboxesSandboxIDLogs: ({ params, query }) => ({ status: 200, body: sandboxes.logs(params.sandboxID, query) }),
+    getV2SandboxesSandboxIDLogs: ({ params, query }) => ({ status: 200, body: sandboxes.logsV2(params.sandboxID, query) }),
+    getSandboxesSandboxIDMetrics: ({ params, query }) => ({ status: 200, body: sandboxes.metrics(params.sandboxID, query.start, query.end) }),
+    postSandboxesSandboxIDPause: async ({ params, body }) => {
+      await sandboxes.pause(params.sandboxID, body?.memory ?? true);
+      return { status: 204 };
+    },
+    postSandboxesSandboxIDResume: async ({ params, body }) => ({ status: 201, body: await sandboxes.resume(params.sandboxID, body.timeout) }),
+    postSandboxesSandboxIDConnect: async ({ params, body }) => {
+      const { sandbox, resumed } = await sandboxes.connect(params.sandboxID, body.timeout);
+      return resumed ? { status: 201, body: sandbox } : { status: 200, body: sandbox };
+    },
+    postV2SandboxesSandboxIDConnect: async ({ params, body }) => {
+      const { sandbox, resumed } = await sandboxes.connect(params.sandboxID, body.timeout, body.memory ?? true);
+      return resumed ? { status: 201, body: sandbox } : { status: 200, body: sandbox };
+    },
+    postSandboxesSandboxIDTimeout: async ({ params, body }) => {
+      if (body?.timeout === undefined) throw new ApiError(400, "body must have required property 'timeout'");
+      await sandboxes.setTimeout(params.sandboxID, body.timeout);
+      return { status: 204 };
+    },
+    putSandboxesSandboxIDNetwork: async ({ params, body }) => {
+      await sandboxes.updateNetwork(params.sandboxID, body);
+      return { status: 204 };
+    },
+    postSandboxesSandboxIDRefreshes: async ({ params, body }) => {
+      await sandboxes.refresh(params.sandboxID, body?.duration);
+      return { status: 204 };
+    },
+    postSandboxesSandboxIDFork: async ({ params, body }) => ({
+      status: 201,
+      body: await sandboxes.fork(params.sandboxID, body?.count ?? 1, body?.timeout),
+    }),
+    postSandboxesSandboxIDSnapshots: async ({ params, body }) => {
+      const t = await sandboxes.snapshot(params.sandboxID, body.name);
+      return { status: 201, body: { snapshotID: t.id, names: t.names } };
+    },
+    getSnapshots: ({ query }) => {
+      const page = templates.snapshots(query);
+      return { status: 200, body: page.items, headers: nextTokenHeader(page.nextToken) };
+    },
+
+    getTemplates: () => ({ status: 200, body: templates.list() }),
+    postTemplates: notImplemented,
+    postV3Templates: notImplemented,
+    getTemplatesTemplateID: ({ params, query }) => {
+      const { body, nextToken } = templates.withBuilds(params.templateID, query.limit, query.nextToken);
+      return { status: 200, body, headers: nextTokenHeader(nextToken) };
+    },
+    deleteTemplatesTemplateID: async ({ params }) => {
+      await templates.remove(params.templateID);
+      return { status: 204 };
+    },
+    patchTemplatesTemplateID: ({ params, body }) => {
+      templates.setPublic(params.templateID, body.public);
+      return { status: 200 };
+    },
+    patchV2TemplatesTemplateID: ({ params, body }) => ({ status: 200, body: templates.setPublic(params.templateID, body.public) }),
+    getTemplatesTemplateIDFilesHash: notImplemented,
+    postV2TemplatesTemplateIDBuildsBuildID: notImplemented,
+    getTemplatesTemplateIDBuildsBuildIDStatus: ({ params }) => ({ status: 200, body: templates.buildStatus(params.templateID, params.buildID) }),
+    getTemplatesTemplateIDBuildsBuildIDLogs: ({ params }) => ({ status: 200, body: templates.buildLogs(params.templateID, params.buildID) }),
+    postTemplatesTags: ({ body }) => ({ status: 201, body: templates.assignTags(body.target, body.tags) }),
+    deleteTemplatesTags: ({ body }) => {
+      templates.deleteTags(body.name, body.tags);
+      return { status: 204 };
+    },
+    getTemplatesTemplateIDTags: ({ params }) => ({ status: 200, body: templates.tags(params.templateID) }),
+    getTemplatesAliasesAlias: ({ params }) => ({ status: 200, body: templates.byAlias(params.alias) }),
+  };
+}
+
+function sendError(reply: FastifyReply, status: number, message: string): FastifyReply {
+  return reply.code(status).type('application/json').send({ code: status, message });
+}
+
+export function createApi(operations: Operation[], deps: ApiDeps): FastifyInstance {
+  const app = Fastify({
+    logger: false,
+    bodyLimit: 1024 * 1024,
+    // Requests may stream for a while (forks, snapshots); nothing times out here.
+    requestTimeout: 0,
+    routerOptions: { ignoreTrailingSlash: true, maxParamLength: 500 },
+  });
+
+  // Query and path values arrive as strings and are coerced to the schema's
+  // types; JSON bodies are checked exactly (`"templateID": 5` is an error).
+  const ajvOptions: Options = {
+    useDefaults: false,
+    removeAdditional: false,
+    allErrors: false,
+    // OpenAPI formats that JSON Schema does not know; the types already say enough.
+    formats: { int32: true, int64: true, float: true, double: true, binary: true },
+    keywords: ['example'],
+  };
+  const coercing = ajvFormats(new Ajv({ ...ajvOptions, coerceTypes: 'array' }));
+  const exact = ajvFormats(new Ajv({ ...ajvOptions, coerceTypes: false }));
+  app.setValidatorCompiler(({ schema, httpPart }) => (httpPart === 'body' ? exact : coercing).compile(schema));
+
+  // An empty body with a JSON content type is no body, as the operations
+  // with optional bodies expect; anything else goes through the safe parser.
+  const jsonParser = app.getDefaultJsonParser('error', 'ignore');
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (req, body, done) => {
+    if (typeof body === 'string' && body.trim() === '') return done(null, undefined);
+    jsonParser(req, body as string, done);
+  });
+
+  app.setErrorHandler((err: FastifyError | ApiError, _req: FastifyRequest, reply: FastifyReply) => {
+    if (err instanceof ApiError) return sendError(reply, err.status, err.message);
+    if ('validation' in err && err.validation) return sendError(reply, 400, err.message);
+    if ('statusCode' in err && typeof err.statusCode === 'number' && err.statusCode >= 400 && err.statusCode < 500) {
+      return sendError(reply, err.statusCode, err.message);
+    }
+    const e = toApiError(err);
+    if (e.status >= 500) process.stderr.write(`paddock: ${_req.method} ${_req.url} failed: ${err.stack ?? err.message}\n`);
+    return sendError(reply, e.status, e.message);
+  });
+  app.setNotFoundHandler((req, reply) => sendError(reply, 404, `no route for ${req.method} ${req.url.split('?')[0]}`));
+
+  // Each handler was checked against its own operation above; here they are
+  // only dispatched by operationId.
+  type Result = { status: number; body?: unknown; headers?: Record<string, string> };
+  const table = handlers(deps) as unknown as Record<string, (call: { params: unknown; query: unknown; body: unknown }) => Promise<Result> | Result>;
+  for (const op of operations) {
+    const handle = table[op.operationId];
+    if (!handle) throw new Error(`no handler for operation '${op.operationId}' of the spec`);
+    app.route({
+      method: op.method,
+      url: op.routePath,
+      schema: op.schema,
+      onRequest: async (req, reply) => {
+        if (op.public) return;
+        const header = req.headers['x-api-key'];
+        const key = Array.isArray(header) ? header[0] : header;
+        if (!key) return sendError(reply, 401, 'missing X-API-Key header');
+        const id = deps.keys.verify(key);
+        if (!id) return sendError(reply, 401, 'invalid API key');
+        return undefined;
+      },
+      preValidation: async (req) => {
+        // `state=running,paused`: one value, comma-separated (style form, explode false).
+        const query = req.query as Record<string, unknown>;
+        for (const name of op.commaArrays) {
+          const v = query[name];
+          if (typeof v === 'string') query[name] = v.split(',').filter(Boolean);
+          else if (Array.isArray(v)) query[name] = v.flatMap((x) => String(x).split(',')).filter(Boolean);
+        }
+        if (req.body === undefined && op.schema.body) {
+          if (op.bodyRequired) throw new ApiError(400, 'a JSON request body is required');
+          req.body = {};
+        }
+      },
+      handler: async (req, reply) => {
+        const result = await handle({ params: req.params, query: req.query, body: req.body });
+        if (result.headers) reply.headers(result.headers);
+        reply.code(result.status);
+        return 'body' in result ? reply.send(result.body) : reply.send();
+      },
+    });
+  }
+  return app;
+}

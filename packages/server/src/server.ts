@@ -1,0 +1,127 @@
+// Starts a whole Paddock server: store, runtime, control API and proxy.
+import { RuncRuntime, type Runtime } from '@paddock/runtime';
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { join } from 'node:path';
+import { createApi } from './api.js';
+import { resolveConfig, type ServerConfig } from './config.js';
+import { loadOperations } from './openapi.js';
+import { createProxy } from './proxy.js';
+import { Sandboxes } from './sandboxes.js';
+import { openDb } from './store/db.js';
+import { ApiKeys } from './store/keys.js';
+import { SandboxStore } from './store/sandboxes.js';
+import { Telemetry } from './store/telemetry.js';
+import { TemplateStore } from './store/templates.js';
+import { Templates } from './templates.js';
+
+export interface StartOptions extends Partial<ServerConfig> {
+  /** A runtime to use instead of a RuncRuntime on `<home>/runtime`. */
+  runtime?: Runtime;
+  /** The API key to create when the store has none (default: a new random one). */
+  initialApiKey?: string;
+  onProgress?: (message: string) => void;
+}
+
+export interface PaddockServer {
+  config: ServerConfig;
+  apiUrl: string;
+  proxyUrl: string;
+  /** The API key created by this start, when the store had none; shown once. */
+  createdApiKey?: string;
+  keys: ApiKeys;
+  runtime: Runtime;
+  /** Stops serving; sandboxes keep running for the next start. */
+  close(): Promise<void>;
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/** One server per data directory: a pid file, taken over when its owner is gone. */
+function lock(home: string): () => void {
+  const file = join(home, 'server.pid');
+  try {
+    const pid = Number(readFileSync(file, 'utf8').trim());
+    if (pid && pid !== process.pid && alive(pid)) throw new Error(`another Paddock server (pid ${pid}) is using ${home}`);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+  }
+  writeFileSync(file, String(process.pid));
+  return () => rmSync(file, { force: true });
+}
+
+function listen(server: Server, host: string, port: number): Promise<AddressInfo> {
+  return new Promise((resolve, reject) => {
+    server.once('error', (err: NodeJS.ErrnoException) =>
+      reject(err.code === 'EADDRINUSE' ? new Error(`${host}:${port} is already in use; choose another port`) : err),
+    );
+    server.listen(port, host, () => resolve(server.address() as AddressInfo));
+  });
+}
+
+const urlOf = (a: AddressInfo) => `http://${a.family === 'IPv6' ? `[${a.address}]` : a.address}:${a.port}`;
+
+export async function startServer(options: StartOptions = {}): Promise<PaddockServer> {
+  const config = resolveConfig(options);
+  mkdirSync(config.home, { recursive: true, mode: 0o700 });
+  const unlock = lock(config.home);
+  const db = openDb(join(config.home, 'paddock.db'));
+  const progress = options.onProgress ?? (() => undefined);
+  try {
+    const runtime =
+      options.runtime ?? new RuncRuntime({ dataDir: join(config.home, 'runtime'), warmPoolSize: config.warmPoolSize, extraMasks: config.extraMasks });
+    await runtime.prepare(progress);
+    const keys = new ApiKeys(db);
+    const createdApiKey = keys.count() === 0 ? keys.create('default', options.initialApiKey).key : undefined;
+    const store = new SandboxStore(db);
+    const templateStore = new TemplateStore(db);
+    const templates = new Templates(templateStore, runtime);
+    await templates.ensureBase();
+    const sandboxes = new Sandboxes(config, runtime, store, templateStore, new Telemetry(db));
+    const found = await sandboxes.reconcile();
+    if (found.adopted || found.lost || found.removed) {
+      progress(`adopted ${found.adopted} sandboxes, ${found.lost} had stopped, ${found.removed} strays removed`);
+    }
+    sandboxes.startSampling();
+
+    const proxy = createProxy({ runtime, store, sandboxes });
+    const proxyAddr = await listen(proxy, config.proxyHost, config.proxyPort);
+    // The default domain names the port the proxy really got.
+    if (options.domain === undefined && !process.env.PADDOCK_DOMAIN) config.domain = `localhost:${proxyAddr.port}`;
+    const api = createApi(loadOperations(), { sandboxes, templates, keys });
+    await api.listen({ host: config.apiHost, port: config.apiPort });
+    const apiAddr = api.server.address() as AddressInfo;
+    let closing: Promise<void> | undefined;
+    return {
+      config: { ...config, apiPort: apiAddr.port, proxyPort: proxyAddr.port },
+      apiUrl: urlOf(apiAddr),
+      proxyUrl: urlOf(proxyAddr),
+      createdApiKey,
+      keys,
+      runtime,
+      close() {
+        closing ??= (async () => {
+          sandboxes.close();
+          proxy.closeAllConnections();
+          await Promise.all([api.close(), new Promise<void>((r) => proxy.close(() => r()))]);
+          await runtime.close();
+          db.close();
+          unlock();
+        })();
+        return closing;
+      },
+    };
+  } catch (err) {
+    db.close();
+    unlock();
+    throw err;
+  }
+}

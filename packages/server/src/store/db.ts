@@ -1,0 +1,133 @@
+// The server's state in one SQLite file. Migrations run in order inside a
+// transaction each; the applied version is SQLite's user_version.
+import Database from 'better-sqlite3';
+import { chmodSync, existsSync } from 'node:fs';
+
+export type Db = Database.Database;
+
+const MIGRATIONS: string[] = [
+  // 1: everything the control API keeps
+  `
+  CREATE TABLE api_keys (
+    id TEXT PRIMARY KEY,
+    name TEXT NOT NULL,
+    hash TEXT NOT NULL UNIQUE,
+    mask TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    last_used_at INTEGER
+  );
+
+  CREATE TABLE templates (
+    id TEXT PRIMARY KEY,
+    kind TEXT NOT NULL CHECK (kind IN ('base', 'snapshot')),
+    public INTEGER NOT NULL DEFAULT 0,
+    created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL,
+    last_spawned_at INTEGER,
+    spawn_count INTEGER NOT NULL DEFAULT 0,
+    source_sandbox_id TEXT
+  );
+
+  CREATE TABLE template_names (
+    name TEXT PRIMARY KEY,
+    template_id TEXT NOT NULL REFERENCES templates(id) ON DELETE CASCADE
+  );
+
+  CREATE TABLE builds (
+    id TEXT PRIMARY KEY,
+    template_id TEXT NOT NULL REFERENCES templates(id) ON DELETE CASCADE,
+    status TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL,
+    finished_at INTEGER,
+    cpu_count INTEGER NOT NULL,
+    memory_mb INTEGER NOT NULL,
+    disk_size_mb INTEGER NOT NULL,
+    envd_version TEXT NOT NULL
+  );
+  CREATE INDEX builds_template ON builds(template_id, created_at);
+
+  CREATE TABLE template_tags (
+    template_id TEXT NOT NULL REFERENCES templates(id) ON DELETE CASCADE,
+    tag TEXT NOT NULL,
+    build_id TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    PRIMARY KEY (template_id, tag)
+  );
+
+  CREATE TABLE sandboxes (
+    id TEXT PRIMARY KEY,
+    template_id TEXT NOT NULL,
+    alias TEXT,
+    state TEXT NOT NULL CHECK (state IN ('running', 'paused', 'killed')),
+    paused_with_memory INTEGER NOT NULL DEFAULT 0,
+    started_at INTEGER NOT NULL,
+    end_at INTEGER NOT NULL,
+    ended_at INTEGER,
+    cpu_count INTEGER NOT NULL,
+    memory_mb INTEGER NOT NULL,
+    disk_size_mb INTEGER NOT NULL,
+    envd_version TEXT NOT NULL,
+    metadata TEXT NOT NULL DEFAULT '{}',
+    env_vars TEXT NOT NULL DEFAULT '{}',
+    envd_access_token TEXT,
+    traffic_access_token TEXT,
+    auto_pause INTEGER NOT NULL DEFAULT 0,
+    auto_pause_memory INTEGER NOT NULL DEFAULT 1,
+    auto_resume INTEGER NOT NULL DEFAULT 0,
+    allow_internet_access INTEGER,
+    network TEXT NOT NULL DEFAULT '{}'
+  );
+  CREATE INDEX sandboxes_listing ON sandboxes(state, started_at, id);
+
+  CREATE TABLE metric_samples (
+    sandbox_id TEXT NOT NULL,
+    ts INTEGER NOT NULL,
+    cpu_count INTEGER NOT NULL,
+    cpu_used_pct REAL NOT NULL,
+    mem_used INTEGER NOT NULL,
+    mem_total INTEGER NOT NULL,
+    mem_cache INTEGER NOT NULL,
+    disk_used INTEGER NOT NULL,
+    disk_total INTEGER NOT NULL,
+    PRIMARY KEY (sandbox_id, ts)
+  );
+
+  CREATE TABLE sandbox_logs (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    sandbox_id TEXT NOT NULL,
+    ts INTEGER NOT NULL,
+    level TEXT NOT NULL,
+    message TEXT NOT NULL,
+    fields TEXT NOT NULL DEFAULT '{}'
+  );
+  CREATE INDEX sandbox_logs_sandbox ON sandbox_logs(sandbox_id, id);
+  `,
+];
+
+export function openDb(file: string): Db {
+  const fresh = !existsSync(file);
+  const db = new Database(file);
+  if (fresh) chmodSync(file, 0o600); // API key hashes and sandbox tokens
+  db.pragma('journal_mode = WAL');
+  // Every state change is on disk before it is answered.
+  db.pragma('synchronous = FULL');
+  db.pragma('foreign_keys = ON');
+  db.pragma('busy_timeout = 5000');
+  migrate(db);
+  return db;
+}
+
+export function migrate(db: Db): number {
+  const current = db.pragma('user_version', { simple: true }) as number;
+  if (current > MIGRATIONS.length) {
+    throw new Error(`the database is at schema version ${current}, newer than this server knows (${MIGRATIONS.length}); upgrade Paddock`);
+  }
+  for (let v = current; v < MIGRATIONS.length; v++) {
+    db.transaction(() => {
+      db.exec(MIGRATIONS[v]!);
+      db.pragma(`user_version = ${v + 1}`);
+    })();
+  }
+  return MIGRATIONS.length;
+}
