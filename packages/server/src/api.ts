@@ -149,6 +149,7 @@ export function createApi(operations: Operation[], deps: ApiDeps): FastifyInstan
     bodyLimit: 1024 * 1024,
     // Requests may stream for a while (forks, snapshots); nothing times out here.
     requestTimeout: 0,
+    forceCloseConnections: true,
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: 500 },
   });
 
@@ -168,8 +169,9 @@ export function createApi(operations: Operation[], deps: ApiDeps): FastifyInstan
 
   // An empty body with a JSON content type is no body, as the operations
   // with optional bodies expect; anything else goes through the safe parser.
+  // JSON is the only body the control API takes; anything else is 415.
   const jsonParser = app.getDefaultJsonParser('error', 'ignore');
-  app.removeContentTypeParser('application/json');
+  app.removeAllContentTypeParsers();
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (req, body, done) => {
     if (typeof body === 'string' && body.trim() === '') return done(null, undefined);
     jsonParser(req, body as string, done);

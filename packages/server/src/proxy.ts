@@ -103,6 +103,7 @@ export function createProxy({ runtime, store, sandboxes }: ProxyDeps): Server {
     } else {
       const signed = bySignature(req.method ?? 'GET', url);
       if (signed) return resolveState(signed, ENVD_PORT);
+      if (url.pathname === '/files' && url.searchParams.has('signature')) throw new ProxyError(401, 'invalid signature');
       throw new ProxyError(400, "the request names no sandbox: use the host '{port}-{sandboxID}.{domain}' or the E2b-Sandbox-Id and E2b-Sandbox-Port headers");
     }
     if (!Number.isInteger(port) || port! < 1 || port! > 65535) throw new ProxyError(400, `sandbox port '${port}' is not a TCP port`);

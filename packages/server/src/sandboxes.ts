@@ -254,11 +254,13 @@ export class Sandboxes {
   kill(id: string): Promise<void> {
     return this.mutex.run(id, async () => {
       const s = this.require(id);
+      // Recorded first: should the removal fail half-way, the next start
+      // removes what is left of a sandbox the store calls killed.
+      this.store.setState(s.id, 'killed');
+      this.telemetry.log(s.id, 'info', 'sandbox killed');
       await this.runtime.destroy(s.id).catch((err: unknown) => {
         throw toApiError(err);
       });
-      this.store.setState(s.id, 'killed');
-      this.telemetry.log(s.id, 'info', 'sandbox killed');
       this.scheduleExpiry();
     });
   }
@@ -385,9 +387,9 @@ export class Sandboxes {
             await this.doPause(now, now.autoPauseMemory);
             this.telemetry.log(s.id, 'info', 'sandbox paused at its expiry');
           } else {
-            await this.runtime.destroy(now.id);
             this.store.setState(now.id, 'killed');
             this.telemetry.log(s.id, 'info', 'sandbox killed at its expiry');
+            await this.runtime.destroy(now.id);
           }
         })
         .catch((err: unknown) => this.telemetry.log(s.id, 'error', `expiry failed: ${(err as Error).message}`));

@@ -2,6 +2,7 @@
 import { RuncRuntime, type Runtime } from '@paddock/runtime';
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import type { Server } from 'node:http';
+import type { Duplex } from 'node:stream';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { createApi } from './api.js';
@@ -93,6 +94,12 @@ export async function startServer(options: StartOptions = {}): Promise<PaddockSe
     sandboxes.startSampling();
 
     const proxy = createProxy({ runtime, store, sandboxes });
+    // Upgraded connections leave the server's books; they are closed by hand.
+    const upgraded = new Set<Duplex>();
+    proxy.on('upgrade', (_req, socket: Duplex) => {
+      upgraded.add(socket);
+      socket.once('close', () => upgraded.delete(socket));
+    });
     const proxyAddr = await listen(proxy, config.proxyHost, config.proxyPort);
     // The default domain names the port the proxy really got.
     if (options.domain === undefined && !process.env.PADDOCK_DOMAIN) config.domain = `localhost:${proxyAddr.port}`;
@@ -110,8 +117,11 @@ export async function startServer(options: StartOptions = {}): Promise<PaddockSe
       close() {
         closing ??= (async () => {
           sandboxes.close();
+          // Streams (process output, watches, tunnels) would hold close() open forever.
+          const proxyClosed = new Promise<void>((r) => proxy.close(() => r()));
           proxy.closeAllConnections();
-          await Promise.all([api.close(), new Promise<void>((r) => proxy.close(() => r()))]);
+          for (const s of upgraded) s.destroy();
+          await Promise.all([api.close(), proxyClosed]);
           await runtime.close();
           db.close();
           unlock();

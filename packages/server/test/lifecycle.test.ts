@@ -1,0 +1,160 @@
+// The sandbox lifecycle through the control API and the proxy, on real
+// sandboxes: create, run, pause, connect, timeouts, expiry, listing, metrics.
+import { ControlApiError } from '@paddock/control-client';
+import { API_KEY, eventually, run, sleep, testServer, type TestServer } from './harness.js';
+
+let t: TestServer;
+beforeAll(async () => {
+  t = await testServer();
+});
+afterAll(() => t.teardown());
+
+const proxyHealth = (id: string) => fetch(`${t.server.proxyUrl}/health`, { headers: { 'E2b-Sandbox-Id': id, 'E2b-Sandbox-Port': '49983' } });
+
+test('create → command through the proxy → pause → connect resumes with files and processes → timeout → expiry kills it', async () => {
+  const s = await t.control.createSandbox({ templateID: 'base', metadata: { suite: 'lifecycle' }, envVars: { GREETING: 'hi' } });
+  expect(s).toMatchObject({ templateID: 'base', envdVersion: '0.7.0', domain: `localhost:${t.server.config.proxyPort}` });
+  expect(s.envdAccessToken).toEqual(expect.any(String));
+  const token = s.envdAccessToken!;
+
+  const first = await run(t.server, s.sandboxID, token, 'echo "$GREETING" > ~/note; (sleep 1000 &) ; echo started');
+  expect(first).toEqual({ stdout: 'started\n', exitCode: 0 });
+  expect((await proxyHealth(s.sandboxID)).status).toBe(204);
+
+  await t.control.pauseSandbox(s.sandboxID);
+  expect((await t.control.getSandbox(s.sandboxID)).state).toBe('paused');
+  const paused = await proxyHealth(s.sandboxID);
+  expect(paused.status).toBe(502);
+  expect(await paused.json()).toEqual({ code: 502, message: `sandbox '${s.sandboxID}' is paused` });
+  await expect(t.control.pauseSandbox(s.sandboxID)).rejects.toMatchObject({ status: 409, kind: 'conflict' });
+
+  const resumed = await t.control.connectSandbox(s.sandboxID, { timeout: 60 });
+  expect(resumed.resumed).toBe(true);
+  expect(resumed.sandbox.envdAccessToken).toBe(token);
+  const after = await run(t.server, s.sandboxID, token, 'cat ~/note; pgrep -x sleep | wc -l');
+  expect(after).toEqual({ stdout: 'hi\n1\n', exitCode: 0 });
+  expect((await t.control.connectSandbox(s.sandboxID, { timeout: 60 })).resumed).toBe(false);
+
+  await t.control.setTimeout(s.sandboxID, { timeout: 1 });
+  await eventually(async () => (await proxyHealth(s.sandboxID)).status === 502, 'the sandbox to expire');
+  await expect(t.control.getSandbox(s.sandboxID)).rejects.toMatchObject({ status: 404, code: 404 });
+  expect(await t.server.runtime.get(s.sandboxID)).toBeUndefined();
+});
+
+test('connect and refresh only ever extend the expiry; POST /timeout sets it either way', async () => {
+  const s = await t.control.createSandbox({ templateID: 'base', timeout: 600 });
+  const endAt = async () => Date.parse((await t.control.getSandbox(s.sandboxID)).endAt);
+  const initial = await endAt();
+  await t.control.connectSandbox(s.sandboxID, { timeout: 10 });
+  expect(await endAt()).toBe(initial);
+  await t.control.refresh(s.sandboxID, { duration: 10 });
+  expect(await endAt()).toBe(initial);
+  await t.control.connectSandbox(s.sandboxID, { timeout: 1200 });
+  expect(await endAt()).toBeGreaterThan(initial);
+  await t.control.setTimeout(s.sandboxID, { timeout: 30 });
+  expect(await endAt()).toBeLessThan(initial);
+  await t.control.killSandbox(s.sandboxID);
+});
+
+test('autoPause pauses at expiry instead of killing; connect brings it back', async () => {
+  const s = await t.control.createSandbox({ templateID: 'base', timeout: 1, autoPause: true });
+  await run(t.server, s.sandboxID, s.envdAccessToken, 'echo kept > ~/f');
+  await eventually(async () => (await t.control.getSandbox(s.sandboxID)).state === 'paused', 'autoPause at expiry');
+  const back = await t.control.connectSandbox(s.sandboxID, { timeout: 60 });
+  expect(back.resumed).toBe(true);
+  expect((await run(t.server, s.sandboxID, s.envdAccessToken, 'cat ~/f')).stdout).toBe('kept\n');
+  await t.control.killSandbox(s.sandboxID);
+});
+
+test('pause without memory keeps files but not processes; resume starts it again', async () => {
+  const s = await t.control.createSandbox({ templateID: 'base' });
+  await run(t.server, s.sandboxID, s.envdAccessToken, 'echo fs-only > ~/f; (sleep 1000 &)');
+  await t.control.pauseSandbox(s.sandboxID, { memory: false });
+  expect((await t.server.runtime.get(s.sandboxID))?.status).toBe('stopped');
+  const resumed = await t.control.resumeSandbox(s.sandboxID, { timeout: 60 });
+  expect(resumed.sandboxID).toBe(s.sandboxID);
+  expect((await run(t.server, s.sandboxID, s.envdAccessToken, 'cat ~/f; pgrep -x sleep | wc -l')).stdout).toBe('fs-only\n0\n');
+  await expect(t.control.resumeSandbox(s.sandboxID, { timeout: 60 })).rejects.toMatchObject({ status: 409 });
+  await t.control.killSandbox(s.sandboxID);
+});
+
+test('kill answers 204, then 404 with a body; a killed sandbox answers 502 through the proxy', async () => {
+  const s = await t.control.createSandbox({ templateID: 'base' });
+  await t.control.killSandbox(s.sandboxID);
+  const again = await t.control.killSandbox(s.sandboxID).catch((e: unknown) => e);
+  expect(again).toBeInstanceOf(ControlApiError);
+  expect(again).toMatchObject({ status: 404, code: 404, serverMessage: `sandbox '${s.sandboxID}' not found` });
+  expect((await proxyHealth(s.sandboxID)).status).toBe(502);
+});
+
+test('listing filters by metadata, state and template, orders, and pages with X-Next-Token', async () => {
+  const tag = `run-${Date.now()}`;
+  const made: string[] = [];
+  for (let i = 0; i < 5; i++) {
+    made.push((await t.control.createSandbox({ templateID: 'base', metadata: { tag, 'odd key&=': i % 2 ? 'odd value?&' : 'even', n: String(i) } })).sandboxID);
+  }
+  await t.control.pauseSandbox(made[0]!);
+  const all: string[] = [];
+  let pages = 0;
+  for await (const page of t.control.paginateSandboxes({ metadata: { tag }, limit: 2 }).pages()) {
+    pages++;
+    all.push(...page.items.map((s) => s.sandboxID));
+  }
+  expect(pages).toBe(3);
+  expect(all).toEqual([...made].reverse());
+  const asc = (await t.control.listSandboxes({ metadata: { tag }, order: 'asc', limit: 100 })).items.map((s) => s.sandboxID);
+  expect(asc).toEqual(made);
+  const odd = (await t.control.listSandboxes({ metadata: { tag, 'odd key&=': 'odd value?&' } })).items.map((s) => s.sandboxID);
+  expect(odd.sort()).toEqual([made[1], made[3]].sort());
+  const paused = (await t.control.listSandboxes({ metadata: { tag }, state: ['paused'] })).items;
+  expect(paused.map((s) => [s.sandboxID, s.state])).toEqual([[made[0], 'paused']]);
+  const running = (await t.control.listSandboxes({ metadata: { tag }, state: ['running', 'paused'], template: 'base' })).items;
+  expect(running).toHaveLength(5);
+  expect((await t.control.listSandboxes({ metadata: { tag }, template: 'no-such-template' })).items).toEqual([]);
+  const raw = await fetch(`${t.server.apiUrl}/v2/sandboxes?state=paused,running&limit=1`, { headers: { 'X-API-Key': API_KEY } });
+  expect(raw.headers.get('x-next-token')).toEqual(expect.any(String));
+  expect(Number(raw.headers.get('x-total-running'))).toBeGreaterThanOrEqual(4);
+  for (const id of made) await t.control.killSandbox(id);
+});
+
+test('metrics: a sample is there within seconds, and ranges filter by unix seconds', async () => {
+  const s = await t.control.createSandbox({ templateID: 'base' });
+  await eventually(async () => (await t.control.getSandboxMetrics(s.sandboxID, {})).length > 0, 'a first metric sample', 5000);
+  await sleep(1200);
+  const series = await t.control.getSandboxMetrics(s.sandboxID, {});
+  expect(series.length).toBeGreaterThanOrEqual(2);
+  const m = series[0]!;
+  expect(m).toMatchObject({ cpuCount: 2, memTotal: 512 * 1024 * 1024 });
+  expect(m.memUsed).toBeGreaterThan(0);
+  expect(Date.parse(m.timestamp)).toBeGreaterThan(Date.now() - 60_000);
+  expect(m.timestampUnix).toBe(Math.floor(Date.parse(m.timestamp) / 1000));
+  expect(await t.control.getSandboxMetrics(s.sandboxID, { start: 0, end: 1000 })).toEqual([]);
+  await expect(t.control.getSandboxMetrics(s.sandboxID, { start: 2000, end: 1000 })).rejects.toMatchObject({ status: 400 });
+  await t.control.killSandbox(s.sandboxID);
+});
+
+test('network rules are validated, naming the bad entry, and stored', async () => {
+  const s = await t.control.createSandbox({ templateID: 'base' });
+  await t.control.updateNetwork(s.sandboxID, { allowOut: ['10.0.0.0/8', '1.1.1.1', '*.example.com', 'pypi.org'], denyOut: ['0.0.0.0/0', '::1'] });
+  expect((await t.control.getSandbox(s.sandboxID)).network).toEqual({ allowOut: ['10.0.0.0/8', '1.1.1.1', '*.example.com', 'pypi.org'], denyOut: ['0.0.0.0/0', '::1'] });
+  const bad: Array<[object, string]> = [
+    [{ allowOut: ['ok.com', 'not a host'] }, "allowOut[1] 'not a host' is not a CIDR block, an IP address or a domain name"],
+    [{ allowOut: ['10.0.0.0/33'] }, "allowOut[0] '10.0.0.0/33' is not a CIDR block, an IP address or a domain name"],
+    [{ denyOut: ['example.com'] }, "denyOut[0] 'example.com' is not a CIDR block or an IP address (domains are allowed only in allowOut)"],
+    [{ allowOut: 'pypi.org' }, 'body/allowOut must be array'],
+  ];
+  for (const [body, message] of bad) {
+    await expect(t.control.updateNetwork(s.sandboxID, body as never)).rejects.toMatchObject({ status: 400, serverMessage: message });
+  }
+  await expect(t.control.createSandbox({ templateID: 'base', network: { denyOut: ['*.evil.com'] } })).rejects.toMatchObject({ status: 400 });
+  await t.control.killSandbox(s.sandboxID);
+});
+
+test('logs record the lifecycle', async () => {
+  const s = await t.control.createSandbox({ templateID: 'base' });
+  await t.control.pauseSandbox(s.sandboxID);
+  await t.control.connectSandbox(s.sandboxID, { timeout: 30 });
+  const { logs } = await t.control.getSandboxLogs(s.sandboxID, {});
+  expect(logs.map((l) => l.message)).toEqual(['sandbox created', 'sandbox paused with its memory', 'sandbox resumed']);
+  await t.control.killSandbox(s.sandboxID);
+});

@@ -1,0 +1,163 @@
+// Who may do what: API keys on the control API, each sandbox's own envd
+// token, signed file URLs bound to their path, traffic tokens, and keys
+// stored only as hashes.
+import { Code, ConnectError } from '@connectrpc/connect';
+import { request } from 'node:http';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileSignature } from '@paddock/envd';
+import { API_KEY, envd, eventually, run, testServer, type TestServer } from './harness.js';
+
+let t: TestServer;
+beforeAll(async () => {
+  t = await testServer();
+});
+afterAll(() => t.teardown());
+
+test('the control API needs a valid X-API-Key everywhere but /health', async () => {
+  for (const path of ['/v2/sandboxes', '/sandboxes', '/templates', '/snapshots']) {
+    const none = await fetch(t.server.apiUrl + path);
+    expect([none.status, await none.json()]).toEqual([401, { code: 401, message: 'missing X-API-Key header' }]);
+    const wrong = await fetch(t.server.apiUrl + path, { headers: { 'X-API-Key': 'e2b_' + 'f'.repeat(40) } });
+    expect([wrong.status, await wrong.json()]).toEqual([401, { code: 401, message: 'invalid API key' }]);
+  }
+  expect((await fetch(`${t.server.apiUrl}/health`)).status).toBe(204);
+  expect((await fetch(`${t.server.apiUrl}/templates`, { headers: { 'x-api-key': API_KEY } })).status).toBe(200);
+});
+
+test('API keys are stored as hashes only', async () => {
+  const db = readFileSync(join(t.home, 'paddock.db'));
+  const wal = (() => {
+    try {
+      return readFileSync(join(t.home, 'paddock.db-wal'));
+    } catch {
+      return Buffer.alloc(0);
+    }
+  })();
+  expect(db.includes(API_KEY)).toBe(false);
+  expect(wal.includes(API_KEY)).toBe(false);
+  expect(t.server.keys.list()[0]?.mask).toBe(`${API_KEY.slice(0, 8)}…${API_KEY.slice(-4)}`);
+});
+
+test("another sandbox's envd token does not open this sandbox", async () => {
+  const a = await t.control.createSandbox({ templateID: 'base' });
+  const b = await t.control.createSandbox({ templateID: 'base' });
+  const err = await envd(t.server, b.sandboxID, a.envdAccessToken)
+    .fs.stat({ path: '/' })
+    .catch((e: unknown) => ConnectError.from(e));
+  expect(err).toMatchObject({ code: Code.Unauthenticated });
+  const files = await fetch(`${t.server.proxyUrl}/files?path=/etc/hostname`, {
+    headers: { 'E2b-Sandbox-Id': b.sandboxID, 'E2b-Sandbox-Port': '49983', 'X-Access-Token': a.envdAccessToken! },
+  });
+  expect(files.status).toBe(401);
+  expect((await envd(t.server, b.sandboxID, b.envdAccessToken).fs.stat({ path: '/' })).entry?.path).toBe('/');
+  await t.control.killSandbox(a.sandboxID);
+  await t.control.killSandbox(b.sandboxID);
+});
+
+test('a signed URL reads its own path, without any header, and no other', async () => {
+  const s = await t.control.createSandbox({ templateID: 'base' });
+  await run(t.server, s.sandboxID, s.envdAccessToken, 'echo one > ~/one.txt; echo two > ~/two.txt');
+  const token = s.envdAccessToken!;
+  const url = (path: string, signedFor = path, exp?: number) => {
+    const q = new URLSearchParams({ path, signature: fileSignature(signedFor, 'read', '', token, exp) });
+    if (exp !== undefined) q.set('signature_expiration', String(exp));
+    return `${t.server.proxyUrl}/files?${q}`;
+  };
+  const ok = await fetch(url('one.txt'));
+  expect([ok.status, await ok.text()]).toEqual([200, 'one\n']);
+  const other = await fetch(url('two.txt', 'one.txt'));
+  expect([other.status, await other.json()]).toEqual([401, { code: 401, message: 'invalid signature' }]);
+  const expired = await fetch(url('one.txt', 'one.txt', Math.floor(Date.now() / 1000) - 5));
+  expect([expired.status, await expired.json()]).toEqual([401, { code: 401, message: 'signature is already expired' }]);
+  const noSandbox = await fetch(`${t.server.proxyUrl}/files?path=one.txt`);
+  expect(noSandbox.status).toBe(400);
+  await t.control.killSandbox(s.sandboxID);
+});
+
+test('sandboxes are reachable by host name, and other ports need the traffic token when public traffic is off', async () => {
+  const open = await t.control.createSandbox({ templateID: 'base' });
+  const closed = await t.control.createSandbox({ templateID: 'base', network: { allowPublicTraffic: false } });
+  expect(open.trafficAccessToken).toBeNull();
+  expect(closed.trafficAccessToken).toEqual(expect.any(String));
+  for (const s of [open, closed]) {
+    const spawnServer = envd(t.server, s.sandboxID, s.envdAccessToken).proc.start({
+      process: { cmd: '/bin/bash', args: ['-c', 'cd /tmp && echo app > index.html && exec python3 -m http.server 8080 --bind 127.0.0.1'] },
+      stdin: false,
+    });
+    void (async () => {
+      try {
+        for await (const _ of spawnServer) {
+          // keep the stream open while the app runs
+        }
+      } catch {
+        // ended with the sandbox
+      }
+    })();
+  }
+  // fetch() drops a Host header; http.request sends it as given.
+  const viaHost = (s: { sandboxID: string }, port: number, headers: Record<string, string> = {}) =>
+    new Promise<{ status: number; text: () => Promise<string> }>((resolve, reject) => {
+      const req = request(`${t.server.proxyUrl}/index.html`, { agent: false, headers: { host: `${port}-${s.sandboxID}.${t.server.config.domain}`, ...headers } }, (res) => {
+        let body = '';
+        res.on('data', (d: Buffer) => (body += d));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, text: async () => body }));
+      });
+      req.on('error', reject);
+      req.end();
+    });
+  await eventually(async () => (await viaHost(open, 8080)).status === 200, 'the app in the open sandbox');
+  expect(await (await viaHost(open, 8080)).text()).toBe('app\n');
+  expect((await viaHost(open, 49983)).status).toBe(404); // envd has no /index.html
+  const denied = await viaHost(closed, 8080);
+  expect(denied.status).toBe(403);
+  await eventually(async () => (await viaHost(closed, 8080, { 'e2b-traffic-access-token': closed.trafficAccessToken! })).status === 200, 'the app with the traffic token');
+  const nothing = await viaHost(open, 9999);
+  expect(nothing.status).toBe(502);
+  await t.control.killSandbox(open.sandboxID);
+  await t.control.killSandbox(closed.sandboxID);
+});
+
+describe('a WebSocket upgrade passes through the proxy', () => {
+  test('an Upgrade request reaches a server in the sandbox and bytes flow both ways', async () => {
+    const s = await t.control.createSandbox({ templateID: 'base' });
+    // A tiny upgrade server inside the sandbox: answers 101 and echoes.
+    const script = [
+      "const http=require('http');",
+      "const srv=http.createServer((q,r)=>r.end('plain'));",
+      "srv.on('upgrade',(req,sock)=>{sock.write('HTTP/1.1 101 Switching Protocols\\r\\nUpgrade: echo\\r\\nConnection: Upgrade\\r\\n\\r\\n');sock.on('data',d=>sock.write(d));});",
+      'srv.listen(7000,"127.0.0.1");',
+    ].join('');
+    void (async () => {
+      try {
+        for await (const _ of envd(t.server, s.sandboxID, s.envdAccessToken).proc.start({ process: { cmd: 'node', args: ['-e', script] }, stdin: false })) {
+          // running
+        }
+      } catch {
+        // ended with the sandbox
+      }
+    })();
+    const { connect } = await import('node:net');
+    const port = Number(new URL(t.server.proxyUrl).port);
+    const exchange = () =>
+      new Promise<string>((resolve, reject) => {
+        const sock = connect(port, '127.0.0.1');
+        let got = '';
+        sock.on('data', (d) => {
+          got += d.toString();
+          if (got.includes('\r\n\r\n') && !got.includes('ping')) sock.write('ping');
+          if (got.includes('ping')) {
+            sock.destroy();
+            resolve(got);
+          }
+        });
+        sock.on('error', reject);
+        sock.on('close', () => resolve(got));
+        sock.write(`GET /ws HTTP/1.1\r\nHost: 7000-${s.sandboxID}.${t.server.config.domain}\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n`);
+      });
+    let got = '';
+    await eventually(async () => (got = await exchange()).startsWith('HTTP/1.1 101'), 'the upgrade');
+    expect(got).toContain('ping');
+    await t.control.killSandbox(s.sandboxID);
+  });
+});

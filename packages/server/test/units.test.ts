@@ -1,0 +1,76 @@
+// The server's pure pieces: egress validation, list queries, the spec loader.
+import { validateEgress } from '../src/network.js';
+import { decodeCursor, encodeCursor, parseMetadataFilter } from '../src/list-query.js';
+import { loadOperations } from '../src/openapi.js';
+import { resolveConfig } from '../src/config.js';
+import { newApiKey } from '../src/store/keys.js';
+
+test('allowOut takes CIDRs, IPs and domains with a leading wildcard; denyOut only CIDRs and IPs', () => {
+  expect(validateEgress('allowOut', ['10.0.0.0/8', '::1', '2001:db8::/32', 'example.com', '*.example.com', ' pypi.org '])).toEqual([
+    '10.0.0.0/8',
+    '::1',
+    '2001:db8::/32',
+    'example.com',
+    '*.example.com',
+    'pypi.org',
+  ]);
+  for (const bad of ['*', 'exa mple.com', '10.0.0.0/40', '1.2.3', 'a..b', '-x.com', '*.*.com', 'x'.repeat(64) + '.com', '']) {
+    expect(() => validateEgress('allowOut', [bad])).toThrow(`allowOut[0] '${bad}'`);
+  }
+  expect(() => validateEgress('denyOut', ['example.com'])).toThrow('domains are allowed only in allowOut');
+  expect(validateEgress('denyOut', ['0.0.0.0/0'])).toEqual(['0.0.0.0/0']);
+  expect(validateEgress('allowOut', undefined)).toBeUndefined();
+});
+
+test('the metadata filter is a query string of URL-encoded keys and values', () => {
+  // What the e2b SDK sends after the HTTP layer decoded the parameter once.
+  const sdk = new URLSearchParams({ [encodeURIComponent('user id')]: encodeURIComponent('a&b=c'), x: encodeURIComponent('é') }).toString();
+  expect(parseMetadataFilter(sdk)).toEqual({ 'user id': 'a&b=c', x: 'é' });
+  expect(parseMetadataFilter('a=1&b=2')).toEqual({ a: '1', b: '2' });
+  expect(parseMetadataFilter('')).toBeUndefined();
+  expect(() => parseMetadataFilter('a=%E0%A4%A')).toThrow('is not a URL-encoded query string');
+});
+
+test('cursors round trip and forged ones are refused', () => {
+  const c = { startedAt: 1700000000000, id: 'abc' };
+  expect(decodeCursor(encodeCursor(c))).toEqual(c);
+  expect(decodeCursor(undefined)).toBeUndefined();
+  expect(() => decodeCursor('nonsense')).toThrow("nextToken 'nonsense' is not a cursor this server issued");
+});
+
+test('every operation of the spec becomes a route; `state` is a comma list; /health is public', () => {
+  const ops = loadOperations();
+  expect(ops.length).toBe(36);
+  expect(new Set(ops.map((o) => o.operationId)).size).toBe(36);
+  const list = ops.find((o) => o.operationId === 'getV2Sandboxes')!;
+  expect(list).toMatchObject({ method: 'GET', routePath: '/v2/sandboxes', commaArrays: ['state'] });
+  expect(list.schema.querystring?.properties).toHaveProperty('limit');
+  const connect = ops.find((o) => o.operationId === 'postSandboxesSandboxIDConnect')!;
+  expect(connect.routePath).toBe('/sandboxes/:sandboxID/connect');
+  expect(connect.schema.body).toMatchObject({ type: 'object', required: ['timeout'] });
+  expect(connect.bodyRequired).toBe(true);
+  expect(ops.filter((o) => o.public).map((o) => o.operationId)).toEqual(['getHealth']);
+  expect(JSON.stringify(ops)).not.toContain('$ref');
+});
+
+test('configuration: options over PADDOCK_* variables over defaults', () => {
+  const saved = { ...process.env };
+  try {
+    process.env.PADDOCK_API_PORT = '4000';
+    process.env.PADDOCK_HOME = '/srv/paddock';
+    const c = resolveConfig({ proxyPort: 4001 });
+    expect(c).toMatchObject({ apiPort: 4000, proxyPort: 4001, home: '/srv/paddock', domain: 'localhost:4001', apiHost: '127.0.0.1', defaultTimeoutSeconds: 300 });
+    process.env.PADDOCK_API_PORT = 'many';
+    expect(() => resolveConfig()).toThrow("PADDOCK_API_PORT='many' is not a non-negative number");
+    delete process.env.PADDOCK_API_PORT;
+    expect(() => resolveConfig({ defaultTimeoutSeconds: 100, maxTimeoutSeconds: 10 })).toThrow('longer than the maximum');
+  } finally {
+    process.env = saved;
+  }
+});
+
+test('new API keys have the form every SDK accepts', () => {
+  const k = newApiKey();
+  expect(k).toMatch(/^e2b_[0-9a-f]{40}$/);
+  expect(newApiKey()).not.toBe(k);
+});
