@@ -158,3 +158,15 @@ test('logs record the lifecycle', async () => {
   expect(logs.map((l) => l.message)).toEqual(['sandbox created', 'sandbox paused with its memory', 'sandbox resumed']);
   await t.control.killSandbox(s.sandboxID);
 });
+
+test('with autoResume, traffic through the proxy resumes a paused sandbox', async () => {
+  const s = await t.control.createSandbox({ templateID: 'base', autoResume: { enabled: true } });
+  await run(t.server, s.sandboxID, s.envdAccessToken, 'echo awake > ~/f');
+  await t.control.pauseSandbox(s.sandboxID);
+  expect((await t.control.getSandbox(s.sandboxID)).state).toBe('paused');
+  const res = await proxyHealth(s.sandboxID);
+  expect(res.status).toBe(204);
+  expect((await t.control.getSandbox(s.sandboxID)).state).toBe('running');
+  expect((await run(t.server, s.sandboxID, s.envdAccessToken, 'cat ~/f')).stdout).toBe('awake\n');
+  await t.control.killSandbox(s.sandboxID);
+});

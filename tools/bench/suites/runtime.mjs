@@ -19,7 +19,7 @@ function memAvailable() {
  * gets (base template layers over the host view), without envd or limits.
  * The layer paths are the runtime's on-disk layout.
  */
-async function bareRunc(dataDir, iterations) {
+export async function bareRunc(dataDir, iterations) {
   const bundle = join(dataDir, 'bench-bundle');
   for (const d of ['upper', 'work', 'rootfs']) mkdirSync(join(bundle, d), { recursive: true, mode: 0o755 });
   const base = join(dataDir, 'templates/base/base-v1');

@@ -1,0 +1,85 @@
+// The control plane: `POST /v2/sandboxes` until envd answers through the
+// proxy, one at a time and 20 at once, with and without the warm pool,
+// next to a bare `runc run true` on the same root filesystem.
+import { startServer } from '@paddock/server';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { row, summarize } from '../lib.mjs';
+import { bareRunc } from './runtime.mjs';
+
+const KEY = 'e2b_' + 'b'.repeat(40);
+
+async function withServer(poolSize, fn) {
+  const home = mkdtempSync(join(tmpdir(), 'paddock-bench-srv-'));
+  const server = await startServer({ home, apiPort: 0, proxyPort: 0, warmPoolSize: poolSize, initialApiKey: KEY, metricsIntervalMs: 60_000 });
+  try {
+    return await fn(server, home);
+  } finally {
+    await server.close();
+    const runtime = server.runtime;
+    for (const s of await runtime.list()) await runtime.destroy(s.id);
+    await runtime.release();
+    rmSync(home, { recursive: true, force: true });
+  }
+}
+
+/** Creates a sandbox and waits until its envd answers /health through the proxy; ms. */
+async function createReady(server) {
+  const t = performance.now();
+  const res = await fetch(`${server.apiUrl}/v2/sandboxes`, {
+    method: 'POST',
+    headers: { 'x-api-key': KEY, 'content-type': 'application/json' },
+    body: JSON.stringify({ templateID: 'base' }),
+  });
+  if (res.status !== 201) throw new Error(`create failed: ${res.status} ${await res.text()}`);
+  const s = await res.json();
+  const health = await fetch(`${server.proxyUrl}/health`, { headers: { 'E2b-Sandbox-Id': s.sandboxID, 'E2b-Sandbox-Port': '49983', 'X-Access-Token': s.envdAccessToken } });
+  if (health.status !== 204) throw new Error(`envd not ready: ${health.status}`);
+  return { ms: performance.now() - t, id: s.sandboxID };
+}
+
+async function kill(server, id) {
+  await fetch(`${server.apiUrl}/sandboxes/${id}`, { method: 'DELETE', headers: { 'x-api-key': KEY } });
+}
+
+export async function serverSuite({ quick, log }) {
+  const rows = [];
+  const iterations = quick ? 8 : 25;
+  const concurrent = 20;
+  for (const pool of [0, 4]) {
+    await withServer(pool, async (server, home) => {
+      const label = pool ? `warm pool of ${pool}` : 'no warm pool';
+      log(`server: create to ready, ${label}`);
+      const bare = await bareRunc(join(home, 'runtime'), iterations);
+      const samples = [];
+      for (let i = 0; i < iterations + 2; i++) {
+        if (pool) await server.runtime.poolReady();
+        const { ms, id } = await createReady(server);
+        if (i >= 2) samples.push(ms);
+        await kill(server, id);
+      }
+      rows.push(row({ suite: 'server', name: `POST /v2/sandboxes to envd ready, ${label}`, unit: 'ms', value: summarize(samples), baseline: bare, baselineName: 'bare `runc run true`, same rootfs' }));
+      log(`server: ${concurrent} concurrent creates, ${label}`);
+      if (pool) await server.runtime.poolReady();
+      const t = performance.now();
+      const made = await Promise.all(Array.from({ length: concurrent }, () => createReady(server)));
+      const seconds = (performance.now() - t) / 1000;
+      const rate = concurrent / seconds;
+      const perBare = 1000 / bare.p50;
+      rows.push(
+        row({
+          suite: 'server',
+          name: `${concurrent} concurrent creates, ${label} (all ready in ${seconds.toFixed(2)} s)`,
+          unit: 'sandboxes/s',
+          value: { p50: rate, p95: rate },
+          baseline: { p50: perBare, p95: perBare },
+          baselineName: 'bare `runc run true` one after another',
+          lowerIsBetter: false,
+        }),
+      );
+      for (const m of made) await kill(server, m.id);
+    });
+  }
+  return rows;
+}
