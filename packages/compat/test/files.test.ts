@@ -1,0 +1,113 @@
+// sandbox.files with the official e2b SDK, through Paddock's proxy.
+import { Sandbox, type FilesystemEvent } from 'e2b';
+import { createHash, randomBytes } from 'node:crypto';
+import { eventually, startForE2b, type CompatServer } from './harness.js';
+
+let c: CompatServer;
+let sbx: Sandbox;
+beforeAll(async () => {
+  c = await startForE2b();
+  sbx = await Sandbox.create('base');
+});
+afterAll(async () => {
+  await sbx.kill();
+  await c.teardown();
+});
+
+const streamOf = (chunks: Uint8Array[]) =>
+  new ReadableStream<Uint8Array>({
+    start(controller) {
+      for (const ch of chunks) controller.enqueue(ch);
+      controller.close();
+    },
+  });
+
+async function readAll(stream: ReadableStream<Uint8Array>): Promise<Buffer> {
+  const parts: Uint8Array[] = [];
+  const reader = stream.getReader();
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) return Buffer.concat(parts);
+    parts.push(value);
+  }
+}
+
+test('write a string, bytes, a stream and several files; read them as text, bytes, stream and with gzip', async () => {
+  const text = await sbx.files.write('w/text.txt', 'plain text');
+  expect(text).toMatchObject({ name: 'text.txt', path: '/home/user/w/text.txt', type: 'file' });
+  const bytes = randomBytes(64 * 1024);
+  await sbx.files.write('/home/user/w/bytes.bin', bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength));
+  const big = randomBytes(3 * 1024 * 1024);
+  await sbx.files.write('w/stream.bin', streamOf([big.subarray(0, 1_000_000), big.subarray(1_000_000)]));
+  const many = await sbx.files.write([
+    { path: 'w/many/a.txt', data: 'A' },
+    { path: '/home/user/w/many/b.txt', data: 'B' },
+  ]);
+  expect(many.map((e) => e.path)).toEqual(['/home/user/w/many/a.txt', '/home/user/w/many/b.txt']);
+
+  expect(await sbx.files.read('w/text.txt')).toBe('plain text');
+  expect(Buffer.from(await sbx.files.read('w/bytes.bin', { format: 'bytes' })).equals(bytes)).toBe(true);
+  const streamed = await readAll(await sbx.files.read('w/stream.bin', { format: 'stream' }));
+  expect(createHash('sha256').update(streamed).digest('hex')).toBe(createHash('sha256').update(big).digest('hex'));
+  const blob = await sbx.files.read('w/many/b.txt', { format: 'blob' });
+  expect(await blob.text()).toBe('B');
+  const compressible = 'repeat '.repeat(50_000);
+  await sbx.files.write('w/gz.txt', compressible, { gzip: true });
+  expect(await sbx.files.read('w/gz.txt', { gzip: true })).toBe(compressible);
+  await sbx.files.write('w/empty.txt', '');
+  expect(await sbx.files.read('w/empty.txt')).toBe('');
+});
+
+test('metadata written with a file comes back in getInfo', async () => {
+  await sbx.files.write('meta.txt', 'm', { metadata: { owner: 'alice', purpose: 'demo' } });
+  expect((await sbx.files.getInfo('meta.txt')).metadata).toEqual({ owner: 'alice', purpose: 'demo' });
+});
+
+test('list with depth, exists, getInfo, makeDir, rename, remove', async () => {
+  await sbx.files.write('tree/a/deep.txt', 'x');
+  await sbx.files.write('tree/b.txt', 'y');
+  const one = await sbx.files.list('tree');
+  expect(one.map((e) => `${e.type}:${e.name}`)).toEqual(['dir:a', 'file:b.txt']);
+  const two = await sbx.files.list('tree', { depth: 2 });
+  expect(two.map((e) => e.path)).toEqual(['/home/user/tree/a', '/home/user/tree/a/deep.txt', '/home/user/tree/b.txt']);
+  expect(await sbx.files.exists('tree/b.txt')).toBe(true);
+  expect(await sbx.files.exists('tree/nope')).toBe(false);
+  const info = await sbx.files.getInfo('tree/b.txt');
+  expect(info).toMatchObject({ name: 'b.txt', type: 'file', size: 1, owner: 'user', group: 'user', permissions: '-rw-r--r--' });
+  expect(info.modifiedTime).toBeInstanceOf(Date);
+  expect(await sbx.files.makeDir('tree/new')).toBe(true);
+  expect(await sbx.files.makeDir('tree/new')).toBe(false);
+  const moved = await sbx.files.rename('tree/b.txt', 'tree/new/c.txt');
+  expect(moved.path).toBe('/home/user/tree/new/c.txt');
+  await sbx.files.remove('tree');
+  expect(await sbx.files.exists('tree')).toBe(false);
+  await expect(sbx.files.read('tree/new/c.txt')).rejects.toMatchObject({ name: 'FileNotFoundError' });
+});
+
+test('watchDir reports create, write, rename and remove, recursively', async () => {
+  await sbx.files.makeDir('watched/sub');
+  const events: string[] = [];
+  const handle = await sbx.files.watchDir('watched', (e: FilesystemEvent) => void events.push(`${e.type}:${e.name}`), { recursive: true });
+  await sbx.files.write('watched/sub/f.txt', 'one');
+  await sbx.files.write('watched/sub/f.txt', 'two');
+  await sbx.files.rename('watched/sub/f.txt', 'watched/sub/g.txt');
+  await sbx.files.remove('watched/sub/g.txt');
+  await eventually(() => events.includes('remove:sub/g.txt'), `events, got ${events.join(' ')}`);
+  await handle.stop();
+  expect(events).toEqual(expect.arrayContaining(['create:sub/f.txt', 'write:sub/f.txt', 'rename:sub/f.txt', 'create:sub/g.txt', 'remove:sub/g.txt']));
+});
+
+test('uploadUrl and downloadUrl work with plain fetch and no headers; an expired one is refused', async () => {
+  const up = await sbx.uploadUrl('signed/upload.txt');
+  const form = new FormData();
+  form.append('file', new Blob(['via signed url']), 'signed/upload.txt');
+  const res = await fetch(up, { method: 'POST', body: form });
+  expect(res.status).toBe(200);
+  const down = await sbx.downloadUrl('signed/upload.txt');
+  const got = await fetch(down);
+  expect([got.status, await got.text()]).toEqual([200, 'via signed url']);
+  const expiring = await sbx.downloadUrl('signed/upload.txt', { useSignatureExpiration: 1 });
+  await new Promise((r) => setTimeout(r, 2100));
+  const expired = await fetch(expiring);
+  expect([expired.status, await expired.json()]).toEqual([401, { code: 401, message: 'signature is already expired' }]);
+});
