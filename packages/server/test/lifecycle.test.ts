@@ -170,3 +170,13 @@ test('with autoResume, traffic through the proxy resumes a paused sandbox', asyn
   expect((await run(t.server, s.sandboxID, s.envdAccessToken, 'cat ~/f')).stdout).toBe('awake\n');
   await t.control.killSandbox(s.sandboxID);
 });
+
+test('v2 connect with memory: false starts a memory-paused sandbox afresh on its files', async () => {
+  const s = await t.control.createSandbox({ templateID: 'base' });
+  await run(t.server, s.sandboxID, s.envdAccessToken, 'echo kept > ~/f; (sleep 1000 &)');
+  await t.control.pauseSandbox(s.sandboxID);
+  const res = await t.control.connectSandbox(s.sandboxID, { timeout: 60, memory: false });
+  expect(res.resumed).toBe(true);
+  expect((await run(t.server, s.sandboxID, s.envdAccessToken, 'cat ~/f; pgrep -x sleep | wc -l')).stdout).toBe('kept\n0\n');
+  await t.control.killSandbox(s.sandboxID);
+});
