@@ -7,7 +7,7 @@ import { defaultRetryPolicy, ReplayableRequest, sendWithRetries, type FetchFunct
 import type {
   AssignedTemplateTags,
   AssignTemplateTagsRequest,
-  ConnectSandbox,
+  ConnectSandboxV2,
   DeleteTemplateTagsRequest,
   ListedSandbox,
   LogLevel,
@@ -208,8 +208,10 @@ export class ControlClient {
    * `POST /v2/sandboxes/{sandboxID}/connect`: resumes a paused sandbox. Retried
    * like an idempotent call: a repeat after a resume that did happen answers
    * 200, so `resumed` can then be false although this call resumed it.
+   * Without `timeout` a running sandbox keeps its expiry; `memory: false`
+   * starts a paused one afresh on its kept filesystem.
    */
-  async connectSandbox(sandboxID: string, body: ConnectSandbox, options?: CallOptions): Promise<ConnectResult> {
+  async connectSandbox(sandboxID: string, body: ConnectSandboxV2 = {}, options?: CallOptions): Promise<ConnectResult> {
     const { data, response } = await this.#call(
       'POST',
       '/v2/sandboxes/{sandboxID}/connect',

@@ -19,6 +19,7 @@ export type LogLevel = Schemas['LogLevel'];
 export type SandboxPauseRequest = Schemas['SandboxPauseRequest'];
 export type ResumedSandbox = Schemas['ResumedSandbox'];
 export type ConnectSandbox = Schemas['ConnectSandbox'];
+export type ConnectSandboxV2 = Schemas['ConnectSandboxV2'];
 export type SandboxTimeoutRequest = Schemas['SandboxTimeoutRequest'];
 export type SandboxRefreshRequest = Schemas['SandboxRefreshRequest'];
 export type SandboxNetworkUpdateConfig = Schemas['SandboxNetworkUpdateConfig'];

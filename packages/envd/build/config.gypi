@@ -443,6 +443,6 @@
     "yes": "",
     "local_prefix": "/work/main",
     "userconfig": "/root/.npmrc",
-    "user_agent": "npm/11.19.1 node/v20.20.2 linux x64 workspaces/false"
+    "user_agent": "npm/11.19.1 node/v20.20.2 linux x64 workspaces/true"
   }
 }
