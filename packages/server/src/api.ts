@@ -207,6 +207,7 @@ export function createApi(operations: Operation[], deps: ApiDeps): FastifyInstan
         if (!key) return sendError(reply, 401, 'missing X-API-Key header');
         const id = deps.keys.verify(key);
         if (!id) return sendError(reply, 401, 'invalid API key');
+        deps.keys.touch(id);
         return undefined;
       },
       preValidation: async (req) => {

@@ -17,7 +17,12 @@ export interface ApiKeyInfo {
   lastUsedAt: number | null;
 }
 
+/** How often a key's last use is written: at most once a minute, not on every request. */
+const TOUCH_INTERVAL_MS = 60_000;
+
 export class ApiKeys {
+  private readonly touched = new Map<string, number>();
+
   constructor(private readonly db: Db) {}
 
   count(): number {
@@ -42,7 +47,10 @@ export class ApiKeys {
   }
 
   touch(id: string): void {
-    this.db.prepare('UPDATE api_keys SET last_used_at = ? WHERE id = ?').run(Date.now(), id);
+    const now = Date.now();
+    if (now - (this.touched.get(id) ?? 0) < TOUCH_INTERVAL_MS) return;
+    this.touched.set(id, now);
+    this.db.prepare('UPDATE api_keys SET last_used_at = ? WHERE id = ?').run(now, id);
   }
 
   list(): ApiKeyInfo[] {

@@ -1,0 +1,94 @@
+// `paddock start`: the whole service on this machine, with embedded
+// defaults, until Ctrl-C. Sandboxes outlive it and are adopted next time.
+import { execFileSync } from 'node:child_process';
+import { startServer } from '@paddock/server';
+import { readCredentials, writeCredentials } from '../credentials.js';
+import { isDebianLike, runDoctor, type Check, type DoctorOptions } from '../doctor.js';
+import { CliError, EXIT, printJson, style } from '../output.js';
+import { failuresText } from './doctor.js';
+
+export interface StartFlags extends DoctorOptions {
+  domain?: string;
+  warmPool?: number;
+  json?: boolean;
+}
+
+function log(msg: string, json: boolean | undefined): void {
+  // With --json, stdout carries only the JSON object; people still see progress on stderr.
+  (json ? process.stderr : process.stdout).write(msg + '\n');
+}
+
+/** Installs runc with apt-get when that is the only thing missing and we may. */
+function installRunc(checks: Check[], json?: boolean): boolean {
+  const runc = checks.find((c) => c.name === 'runc');
+  if (!runc || runc.ok || process.getuid?.() !== 0 || !isDebianLike()) return false;
+  log(`runc is missing; installing it with apt-get (${runc.fix})`, json);
+  const apt = (args: string[]) => execFileSync('apt-get', args, { stdio: json ? ['ignore', 'ignore', 'inherit'] : 'inherit', env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' } });
+  try {
+    apt(['install', '-y', '-q', 'runc']);
+  } catch {
+    apt(['update', '-q']);
+    apt(['install', '-y', '-q', 'runc']);
+  }
+  return true;
+}
+
+export async function start(flags: StartFlags): Promise<void> {
+  let checks = await runDoctor(flags);
+  if (installRunc(checks, flags.json)) checks = await runDoctor(flags);
+  const failed = checks.filter((c) => !c.ok && !c.warning);
+  for (const w of checks.filter((c) => !c.ok && c.warning)) log(`${style.yellow('warning')}: ${w.name}: ${w.detail}`, flags.json);
+  if (failed.length) throw new CliError(`this machine cannot run Paddock yet:\n${failuresText(failed)}`, EXIT.prerequisite, 'fix the above, then run `paddock start` again (`paddock doctor` checks without starting)');
+
+  log(style.dim(`starting Paddock in ${flags.home}`), flags.json);
+  const server = await startServer({
+    home: flags.home,
+    apiHost: flags.apiHost,
+    apiPort: flags.apiPort,
+    proxyHost: flags.proxyHost,
+    proxyPort: flags.proxyPort,
+    ...(flags.domain ? { domain: flags.domain } : {}),
+    ...(flags.warmPool !== undefined ? { warmPoolSize: flags.warmPool } : {}),
+    onProgress: (m) => log(`  ${style.cyan('•')} ${m}`, flags.json),
+  });
+  const saved = readCredentials(flags.home);
+  const apiKey = server.createdApiKey ?? saved.apiKey;
+  if (apiKey) writeCredentials(flags.home, { apiUrl: server.apiUrl, sandboxUrl: server.proxyUrl, domain: server.config.domain, apiKey });
+
+  if (flags.json) {
+    printJson({ apiUrl: server.apiUrl, sandboxUrl: server.proxyUrl, domain: server.config.domain, home: flags.home, ...(server.createdApiKey ? { apiKey: server.createdApiKey } : {}) });
+  } else {
+    const keyRef = server.createdApiKey ?? '"$(paddock keys current)"';
+    const lines = [
+      '',
+      `${style.green('Paddock is running.')}`,
+      `  control API    ${style.bold(server.apiUrl)}`,
+      `  sandbox proxy  ${style.bold(server.proxyUrl)}   (sandbox hosts: {port}-{id}.${server.config.domain})`,
+      server.createdApiKey
+        ? `  API key        ${style.bold(server.createdApiKey)}\n                 ${style.dim(`shown once; the local CLI keeps a copy in ${flags.home}/credentials.json`)}`
+        : `  API key        ${style.dim('the one shown at first start (`paddock keys current` prints it; `paddock keys create` makes another)')}`,
+      '',
+      style.dim('For @paddock/sdk:'),
+      `  export PADDOCK_API_URL=${server.apiUrl}`,
+      `  export PADDOCK_SANDBOX_URL=${server.proxyUrl}`,
+      `  export PADDOCK_API_KEY=${keyRef}`,
+      '',
+      style.dim('For the official e2b SDK:'),
+      `  export E2B_API_URL=${server.apiUrl}`,
+      `  export E2B_SANDBOX_URL=${server.proxyUrl}`,
+      `  export E2B_API_KEY=${keyRef}`,
+      '',
+      style.dim('Ctrl-C stops the server; sandboxes keep running and the next start adopts them.'),
+    ];
+    process.stdout.write(lines.join('\n') + '\n');
+  }
+
+  await new Promise<void>((resolve) => {
+    const stop = (signal: string) => {
+      log(style.dim(`\n${signal}: stopping the server; sandboxes keep running`), flags.json);
+      void server.close().then(resolve);
+    };
+    process.once('SIGINT', () => stop('SIGINT'));
+    process.once('SIGTERM', () => stop('SIGTERM'));
+  });
+}

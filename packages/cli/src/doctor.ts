@@ -1,0 +1,156 @@
+// Checks that this machine can run Paddock, each failure with the command
+// that fixes it.
+import { execFileSync } from 'node:child_process';
+import { accessSync, constants, existsSync, mkdirSync, readFileSync, statfsSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { delimiter, dirname, join } from 'node:path';
+
+export interface Check {
+  name: string;
+  ok: boolean;
+  /** What was found. */
+  detail: string;
+  /** How to fix it, when it failed. */
+  fix?: string;
+  /** A failure that does not stop `paddock start`. */
+  warning?: boolean;
+}
+
+export interface DoctorOptions {
+  home: string;
+  apiHost: string;
+  apiPort: number;
+  proxyHost: string;
+  proxyPort: number;
+  /** Skip the port checks (the server already listens on them). */
+  skipPorts?: boolean;
+}
+
+/** The full path of `cmd` on PATH, or undefined. */
+export function which(cmd: string): string | undefined {
+  for (const dir of (process.env.PATH ?? '').split(delimiter)) {
+    if (!dir) continue;
+    const p = join(dir, cmd);
+    try {
+      accessSync(p, constants.X_OK);
+      return p;
+    } catch {
+      // not here
+    }
+  }
+  return undefined;
+}
+
+function osRelease(): Record<string, string> {
+  try {
+    return Object.fromEntries(
+      readFileSync('/etc/os-release', 'utf8')
+        .split('\n')
+        .map((l) => /^(\w+)=(.*)$/.exec(l))
+        .filter((m): m is RegExpExecArray => m !== null)
+        .map((m) => [m[1]!, m[2]!.replace(/^"|"$/g, '')]),
+    );
+  } catch {
+    return {};
+  }
+}
+
+/** Whether apt-get can install runc here (Debian, Ubuntu and derivatives). */
+export function isDebianLike(): boolean {
+  const os = osRelease();
+  return /debian|ubuntu/i.test(`${os.ID ?? ''} ${os.ID_LIKE ?? ''}`) && which('apt-get') !== undefined;
+}
+
+export function runcFix(): string {
+  return isDebianLike() ? 'apt-get install -y runc' : 'install runc from your distribution (e.g. `dnf install runc`) or from https://github.com/opencontainers/runc/releases';
+}
+
+function portFree(host: string, port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const s = createServer();
+    s.once('error', () => resolve(false));
+    s.listen(port, host, () => s.close(() => resolve(true)));
+  });
+}
+
+function hasCapability(bit: number): boolean {
+  const m = /^CapEff:\s+([0-9a-f]+)$/m.exec(readFileSync('/proc/self/status', 'utf8'));
+  return m ? (BigInt(`0x${m[1]}`) & (1n << BigInt(bit))) !== 0n : false;
+}
+
+function cgroupCheck(): Check {
+  const root = '/sys/fs/cgroup';
+  if (!existsSync(root)) return { name: 'cgroups', ok: false, detail: `${root} is not mounted`, fix: 'mount -t cgroup2 none /sys/fs/cgroup' };
+  if (existsSync(join(root, 'cgroup.controllers'))) {
+    const have = readFileSync(join(root, 'cgroup.controllers'), 'utf8').trim().split(/\s+/);
+    const missing = ['cpu', 'memory', 'pids'].filter((c) => !have.includes(c));
+    return missing.length
+      ? { name: 'cgroups', ok: false, detail: `cgroup v2 without the ${missing.join(', ')} controller`, fix: `echo "+${missing.join(' +')}" > ${root}/cgroup.subtree_control` }
+      : { name: 'cgroups', ok: true, detail: 'cgroup v2 with cpu, memory and pids' };
+  }
+  const missing = ['cpu', 'cpuacct', 'memory', 'pids', 'freezer'].filter((c) => !existsSync(join(root, c, 'cgroup.procs')) && !existsSync(join(root, `cpu,cpuacct`, 'cgroup.procs')));
+  return missing.length
+    ? { name: 'cgroups', ok: false, detail: `cgroup v1 without the ${missing.join(', ')} controller`, fix: `mkdir -p ${root}/${missing[0]} && mount -t cgroup -o ${missing[0]} cgroup ${root}/${missing[0]}` }
+    : { name: 'cgroups', ok: true, detail: existsSync(join(root, 'unified')) ? 'cgroup v1 with a v2 tree (hybrid)' : 'cgroup v1' };
+}
+
+export async function runDoctor(opts: DoctorOptions): Promise<Check[]> {
+  const checks: Check[] = [];
+  const linux = process.platform === 'linux';
+  checks.push(linux ? { name: 'linux', ok: true, detail: `Linux ${readFileSync('/proc/sys/kernel/osrelease', 'utf8').trim()}` } : { name: 'linux', ok: false, detail: `${process.platform} is not Linux`, fix: 'run Paddock on a Linux host or VM' });
+  if (!linux) return checks;
+
+  const [major, minor] = process.versions.node.split('.').map(Number);
+  checks.push(major! > 20 || (major === 20 && minor! >= 11) ? { name: 'node', ok: true, detail: `Node.js ${process.versions.node}` } : { name: 'node', ok: false, detail: `Node.js ${process.versions.node}`, fix: 'install Node.js 20.11 or newer' });
+
+  const root = process.getuid?.() === 0;
+  const admin = hasCapability(21); // CAP_SYS_ADMIN: mounts, namespaces
+  checks.push(root && admin ? { name: 'root', ok: true, detail: 'running as root with CAP_SYS_ADMIN' } : { name: 'root', ok: false, detail: root ? 'root without CAP_SYS_ADMIN' : `running as uid ${process.getuid?.()}`, fix: 'sudo paddock start (containers need root: mounts, namespaces, cgroups)' });
+
+  const runc = which('runc');
+  let runcVersion = '';
+  if (runc) {
+    try {
+      runcVersion = execFileSync(runc, ['--version'], { encoding: 'utf8' }).split('\n')[0] ?? '';
+    } catch {
+      runcVersion = '';
+    }
+  }
+  checks.push(runc && runcVersion ? { name: 'runc', ok: true, detail: `${runcVersion} (${runc})` } : { name: 'runc', ok: false, detail: runc ? `${runc} does not run` : 'runc is not on PATH', fix: runcFix() });
+
+  for (const tool of ['mount', 'umount', 'mknod', 'cp']) {
+    if (!which(tool)) checks.push({ name: tool, ok: false, detail: `${tool} is not on PATH`, fix: tool === 'cp' || tool === 'mknod' ? 'apt-get install -y coreutils' : 'apt-get install -y mount' });
+  }
+
+  const filesystems = readFileSync('/proc/filesystems', 'utf8');
+  checks.push(/\boverlay\b/.test(filesystems) ? { name: 'overlayfs', ok: true, detail: 'overlay filesystem available' } : { name: 'overlayfs', ok: false, detail: 'the kernel has no overlay filesystem', fix: 'modprobe overlay' });
+  const rootFs = (readFileSync('/proc/self/mounts', 'utf8').split('\n').find((l) => l.split(' ')[1] === '/') ?? '').split(' ')[2];
+  if (rootFs === 'overlay') {
+    checks.push({ name: 'root filesystem', ok: false, warning: true, detail: '/ is itself an overlay (a container?): sandboxes stack one overlay deeper than the kernel allows', fix: 'run Paddock on a host or VM whose / is not an overlay' });
+  }
+
+  checks.push(cgroupCheck());
+
+  let free = 0;
+  try {
+    mkdirSync(opts.home, { recursive: true, mode: 0o700 });
+    const fs = statfsSync(opts.home);
+    free = fs.bavail * fs.bsize;
+  } catch {
+    const fs = statfsSync(dirname(opts.home));
+    free = fs.bavail * fs.bsize;
+  }
+  const gib = free / 2 ** 30;
+  checks.push(gib >= 2 ? { name: 'disk', ok: true, detail: `${gib.toFixed(1)} GiB free in ${opts.home}` } : { name: 'disk', ok: false, detail: `only ${gib.toFixed(1)} GiB free in ${opts.home}`, fix: 'free some space, or set PADDOCK_HOME to a larger disk' });
+
+  if (!opts.skipPorts) {
+    for (const [what, host, port, env] of [
+      ['api port', opts.apiHost, opts.apiPort, 'PADDOCK_API_PORT'],
+      ['proxy port', opts.proxyHost, opts.proxyPort, 'PADDOCK_PROXY_PORT'],
+    ] as const) {
+      if (port === 0) continue;
+      checks.push((await portFree(host, port)) ? { name: what, ok: true, detail: `${host}:${port} is free` } : { name: what, ok: false, detail: `${host}:${port} is in use`, fix: `stop what listens there, or choose another port: ${env}=<port>` });
+    }
+  }
+  return checks;
+}

@@ -1,0 +1,112 @@
+#!/usr/bin/env node
+// paddock: runs the Paddock service on this machine and works with sandboxes.
+import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
+import { resolveConfig } from '@paddock/server';
+import { doctor } from './commands/doctor.js';
+import { createKey, currentKey, listKeys, revokeKey } from './commands/keys.js';
+import { registerSandboxCommands } from './commands/sandbox.js';
+import { start } from './commands/start.js';
+import { registerTemplateCommands } from './commands/template.js';
+import { paddockHome } from './credentials.js';
+import { CliError, EXIT, printError } from './output.js';
+
+const VERSION = '0.1.0';
+
+export function port(value: string): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 0 || n > 65535) throw new InvalidArgumentError(`'${value}' is not a port number`);
+  return n;
+}
+
+export function count(value: string): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 0) throw new InvalidArgumentError(`'${value}' is not a whole number`);
+  return n;
+}
+
+function program(): Command {
+  const root = new Command('paddock')
+    .description('Run untrusted code in sandboxes on this machine.')
+    .version(VERSION)
+    .option('--home <dir>', 'data directory (default: $PADDOCK_HOME or ~/.paddock)')
+    .showHelpAfterError('(run with --help for usage)')
+    .exitOverride();
+
+  const home = () => paddockHome(root.opts<{ home?: string }>().home);
+  const serverAddresses = (o: { apiHost?: string; apiPort?: number; proxyHost?: string; proxyPort?: number }) => {
+    const c = resolveConfig({ home: home(), ...Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) });
+    return { home: c.home, apiHost: c.apiHost, apiPort: c.apiPort, proxyHost: c.proxyHost, proxyPort: c.proxyPort };
+  };
+
+  root
+    .command('start')
+    .description('Run the whole service here: control API, sandbox proxy and runtime (Ctrl-C stops it; sandboxes keep running)')
+    .option('--api-host <host>', 'address of the control API (default 127.0.0.1)')
+    .option('--api-port <port>', 'port of the control API (default 3000)', port)
+    .option('--proxy-host <host>', 'address of the sandbox proxy (default 127.0.0.1)')
+    .option('--proxy-port <port>', 'port of the sandbox proxy (default 3001)', port)
+    .option('--domain <domain>', 'domain of sandbox hosts, {port}-{id}.<domain> (default localhost:<proxy port>)')
+    .option('--warm-pool <n>', 'ready sandboxes kept for fast creates (default 2, 0 disables)', count)
+    .option('--json', 'print the addresses (and a new key) as JSON once ready')
+    .action(async (o: { apiHost?: string; apiPort?: number; proxyHost?: string; proxyPort?: number; domain?: string; warmPool?: number; json?: boolean }) => {
+      await start({ ...serverAddresses(o), domain: o.domain, warmPool: o.warmPool, json: o.json });
+    });
+
+  root
+    .command('doctor')
+    .description('Check that this machine can run Paddock, and say how to fix what is missing')
+    .option('--api-port <port>', 'port the control API will use', port)
+    .option('--proxy-port <port>', 'port the sandbox proxy will use', port)
+    .option('--json', 'print the checks as JSON')
+    .action(async (o: { apiPort?: number; proxyPort?: number; json?: boolean }) => {
+      await doctor({ ...serverAddresses(o), json: o.json });
+    });
+
+  const keys = root.command('keys').description('API keys of this server');
+  keys
+    .command('create')
+    .description('Create an API key and print it (once)')
+    .addOption(new Option('--name <name>', 'a label for the key').default('cli'))
+    .option('--json', 'print as JSON')
+    .action((o: { name: string; json?: boolean }) => createKey(home(), o.name, o.json));
+  keys
+    .command('list')
+    .description('List API keys (their ids and masked values)')
+    .option('--json', 'print as JSON')
+    .action((o: { json?: boolean }) => listKeys(home(), o.json));
+  keys
+    .command('revoke <id>')
+    .description('Delete an API key')
+    .action((id: string) => revokeKey(home(), id));
+  keys
+    .command('current')
+    .description('Print the key the local CLI uses (saved by the first start)')
+    .action(() => currentKey(home()));
+
+  registerSandboxCommands(root, home);
+  registerTemplateCommands(root, home);
+  return root;
+}
+
+async function main(argv: string[]): Promise<number> {
+  try {
+    await program().parseAsync(argv);
+    return EXIT.ok;
+  } catch (err) {
+    if (err instanceof CommanderError) {
+      // Help and version are "errors" to commander; they already printed.
+      return err.code === 'commander.helpDisplayed' || err.code === 'commander.version' || err.code === 'commander.help' ? EXIT.ok : EXIT.usage;
+    }
+    if (err instanceof CliError) {
+      printError(err);
+      return err.exitCode;
+    }
+    printError(new CliError(err instanceof Error ? err.message : String(err)));
+    return EXIT.failure;
+  }
+}
+
+const code = await main(process.argv);
+// Exit once stdout is flushed (a pipe is written asynchronously), without
+// waiting for idle keep-alive connections to time out.
+process.stdout.write('', () => process.exit(code));

@@ -1,1 +1,0 @@
-cmd_Release/envd_native.node := ln -f "Release/obj.target/envd_native.node" "Release/envd_native.node" 2>/dev/null || (rm -rf "Release/envd_native.node" && cp -af "Release/obj.target/envd_native.node" "Release/envd_native.node")

@@ -1,1 +1,0 @@
-cmd_Release/obj.target/envd_native.node := g++ -o Release/obj.target/envd_native.node -shared -pthread -rdynamic -m64  -Wl,-soname=envd_native.node -Wl,--start-group Release/obj.target/envd_native/native/envd_native.o -Wl,--end-group 
