@@ -6,8 +6,10 @@ import { fromRpcError } from './error-mapping.js';
 import { CommandExitError, SandboxError, type CommandResult } from './errors.js';
 import type { OpenedStream } from './stream.js';
 
-export type OutputCallback = (data: string) => void | Promise<void>;
-export type PtyOutputCallback = (data: Uint8Array) => void | Promise<void>;
+/** Gets output as it arrives; a promise it returns is awaited before more is read, which slows the stream down. */
+export type OutputCallback = (data: string) => unknown;
+/** Gets a terminal's raw output; a promise it returns is awaited before more is read. */
+export type PtyOutputCallback = (data: Uint8Array) => unknown;
 
 /** What a handle does when asked to act on its process; bound to the pid by its creator. */
 export interface ProcessActions {
@@ -121,7 +123,7 @@ export class CommandHandle {
   async #consume(): Promise<void> {
     const stdout = new TextDecoder();
     const stderr = new TextDecoder();
-    const deliver = async <T>(callback: ((data: T) => void | Promise<void>) | undefined, data: T): Promise<void> => {
+    const deliver = async <T>(callback: ((data: T) => unknown) | undefined, data: T): Promise<void> => {
       if (!callback || this.#disconnected) return;
       try {
         await callback(data);

@@ -5,9 +5,10 @@ import { fromRpcError } from './error-mapping.js';
 import type { OpenedStream } from './stream.js';
 import type { FilesystemEvent } from './types.js';
 
-export type WatchEventCallback = (event: FilesystemEvent) => void | Promise<void>;
+/** Gets each event in order; a promise it returns is awaited before the next event. */
+export type WatchEventCallback = (event: FilesystemEvent) => unknown;
 /** Called once when the watch ends: with no argument after `stop()`, with the error that ended it otherwise. */
-export type WatchExitCallback = (err?: Error) => void | Promise<void>;
+export type WatchExitCallback = (err?: Error) => unknown;
 
 /** Handle of `files.watchDir`; `stop()` ends the watch. */
 export class WatchHandle {
