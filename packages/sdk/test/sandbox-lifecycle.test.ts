@@ -290,6 +290,60 @@ describe('isRunning', () => {
   });
 });
 
+describe('process streams on the wire', () => {
+  /** The one message of a Connect stream request: a 5-byte envelope, then JSON. */
+  const message = (req: SeenRequest | undefined): unknown => JSON.parse((req?.raw ?? Buffer.alloc(5)).subarray(5).toString('utf8'));
+  let sbx: Sandbox;
+
+  beforeAll(async () => {
+    api.answer((req, res) =>
+      req.url.pathname === '/v2/sandboxes' ? reply(res, 201, record('sbx-wire')) : reply(res, 502, { code: 502, message: 'not running' }),
+    );
+    sbx = await Sandbox.create({ ...opts(), sandboxUrl: api.url });
+  });
+
+  test('a command: bash -l -c, stdin false, keepalive and deadline headers', async () => {
+    await expect(sbx.commands.run('echo hi', { user: 'root', cwd: '/srv', envs: { A: '1' } })).rejects.toBeInstanceOf(SandboxNotFoundError);
+    const [start] = only('POST', '/process.Process/Start');
+    expect(start?.headers).toMatchObject({
+      'content-type': 'application/connect+json',
+      'keepalive-ping-interval': '50',
+      'connect-timeout-ms': '60000',
+      'e2b-sandbox-id': 'sbx-wire',
+      'e2b-sandbox-port': '49983',
+      'x-access-token': envd.token,
+      authorization: `Basic ${Buffer.from('root:').toString('base64')}`,
+    });
+    expect(message(start)).toEqual({ process: { cmd: '/bin/bash', args: ['-l', '-c', 'echo hi'], envs: { A: '1' }, cwd: '/srv' }, stdin: false });
+  });
+
+  test('timeoutMs 0 sends no deadline; no user sends no Authorization', async () => {
+    await expect(sbx.commands.run('sleep 1', { timeoutMs: 0, stdin: true })).rejects.toBeInstanceOf(SandboxNotFoundError);
+    const [start] = only('POST', '/process.Process/Start');
+    expect(start?.headers['connect-timeout-ms']).toBeUndefined();
+    expect(start?.headers.authorization).toBeUndefined();
+    expect(message(start)).toMatchObject({ stdin: true });
+  });
+
+  test('a terminal: bash -i -l, terminal env, size, and no stdin field', async () => {
+    await expect(sbx.pty.create({ cols: 90, rows: 20, onData: () => undefined, envs: { LANG: 'en_US.UTF-8' } })).rejects.toBeInstanceOf(
+      SandboxNotFoundError,
+    );
+    const [start] = only('POST', '/process.Process/Start');
+    expect(message(start)).toEqual({
+      process: { cmd: '/bin/bash', args: ['-i', '-l'], envs: { TERM: 'xterm-256color', LANG: 'en_US.UTF-8', LC_ALL: 'C.UTF-8' } },
+      pty: { size: { cols: 90, rows: 20 } },
+    });
+  });
+
+  test('watchDir asks with keepalive and a 60 s deadline', async () => {
+    await expect(sbx.files.watchDir('/tmp', () => undefined, { recursive: true })).rejects.toBeInstanceOf(SandboxNotFoundError);
+    const [watch] = only('POST', '/filesystem.Filesystem/WatchDir');
+    expect(watch?.headers).toMatchObject({ 'keepalive-ping-interval': '50', 'connect-timeout-ms': '60000' });
+    expect(message(watch)).toEqual({ path: '/tmp', recursive: true });
+  });
+});
+
 describe('list', () => {
   test('follows X-Next-Token across pages with the metadata filter, giving SandboxInfo', async () => {
     api.answer((req, res) => {

@@ -10,6 +10,8 @@ export interface SeenRequest {
   url: URL;
   headers: IncomingHttpHeaders;
   body: string;
+  /** The body as received, for binary framing. */
+  raw: Buffer;
   /** The body parsed as JSON, when it is JSON. */
   json: unknown;
 }
@@ -31,14 +33,15 @@ export async function startStandIn(): Promise<StandInServer> {
     const chunks: Buffer[] = [];
     req.on('data', (chunk: Buffer) => chunks.push(chunk));
     req.on('end', () => {
-      const body = Buffer.concat(chunks).toString('utf8');
+      const raw = Buffer.concat(chunks);
+      const body = raw.toString('utf8');
       let json: unknown;
       try {
         json = body ? JSON.parse(body) : undefined;
       } catch {
         json = undefined;
       }
-      const request = { method: req.method ?? '', url: new URL(req.url ?? '/', 'http://stand-in'), headers: req.headers, body, json };
+      const request = { method: req.method ?? '', url: new URL(req.url ?? '/', 'http://stand-in'), headers: req.headers, body, raw, json };
       seen.push(request);
       handler(request, res);
     });
