@@ -1,0 +1,107 @@
+// Where the SDK finds the service: options first, then environment
+// variables, then the defaults of a local `paddock start`.
+import { ENVD_PORT } from '@paddock/envd-client';
+
+export const DEFAULT_API_URL = 'http://127.0.0.1:3000';
+export const DEFAULT_SANDBOX_URL = 'http://127.0.0.1:3001';
+export const DEFAULT_DOMAIN = 'localhost:3001';
+export const DEFAULT_REQUEST_TIMEOUT_MS = 60_000;
+/** Lifetime asked for on create and guaranteed on connect when no `timeoutMs` is given. */
+export const DEFAULT_SANDBOX_TIMEOUT_MS = 300_000;
+
+/** Environment variables read when the matching option is not given. */
+export const ENV = {
+  apiUrl: 'PADDOCK_API_URL',
+  apiKey: 'PADDOCK_API_KEY',
+  domain: 'PADDOCK_DOMAIN',
+  sandboxUrl: 'PADDOCK_SANDBOX_URL',
+} as const;
+
+/** How to reach the service. Every field falls back to its environment variable, then to a default. */
+export interface ConnectionOpts {
+  /** Sent as `X-API-Key` on control API calls. Default: `PADDOCK_API_KEY`. */
+  apiKey?: string;
+  /** Base URL of the control API. Default: `PADDOCK_API_URL`, else `http://127.0.0.1:3000`. */
+  apiUrl?: string;
+  /**
+   * Domain of sandbox hosts (`{port}-{sandboxId}.{domain}`). Setting it
+   * (option or `PADDOCK_DOMAIN`) without a `sandboxUrl` makes envd calls go
+   * to each sandbox's own host instead of the shared sandbox URL. The domain
+   * the server reports for a sandbox wins over this one.
+   */
+  domain?: string;
+  /**
+   * One URL for the envd of every sandbox, which picks the sandbox from the
+   * `E2b-Sandbox-Id` header. Default: `PADDOCK_SANDBOX_URL`, else
+   * `http://127.0.0.1:3001` unless a domain is configured. Pointing it at an
+   * envd itself works too: envd ignores the routing headers.
+   */
+  sandboxUrl?: string;
+  /** Deadline of each request, in ms; 0 for none. Default 60 000. */
+  requestTimeoutMs?: number;
+  /** Extra headers on every request, to the control API and to envd. */
+  headers?: Record<string, string>;
+}
+
+/** Options of a single request. */
+export interface RequestOpts {
+  /** Overrides the connection's `requestTimeoutMs` for this call. */
+  requestTimeoutMs?: number;
+  /** Cancels the call. */
+  signal?: AbortSignal;
+}
+
+export interface ResolvedConfig {
+  apiUrl: string;
+  apiKey: string | undefined;
+  /** Configured domain; a sandbox's own domain, when the server reports one, comes first. */
+  domain: string;
+  /** Shared sandbox URL, or undefined when envd is reached on each sandbox's own host. */
+  sandboxUrl: string | undefined;
+  requestTimeoutMs: number;
+  headers: Record<string, string>;
+}
+
+export type Environment = Readonly<Record<string, string | undefined>>;
+
+function processEnv(): Environment {
+  // Browsers have no `process`; there every setting comes from options.
+  return typeof process === 'undefined' ? {} : process.env;
+}
+
+export function resolveConfig(opts: ConnectionOpts = {}, env: Environment = processEnv()): ResolvedConfig {
+  const fromEnv = (name: string): string | undefined => env[name] || undefined;
+  const domain = opts.domain || fromEnv(ENV.domain);
+  let sandboxUrl: string | undefined;
+  // A setting given in code beats one from the environment, so a `domain`
+  // option turns off an inherited PADDOCK_SANDBOX_URL.
+  if (opts.sandboxUrl) sandboxUrl = opts.sandboxUrl;
+  else if (opts.domain) sandboxUrl = undefined;
+  else if (fromEnv(ENV.sandboxUrl)) sandboxUrl = fromEnv(ENV.sandboxUrl);
+  else if (domain) sandboxUrl = undefined;
+  else sandboxUrl = DEFAULT_SANDBOX_URL;
+  return {
+    apiUrl: opts.apiUrl || fromEnv(ENV.apiUrl) || DEFAULT_API_URL,
+    apiKey: opts.apiKey || fromEnv(ENV.apiKey),
+    domain: domain ?? DEFAULT_DOMAIN,
+    sandboxUrl,
+    requestTimeoutMs: opts.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS,
+    headers: { ...opts.headers },
+  };
+}
+
+/**
+ * envd's base URL for one sandbox: the shared sandbox URL, or the sandbox's
+ * own host. Plain http is used only under `localhost`, where there is no TLS.
+ */
+export function envdUrl(config: ResolvedConfig, sandboxId: string, sandboxDomain: string): string {
+  if (config.sandboxUrl) return config.sandboxUrl;
+  const scheme = isLocalDomain(sandboxDomain) ? 'http' : 'https';
+  return `${scheme}://${ENVD_PORT}-${sandboxId}.${sandboxDomain}`;
+}
+
+/** `localhost` or a name under it, with or without a port. */
+export function isLocalDomain(domain: string): boolean {
+  const host = domain.replace(/:\d+$/, '').toLowerCase();
+  return host === 'localhost' || host.endsWith('.localhost');
+}

@@ -1,0 +1,98 @@
+// The one error hierarchy of the SDK. Every failure the SDK throws is a
+// SandboxError; `cause` keeps the client error (ControlApiError,
+// EnvdHttpError, ConnectError…) it was built from.
+
+export interface SandboxErrorOptions {
+  cause?: unknown;
+  /** HTTP status of the answer that produced the error, when there was one. */
+  statusCode?: number | undefined;
+}
+
+/** Base of every error the SDK throws. */
+export class SandboxError extends Error {
+  override readonly name: string = 'SandboxError';
+  /** HTTP status of the answer that produced the error, when there was one. */
+  readonly statusCode: number | undefined;
+
+  constructor(message: string, options: SandboxErrorOptions = {}) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.statusCode = options.statusCode;
+  }
+}
+
+/**
+ * A deadline passed: the request timeout (`requestTimeoutMs`), a command's or
+ * watch's `timeoutMs`, or the sandbox itself stopped answering (the sandbox
+ * proxy answers 502 for a sandbox that is no longer running, most often
+ * because its timeout ran out).
+ */
+export class TimeoutError extends SandboxError {
+  override readonly name: string = 'TimeoutError';
+}
+
+/** An argument was refused, by the SDK before sending or by the server. */
+export class InvalidArgumentError extends SandboxError {
+  override readonly name: string = 'InvalidArgumentError';
+}
+
+/** The sandbox's disk is full. */
+export class NotEnoughSpaceError extends SandboxError {
+  override readonly name: string = 'NotEnoughSpaceError';
+}
+
+/** Something does not exist: a template, a process. Files and sandboxes have their own subclasses. */
+export class NotFoundError extends SandboxError {
+  override readonly name: string = 'NotFoundError';
+}
+
+/** A file or directory inside the sandbox does not exist. */
+export class FileNotFoundError extends NotFoundError {
+  override readonly name: string = 'FileNotFoundError';
+}
+
+/** The sandbox does not exist, or is no longer running. */
+export class SandboxNotFoundError extends NotFoundError {
+  override readonly name: string = 'SandboxNotFoundError';
+}
+
+/** Missing or refused credentials: the API key, or the sandbox's access token. */
+export class AuthenticationError extends SandboxError {
+  override readonly name: string = 'AuthenticationError';
+}
+
+/** Too many requests (HTTP 429). */
+export class RateLimitError extends SandboxError {
+  override readonly name: string = 'RateLimitError';
+}
+
+/** The sandbox's template or envd cannot do what was asked (an envd too old for a feature). */
+export class TemplateError extends SandboxError {
+  override readonly name: string = 'TemplateError';
+}
+
+/** What a finished command left behind. */
+export interface CommandResult {
+  /** Exit code; 0 is success. */
+  exitCode: number;
+  /** What envd reported when the process failed (e.g. `signal: killed`). */
+  error: string | undefined;
+  stdout: string;
+  stderr: string;
+}
+
+/** A command exited with a non-zero code; its output is kept. */
+export class CommandExitError extends SandboxError implements CommandResult {
+  override readonly name: string = 'CommandExitError';
+  readonly exitCode: number;
+  readonly error: string | undefined;
+  readonly stdout: string;
+  readonly stderr: string;
+
+  constructor(result: CommandResult) {
+    super(`command exited with code ${result.exitCode}${result.error ? `: ${result.error}` : ''}`);
+    this.exitCode = result.exitCode;
+    this.error = result.error;
+    this.stdout = result.stdout;
+    this.stderr = result.stderr;
+  }
+}

@@ -1,0 +1,71 @@
+export { Sandbox } from './sandbox.js';
+export type {
+  SandboxApiOpts,
+  SandboxConnectOpts,
+  SandboxListOpts,
+  SandboxMetricsOpts,
+  SandboxMetricsRangeOpts,
+  SandboxOpts,
+  SandboxPauseOpts,
+  SandboxUrlOpts,
+} from './sandbox.js';
+export type { ListQuery, SandboxPaginator, SandboxQuery } from './sandbox-api.js';
+export {
+  DEFAULT_API_URL,
+  DEFAULT_DOMAIN,
+  DEFAULT_REQUEST_TIMEOUT_MS,
+  DEFAULT_SANDBOX_TIMEOUT_MS,
+  DEFAULT_SANDBOX_URL,
+  type ConnectionOpts,
+  type RequestOpts,
+} from './config.js';
+export type {
+  Filesystem,
+  FilesystemListOpts,
+  FilesystemReadOpts,
+  FilesystemRequestOpts,
+  FilesystemWriteOpts,
+  WatchOpts,
+  WriteData,
+  WriteEntry,
+} from './filesystem.js';
+export type { WatchEventCallback, WatchExitCallback, WatchHandle } from './watch-handle.js';
+export type { CommandConnectOpts, CommandRequestOpts, CommandStartOpts, Commands } from './commands.js';
+export type { CommandHandle, OutputCallback, PtyOutputCallback } from './command-handle.js';
+export type { Pty, PtyConnectOpts, PtyCreateOpts } from './pty.js';
+export {
+  FileType,
+  FilesystemEventType,
+  type EntryInfo,
+  type FilesystemEvent,
+  type ProcessInfo,
+  type PtySize,
+  type SandboxConnectionInfo,
+  type SandboxEgressProxy,
+  type SandboxInfo,
+  type SandboxInfoLifecycle,
+  type SandboxLifecycle,
+  type SandboxMetrics,
+  type SandboxNetworkInfo,
+  type SandboxNetworkOpts,
+  type SandboxNetworkRule,
+  type SandboxNetworkUpdate,
+  type SandboxOnTimeout,
+  type SandboxState,
+  type WriteInfo,
+} from './types.js';
+export {
+  AuthenticationError,
+  CommandExitError,
+  FileNotFoundError,
+  InvalidArgumentError,
+  NotEnoughSpaceError,
+  NotFoundError,
+  RateLimitError,
+  SandboxError,
+  SandboxNotFoundError,
+  TemplateError,
+  TimeoutError,
+  type CommandResult,
+  type SandboxErrorOptions,
+} from './errors.js';

@@ -1,0 +1,320 @@
+// `Sandbox`: one sandbox, its lifecycle through the control API, and its
+// files, commands and terminals through its envd.
+import { EnvdClient } from '@paddock/envd-client';
+import { Commands } from './commands.js';
+import {
+  DEFAULT_SANDBOX_TIMEOUT_MS,
+  envdUrl,
+  resolveConfig,
+  type ConnectionOpts,
+  type RequestOpts,
+  type ResolvedConfig,
+} from './config.js';
+import type { SandboxContext } from './context.js';
+import { MIN_ENVD_VERSION, atLeast } from './envd-version.js';
+import { fromEnvdHttpError } from './error-mapping.js';
+import { InvalidArgumentError, TemplateError } from './errors.js';
+import { Filesystem } from './filesystem.js';
+import { Pty } from './pty.js';
+import {
+  connectSandbox,
+  createSandbox,
+  getSandboxInfo,
+  getSandboxMetrics,
+  killSandbox,
+  listSandboxes,
+  pauseSandbox,
+  setSandboxTimeout,
+  updateSandboxNetwork,
+  type ListQuery,
+  type MetricsRange,
+  type SandboxPaginator,
+} from './sandbox-api.js';
+import type {
+  SandboxConnectionInfo,
+  SandboxInfo,
+  SandboxLifecycle,
+  SandboxMetrics,
+  SandboxNetworkOpts,
+  SandboxNetworkUpdate,
+} from './types.js';
+
+/** Connection settings plus a signal for the one call they are given to. */
+export interface SandboxApiOpts extends ConnectionOpts {
+  signal?: AbortSignal;
+}
+
+/** Options of `Sandbox.create`. */
+export interface SandboxOpts extends SandboxApiOpts {
+  /** Template ID or name. Default `base`. */
+  template?: string;
+  /** Labels to find the sandbox by (`Sandbox.list`). */
+  metadata?: Record<string, string>;
+  /** Environment variables of every process in the sandbox. */
+  envs?: Record<string, string>;
+  /** Lifetime in ms, from now; `setTimeout` changes it later. Default 300 000. */
+  timeoutMs?: number;
+  /** Require the envd access token on every request to the sandbox. Default true. */
+  secure?: boolean;
+  /** Whether the sandbox may reach the internet. */
+  allowInternetAccess?: boolean;
+  network?: SandboxNetworkOpts;
+  /** What happens when the timeout runs out; killed by default. */
+  lifecycle?: SandboxLifecycle;
+}
+
+/** Options of `Sandbox.connect`. */
+export interface SandboxConnectOpts extends SandboxApiOpts {
+  /**
+   * The sandbox lives at least this long from now, in ms (an expiry already
+   * later is kept). Default 300 000.
+   */
+  timeoutMs?: number;
+}
+
+export interface SandboxListOpts extends ConnectionOpts, ListQuery {}
+
+export interface SandboxMetricsOpts extends SandboxApiOpts {
+  /** Samples from this time on. */
+  start?: Date;
+  /** Samples up to this time. */
+  end?: Date;
+}
+
+export interface SandboxPauseOpts extends SandboxApiOpts {
+  /** Keep memory (running processes) as well as the filesystem. The server's default (true) when omitted. */
+  keepMemory?: boolean;
+}
+
+export interface SandboxMetricsRangeOpts extends RequestOpts {
+  start?: Date;
+  end?: Date;
+}
+
+export interface SandboxUrlOpts {
+  /** User to read or write as; envd's default user when omitted. */
+  user?: string;
+  /** Seconds the URL stays valid; forever when omitted. Needs a secure sandbox. */
+  useSignatureExpiration?: number;
+}
+
+/**
+ * A sandbox. Get one with `Sandbox.create`, `Sandbox.connect`, or
+ * `Sandbox.fromConnectionInfo` when its connection details are already known.
+ */
+export class Sandbox {
+  readonly sandboxId: string;
+  /** Domain of the sandbox's hosts: `getHost(port)` is `{port}-{sandboxId}.{sandboxDomain}`. */
+  readonly sandboxDomain: string;
+  /** Version of envd inside the sandbox. */
+  readonly envdVersion: string;
+  /** Needed to reach the sandbox's ports when public traffic is not allowed. */
+  readonly trafficAccessToken: string | undefined;
+  readonly files: Filesystem;
+  readonly commands: Commands;
+  readonly pty: Pty;
+  readonly #envdAccessToken: string | undefined;
+  readonly #config: ResolvedConfig;
+  readonly #envd: EnvdClient;
+
+  protected constructor(info: SandboxConnectionInfo, config: ResolvedConfig) {
+    this.sandboxId = info.sandboxId;
+    this.sandboxDomain = info.sandboxDomain ?? config.domain;
+    this.envdVersion = info.envdVersion;
+    this.trafficAccessToken = info.trafficAccessToken;
+    this.#envdAccessToken = info.envdAccessToken;
+    this.#config = config;
+    this.#envd = new EnvdClient({
+      envdUrl: envdUrl(config, this.sandboxId, this.sandboxDomain),
+      accessToken: info.envdAccessToken,
+      // Sent on every request, as E2B's SDK does, so that a shared sandbox URL can route it.
+      sandboxId: this.sandboxId,
+      requestTimeoutMs: config.requestTimeoutMs,
+      headers: config.headers,
+    });
+    const context: SandboxContext = {
+      envd: this.#envd,
+      envdVersion: this.envdVersion,
+      requestTimeoutMs: config.requestTimeoutMs,
+    };
+    this.files = new Filesystem(context);
+    this.commands = new Commands(context);
+    this.pty = new Pty(context);
+  }
+
+  /** Creates a sandbox from a template (default `base`). */
+  static create(opts?: SandboxOpts): Promise<Sandbox>;
+  static create(template: string, opts?: SandboxOpts): Promise<Sandbox>;
+  static async create(templateOrOpts?: string | SandboxOpts, maybeOpts?: SandboxOpts): Promise<Sandbox> {
+    const opts = (typeof templateOrOpts === 'string' ? maybeOpts : templateOrOpts) ?? {};
+    const template = typeof templateOrOpts === 'string' ? templateOrOpts : (opts.template ?? 'base');
+    const config = resolveConfig(opts);
+    const info = await createSandbox(
+      config,
+      {
+        template,
+        timeoutMs: opts.timeoutMs ?? DEFAULT_SANDBOX_TIMEOUT_MS,
+        metadata: opts.metadata,
+        envs: opts.envs,
+        secure: opts.secure ?? true,
+        allowInternetAccess: opts.allowInternetAccess,
+        network: opts.network,
+        lifecycle: opts.lifecycle,
+      },
+      opts,
+    );
+    if (!atLeast(info.envdVersion, MIN_ENVD_VERSION)) {
+      // Nobody could use it: do not leave it running until its timeout.
+      await killSandbox(config, info.sandboxId, {}).catch(() => false);
+      throw tooOld(info.envdVersion, template);
+    }
+    return new Sandbox(info, config);
+  }
+
+  /**
+   * Connects to an existing sandbox, resuming it when it is paused, and makes
+   * sure it lives at least `timeoutMs` more.
+   */
+  static async connect(sandboxId: string, opts: SandboxConnectOpts = {}): Promise<Sandbox> {
+    const config = resolveConfig(opts);
+    const info = await connectSandbox(config, sandboxId, opts.timeoutMs ?? DEFAULT_SANDBOX_TIMEOUT_MS, opts);
+    if (!atLeast(info.envdVersion, MIN_ENVD_VERSION)) throw tooOld(info.envdVersion, sandboxId);
+    return new Sandbox(info, config);
+  }
+
+  /**
+   * A sandbox object from connection details already at hand (saved from
+   * `connectionInfo`, or handed over by another process), without a call to
+   * the control API. With `sandboxUrl` set to an envd's own URL, files,
+   * commands and terminals work against that envd alone.
+   */
+  static fromConnectionInfo(info: SandboxConnectionInfo, opts: ConnectionOpts = {}): Sandbox {
+    if (!info.sandboxId) throw new InvalidArgumentError('sandboxId must not be empty');
+    if (!atLeast(info.envdVersion, MIN_ENVD_VERSION)) throw tooOld(info.envdVersion, info.sandboxId);
+    return new Sandbox(info, resolveConfig(opts));
+  }
+
+  /** Sandboxes of the team, newest first, filtered by `query`. */
+  static list(opts: SandboxListOpts = {}): SandboxPaginator {
+    return listSandboxes(resolveConfig(opts), opts);
+  }
+
+  /** Kills a sandbox. False when it does not exist. */
+  static kill(sandboxId: string, opts: SandboxApiOpts = {}): Promise<boolean> {
+    return killSandbox(resolveConfig(opts), sandboxId, opts);
+  }
+
+  static getInfo(sandboxId: string, opts: SandboxApiOpts = {}): Promise<SandboxInfo> {
+    return getSandboxInfo(resolveConfig(opts), sandboxId, opts);
+  }
+
+  static getMetrics(sandboxId: string, opts: SandboxMetricsOpts = {}): Promise<SandboxMetrics[]> {
+    return getSandboxMetrics(resolveConfig(opts), sandboxId, metricsRange(opts), opts);
+  }
+
+  /** Sets the sandbox to expire `timeoutMs` from now, sooner or later than before. */
+  static setTimeout(sandboxId: string, timeoutMs: number, opts: SandboxApiOpts = {}): Promise<void> {
+    return setSandboxTimeout(resolveConfig(opts), sandboxId, timeoutMs, opts);
+  }
+
+  /** Pauses a sandbox; `Sandbox.connect` resumes it. False when it was not running. */
+  static pause(sandboxId: string, opts: SandboxPauseOpts = {}): Promise<boolean> {
+    return pauseSandbox(resolveConfig(opts), sandboxId, opts.keepMemory, opts);
+  }
+
+  static updateNetwork(sandboxId: string, network: SandboxNetworkUpdate, opts: SandboxApiOpts = {}): Promise<void> {
+    return updateSandboxNetwork(resolveConfig(opts), sandboxId, network, opts);
+  }
+
+  /** What `fromConnectionInfo` needs to rebuild this object elsewhere. Holds the access token: keep it secret. */
+  get connectionInfo(): SandboxConnectionInfo {
+    return {
+      sandboxId: this.sandboxId,
+      envdVersion: this.envdVersion,
+      envdAccessToken: this.#envdAccessToken,
+      trafficAccessToken: this.trafficAccessToken,
+      sandboxDomain: this.sandboxDomain,
+    };
+  }
+
+  /** Resumes the sandbox if it is paused and makes sure it lives at least `timeoutMs` more (default 300 000). */
+  async connect(opts: RequestOpts & { timeoutMs?: number } = {}): Promise<this> {
+    await connectSandbox(this.#config, this.sandboxId, opts.timeoutMs ?? DEFAULT_SANDBOX_TIMEOUT_MS, opts);
+    return this;
+  }
+
+  /** Kills the sandbox. False when it was already gone. */
+  kill(opts: RequestOpts = {}): Promise<boolean> {
+    return killSandbox(this.#config, this.sandboxId, opts);
+  }
+
+  /** Sets the sandbox to expire `timeoutMs` from now, sooner or later than before. */
+  setTimeout(timeoutMs: number, opts: RequestOpts = {}): Promise<void> {
+    return setSandboxTimeout(this.#config, this.sandboxId, timeoutMs, opts);
+  }
+
+  getInfo(opts: RequestOpts = {}): Promise<SandboxInfo> {
+    return getSandboxInfo(this.#config, this.sandboxId, opts);
+  }
+
+  /** Resource usage samples, oldest first. */
+  getMetrics(opts: SandboxMetricsRangeOpts = {}): Promise<SandboxMetrics[]> {
+    return getSandboxMetrics(this.#config, this.sandboxId, metricsRange(opts), opts);
+  }
+
+  /** Pauses the sandbox; `connect` resumes it. False when it was not running. */
+  pause(opts: RequestOpts & { keepMemory?: boolean } = {}): Promise<boolean> {
+    return pauseSandbox(this.#config, this.sandboxId, opts.keepMemory, opts);
+  }
+
+  updateNetwork(network: SandboxNetworkUpdate, opts: RequestOpts = {}): Promise<void> {
+    return updateSandboxNetwork(this.#config, this.sandboxId, network, opts);
+  }
+
+  /** Whether the sandbox answers: false once it is killed, paused or expired. */
+  async isRunning(opts: RequestOpts = {}): Promise<boolean> {
+    try {
+      return await this.#envd.health({ requestTimeoutMs: opts.requestTimeoutMs, signal: opts.signal });
+    } catch (err) {
+      throw fromEnvdHttpError(err, 'other');
+    }
+  }
+
+  /** Host under which a port of the sandbox is reached: `{port}-{sandboxId}.{sandboxDomain}`. */
+  getHost(port: number): string {
+    if (!Number.isInteger(port) || port < 1 || port > 65535) throw new InvalidArgumentError(`port ${port} is not a TCP port`);
+    return `${port}-${this.sandboxId}.${this.sandboxDomain}`;
+  }
+
+  /**
+   * URL to upload a file to with no headers (an HTML form, `curl -F`), signed
+   * when the sandbox is secure. Without `path`, each uploaded part's filename
+   * is its path.
+   */
+  async uploadUrl(path?: string, opts: SandboxUrlOpts = {}): Promise<string> {
+    try {
+      return await this.#envd.uploadUrl(path, { user: opts.user, expiresInSeconds: opts.useSignatureExpiration });
+    } catch (err) {
+      throw fromEnvdHttpError(err, 'file');
+    }
+  }
+
+  /** URL to download a file with no headers (a link, `curl`), signed when the sandbox is secure. */
+  async downloadUrl(path: string, opts: SandboxUrlOpts = {}): Promise<string> {
+    try {
+      return await this.#envd.downloadUrl(path, { user: opts.user, expiresInSeconds: opts.useSignatureExpiration });
+    } catch (err) {
+      throw fromEnvdHttpError(err, 'file');
+    }
+  }
+}
+
+function metricsRange(opts: { start?: Date; end?: Date }): MetricsRange {
+  return { start: opts.start, end: opts.end };
+}
+
+function tooOld(envdVersion: string, what: string): TemplateError {
+  return new TemplateError(
+    `envd ${envdVersion} of '${what}' is older than ${MIN_ENVD_VERSION}, the oldest this SDK supports; rebuild the template with a newer envd`,
+  );
+}

@@ -1,0 +1,383 @@
+// Sandbox's control-plane methods, against a local HTTP server answering as
+// the control API documents (openapi/control.yaml), and a real envd for the
+// sandbox they hand out. What the server receives is checked on the wire.
+import {
+  AuthenticationError,
+  InvalidArgumentError,
+  NotFoundError,
+  RateLimitError,
+  Sandbox,
+  SandboxError,
+  SandboxNotFoundError,
+  TemplateError,
+  TimeoutError,
+} from '../src/index.js';
+import { startEnvd, type LocalEnvd } from './support/envd.js';
+import { reply, startStandIn, type SeenRequest, type StandInServer } from './support/stand-in-server.js';
+
+let api: StandInServer;
+let envd: LocalEnvd;
+const key = 'pdk_test_key';
+
+beforeAll(async () => {
+  [api, envd] = await Promise.all([startStandIn(), startEnvd()]);
+});
+afterAll(async () => {
+  await Promise.all([api.close(), envd.stop()]);
+});
+beforeEach(() => {
+  api.seen.length = 0;
+});
+
+const opts = () => ({ apiUrl: api.url, apiKey: key, sandboxUrl: envd.url });
+
+function record(id: string, overrides: Record<string, unknown> = {}) {
+  return {
+    sandboxID: id,
+    templateID: 'tpl-base',
+    clientID: 'paddock',
+    envdVersion: '0.7.0',
+    envdAccessToken: envd.token,
+    trafficAccessToken: 'traffic-tok',
+    domain: 'localhost:3001',
+    ...overrides,
+  };
+}
+
+function detail(id: string, metadata: Record<string, string> = {}) {
+  return {
+    sandboxID: id,
+    templateID: 'tpl-base',
+    clientID: 'paddock',
+    alias: 'base',
+    startedAt: '2025-06-01T10:00:00Z',
+    endAt: '2025-06-01T10:05:00Z',
+    envdVersion: '0.7.0',
+    cpuCount: 2,
+    memoryMB: 512,
+    diskSizeMB: 1024,
+    state: 'running',
+    metadata,
+  };
+}
+
+const only = (method: string, path: string): SeenRequest[] => api.seen.filter((r) => r.method === method && r.url.pathname === path);
+
+describe('create', () => {
+  test('sends the defaults, and the sandbox it returns drives the envd it names', async () => {
+    api.answer((_req, res) => reply(res, 201, record('sbx-new')));
+    const sbx = await Sandbox.create(opts());
+    expect(api.seen).toHaveLength(1);
+    const [req] = api.seen;
+    expect(req).toMatchObject({ method: 'POST', json: { templateID: 'base', timeout: 300, secure: true } });
+    expect(req?.url.pathname).toBe('/v2/sandboxes');
+    expect(req?.headers['x-api-key']).toBe(key);
+    expect(sbx).toMatchObject({ sandboxId: 'sbx-new', envdVersion: '0.7.0', sandboxDomain: 'localhost:3001', trafficAccessToken: 'traffic-tok' });
+    expect(sbx.getHost(8000)).toBe('8000-sbx-new.localhost:3001');
+    // The access token from the answer is what envd checks.
+    expect((await sbx.commands.run('echo from-created')).stdout).toBe('from-created\n');
+  });
+
+  test('sends the template and every option given', async () => {
+    api.answer((_req, res) => reply(res, 201, record('sbx-opts')));
+    await Sandbox.create('python', {
+      ...opts(),
+      timeoutMs: 60_500,
+      metadata: { app: 'demo' },
+      envs: { MODE: 'test' },
+      secure: false,
+      allowInternetAccess: false,
+      network: { denyOut: ['10.0.0.0/8'] },
+      lifecycle: { onTimeout: 'pause', autoResume: true },
+    });
+    expect(api.seen[0]?.json).toEqual({
+      templateID: 'python',
+      timeout: 61,
+      secure: false,
+      metadata: { app: 'demo' },
+      envVars: { MODE: 'test' },
+      allow_internet_access: false,
+      network: { denyOut: ['10.0.0.0/8'] },
+      autoPause: true,
+      autoResume: { enabled: true },
+    });
+  });
+
+  test('without an API key nothing is sent', async () => {
+    await expect(Sandbox.create({ apiUrl: api.url, sandboxUrl: envd.url })).rejects.toBeInstanceOf(AuthenticationError);
+    expect(api.seen).toHaveLength(0);
+  });
+
+  test('a refused API key is an AuthenticationError that keeps the status', async () => {
+    api.answer((_req, res) => reply(res, 401, { code: 401, message: 'invalid API key' }));
+    const create = Sandbox.create({ ...opts(), apiKey: 'wrong' });
+    await expect(create).rejects.toBeInstanceOf(AuthenticationError);
+    await expect(create).rejects.toMatchObject({ statusCode: 401, message: expect.stringContaining('invalid API key') });
+  });
+
+  test('a missing template is a NotFoundError, not a SandboxNotFoundError', async () => {
+    api.answer((_req, res) => reply(res, 404, { code: 404, message: "template 'nope' not found" }));
+    const err = await Sandbox.create('nope', opts()).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(NotFoundError);
+    expect(err).not.toBeInstanceOf(SandboxNotFoundError);
+  });
+
+  test('bad input named by the server is an InvalidArgumentError', async () => {
+    api.answer((_req, res) => reply(res, 400, { code: 400, message: 'timeout: must be >= 0' }));
+    await expect(Sandbox.create({ ...opts(), timeoutMs: 1 })).rejects.toBeInstanceOf(InvalidArgumentError);
+  });
+
+  test('an envd too old for the SDK: the sandbox is killed and a TemplateError thrown', async () => {
+    api.answer((req, res) => (req.method === 'POST' ? reply(res, 201, record('sbx-old', { envdVersion: '0.1.9' })) : reply(res, 204)));
+    await expect(Sandbox.create(opts())).rejects.toBeInstanceOf(TemplateError);
+    expect(only('DELETE', '/sandboxes/sbx-old')).toHaveLength(1);
+  });
+
+  test('429 is retried, then a RateLimitError', async () => {
+    api.answer((_req, res) => reply(res, 429, { code: 429, message: 'slow down' }, { 'retry-after': '0' }));
+    await expect(Sandbox.list(opts()).nextItems()).rejects.toBeInstanceOf(RateLimitError);
+    expect(api.seen.length).toBeGreaterThan(1);
+  });
+
+  test('no answer in time is a TimeoutError', async () => {
+    api.answer(() => undefined);
+    await expect(Sandbox.getInfo('sbx-slow', { ...opts(), requestTimeoutMs: 200 })).rejects.toBeInstanceOf(TimeoutError);
+  });
+});
+
+describe('connect', () => {
+  test('asks for at least the timeout, resumed (201) or running (200) alike', async () => {
+    api.answer((req, res) => reply(res, req.json && (req.json as { timeout: number }).timeout === 300 ? 201 : 200, record('sbx-c')));
+    const sbx = await Sandbox.connect('sbx-c', opts());
+    expect(api.seen[0]).toMatchObject({ method: 'POST', json: { timeout: 300 } });
+    expect(api.seen[0]?.url.pathname).toBe('/v2/sandboxes/sbx-c/connect');
+    expect((await sbx.files.write('connected.txt', 'ok')).name).toBe('connected.txt');
+    expect(await sbx.connect({ timeoutMs: 10_000 })).toBe(sbx);
+    expect(api.seen[1]).toMatchObject({ json: { timeout: 10 } });
+  });
+
+  test('an unknown sandbox is a SandboxNotFoundError', async () => {
+    api.answer((_req, res) => reply(res, 404, { code: 404, message: 'sandbox sbx-x not found' }));
+    await expect(Sandbox.connect('sbx-x', opts())).rejects.toBeInstanceOf(SandboxNotFoundError);
+  });
+});
+
+describe('one sandbox', () => {
+  let sbx: Sandbox;
+  beforeAll(async () => {
+    api.answer((_req, res) => reply(res, 201, record('sbx-1')));
+    sbx = await Sandbox.create(opts());
+  });
+
+  test('kill: true when killed, false when already gone', async () => {
+    api.answer((_req, res) => reply(res, 204));
+    expect(await sbx.kill()).toBe(true);
+    api.answer((_req, res) => reply(res, 404, { code: 404, message: 'sandbox sbx-1 not found' }));
+    expect(await sbx.kill()).toBe(false);
+    expect(await Sandbox.kill('sbx-1', opts())).toBe(false);
+    expect(only('DELETE', '/sandboxes/sbx-1')).toHaveLength(3);
+  });
+
+  test('kill of a sandbox the server cannot kill throws', async () => {
+    api.answer((_req, res) => reply(res, 500, { code: 500, message: 'runtime failed' }));
+    const err = await sbx.kill().catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(SandboxError);
+    expect(err).toMatchObject({ statusCode: 500 });
+  });
+
+  test('pause: true when paused, false when it was not running; keepMemory is sent as memory', async () => {
+    api.answer((_req, res) => reply(res, 204));
+    expect(await sbx.pause()).toBe(true);
+    expect(await Sandbox.pause('sbx-1', { ...opts(), keepMemory: false })).toBe(true);
+    expect(only('POST', '/sandboxes/sbx-1/pause').map((r) => r.json)).toEqual([{}, { memory: false }]);
+    api.answer((_req, res) => reply(res, 409, { code: 409, message: 'sandbox sbx-1 is not running' }));
+    expect(await sbx.pause()).toBe(false);
+    api.answer((_req, res) => reply(res, 404, { code: 404, message: 'sandbox sbx-1 not found' }));
+    await expect(sbx.pause()).rejects.toBeInstanceOf(SandboxNotFoundError);
+  });
+
+  test('setTimeout sends whole seconds, rounded up', async () => {
+    api.answer((_req, res) => reply(res, 204));
+    await sbx.setTimeout(30_001);
+    await Sandbox.setTimeout('sbx-1', 5_000, opts());
+    expect(only('POST', '/sandboxes/sbx-1/timeout').map((r) => r.json)).toEqual([{ timeout: 31 }, { timeout: 5 }]);
+    api.answer((_req, res) => reply(res, 404, { code: 404, message: 'gone' }));
+    await expect(sbx.setTimeout(1000)).rejects.toBeInstanceOf(SandboxNotFoundError);
+  });
+
+  test('getInfo maps the details', async () => {
+    api.answer((_req, res) => reply(res, 200, { ...detail('sbx-1', { app: 'demo' }), lifecycle: { onTimeout: 'kill', autoResume: false } }));
+    const info = await sbx.getInfo();
+    expect(info).toMatchObject({
+      sandboxId: 'sbx-1',
+      templateId: 'tpl-base',
+      name: 'base',
+      metadata: { app: 'demo' },
+      state: 'running',
+      lifecycle: { onTimeout: 'kill', autoResume: false },
+    });
+    expect(info.endAt).toEqual(new Date('2025-06-01T10:05:00Z'));
+    api.answer((_req, res) => reply(res, 404, { code: 404, message: 'sandbox sbx-1 not found' }));
+    await expect(Sandbox.getInfo('sbx-1', opts())).rejects.toBeInstanceOf(SandboxNotFoundError);
+  });
+
+  test('getMetrics sends the range in unix seconds', async () => {
+    api.answer((_req, res) =>
+      reply(res, 200, [
+        {
+          timestamp: '2025-06-01T10:00:05Z',
+          timestampUnix: 1748772005,
+          cpuCount: 2,
+          cpuUsedPct: 3.5,
+          memUsed: 100,
+          memTotal: 512,
+          memCache: 10,
+          diskUsed: 1,
+          diskTotal: 2,
+        },
+      ]),
+    );
+    const metrics = await sbx.getMetrics({ start: new Date(1_748_772_000_000), end: new Date(1_748_772_060_400) });
+    const [req] = only('GET', '/sandboxes/sbx-1/metrics');
+    expect(Object.fromEntries(req?.url.searchParams ?? [])).toEqual({ start: '1748772000', end: '1748772060' });
+    expect(metrics).toEqual([
+      { timestamp: new Date(1748772005000), cpuCount: 2, cpuUsedPct: 3.5, memUsed: 100, memTotal: 512, memCache: 10, diskUsed: 1, diskTotal: 2 },
+    ]);
+    expect(await Sandbox.getMetrics('sbx-1', opts())).toHaveLength(1);
+    expect(only('GET', '/sandboxes/sbx-1/metrics')[1]?.url.search).toBe('');
+  });
+
+  test('updateNetwork puts the rules', async () => {
+    api.answer((_req, res) => reply(res, 204));
+    await sbx.updateNetwork({ allowOut: ['pypi.org'], denyOut: ['0.0.0.0/0'] });
+    await Sandbox.updateNetwork('sbx-1', { allowInternetAccess: true }, opts());
+    expect(only('PUT', '/sandboxes/sbx-1/network').map((r) => r.json)).toEqual([
+      { allowOut: ['pypi.org'], denyOut: ['0.0.0.0/0'] },
+      { allow_internet_access: true },
+    ]);
+  });
+});
+
+describe('isRunning', () => {
+  test('asks /health with the routing headers: 2xx is running, 502 (from the proxy) is not', async () => {
+    let running = true;
+    api.answer((req, res) => {
+      if (req.url.pathname === '/health') {
+        if (running) reply(res, 204);
+        else reply(res, 502, { code: 502, message: `sandbox ${String(req.headers['e2b-sandbox-id'])} is not running` });
+      } else reply(res, 201, record('sbx-h'));
+    });
+    const sbx = await Sandbox.create({ ...opts(), sandboxUrl: api.url });
+    expect(await sbx.isRunning()).toBe(true);
+    const health = only('GET', '/health')[0];
+    expect(health?.headers).toMatchObject({ 'e2b-sandbox-id': 'sbx-h', 'e2b-sandbox-port': '49983', 'x-access-token': envd.token });
+    running = false;
+    expect(await sbx.isRunning()).toBe(false);
+  });
+
+  test('against the real envd', async () => {
+    expect(await envd.sandbox().isRunning()).toBe(true);
+  });
+
+  test('a dead sandbox behind the proxy makes files and commands fail as not running', async () => {
+    api.answer((req, res) =>
+      req.url.pathname === '/v2/sandboxes' ? reply(res, 201, record('sbx-dead')) : reply(res, 502, { code: 502, message: 'sandbox sbx-dead is not running' }),
+    );
+    const sbx = await Sandbox.create({ ...opts(), sandboxUrl: api.url });
+    await expect(sbx.files.read('/etc/hosts')).rejects.toBeInstanceOf(TimeoutError);
+    await expect(sbx.files.exists('/etc/hosts')).rejects.toBeInstanceOf(TimeoutError);
+    await expect(sbx.commands.run('true')).rejects.toBeInstanceOf(SandboxNotFoundError);
+  });
+});
+
+describe('process streams on the wire', () => {
+  /** The one message of a Connect stream request: a 5-byte envelope, then JSON. */
+  const message = (req: SeenRequest | undefined): unknown => JSON.parse((req?.raw ?? Buffer.alloc(5)).subarray(5).toString('utf8'));
+  let sbx: Sandbox;
+
+  beforeAll(async () => {
+    api.answer((req, res) =>
+      req.url.pathname === '/v2/sandboxes' ? reply(res, 201, record('sbx-wire')) : reply(res, 502, { code: 502, message: 'not running' }),
+    );
+    sbx = await Sandbox.create({ ...opts(), sandboxUrl: api.url });
+  });
+
+  test('a command: bash -l -c, stdin false, keepalive and deadline headers', async () => {
+    await expect(sbx.commands.run('echo hi', { user: 'root', cwd: '/srv', envs: { A: '1' } })).rejects.toBeInstanceOf(SandboxNotFoundError);
+    const [start] = only('POST', '/process.Process/Start');
+    expect(start?.headers).toMatchObject({
+      'content-type': 'application/connect+json',
+      'keepalive-ping-interval': '50',
+      'connect-timeout-ms': '60000',
+      'e2b-sandbox-id': 'sbx-wire',
+      'e2b-sandbox-port': '49983',
+      'x-access-token': envd.token,
+      authorization: `Basic ${Buffer.from('root:').toString('base64')}`,
+    });
+    expect(message(start)).toEqual({ process: { cmd: '/bin/bash', args: ['-l', '-c', 'echo hi'], envs: { A: '1' }, cwd: '/srv' }, stdin: false });
+  });
+
+  test('timeoutMs 0 sends no deadline; no user sends no Authorization', async () => {
+    await expect(sbx.commands.run('sleep 1', { timeoutMs: 0, stdin: true })).rejects.toBeInstanceOf(SandboxNotFoundError);
+    const [start] = only('POST', '/process.Process/Start');
+    expect(start?.headers['connect-timeout-ms']).toBeUndefined();
+    expect(start?.headers.authorization).toBeUndefined();
+    expect(message(start)).toMatchObject({ stdin: true });
+  });
+
+  test('a terminal: bash -i -l, terminal env, size, and no stdin field', async () => {
+    await expect(sbx.pty.create({ cols: 90, rows: 20, onData: () => undefined, envs: { LANG: 'en_US.UTF-8' } })).rejects.toBeInstanceOf(
+      SandboxNotFoundError,
+    );
+    const [start] = only('POST', '/process.Process/Start');
+    expect(message(start)).toEqual({
+      process: { cmd: '/bin/bash', args: ['-i', '-l'], envs: { TERM: 'xterm-256color', LANG: 'en_US.UTF-8', LC_ALL: 'C.UTF-8' } },
+      pty: { size: { cols: 90, rows: 20 } },
+    });
+  });
+
+  test('watchDir asks with keepalive and a 60 s deadline', async () => {
+    await expect(sbx.files.watchDir('/tmp', () => undefined, { recursive: true })).rejects.toBeInstanceOf(SandboxNotFoundError);
+    const [watch] = only('POST', '/filesystem.Filesystem/WatchDir');
+    expect(watch?.headers).toMatchObject({ 'keepalive-ping-interval': '50', 'connect-timeout-ms': '60000' });
+    expect(message(watch)).toEqual({ path: '/tmp', recursive: true });
+  });
+});
+
+describe('list', () => {
+  test('follows X-Next-Token across pages with the metadata filter, giving SandboxInfo', async () => {
+    api.answer((req, res) => {
+      const token = req.url.searchParams.get('nextToken');
+      if (!token) reply(res, 200, [detail('s1', { team: 'a b' }), detail('s2', { team: 'a b' })], { 'x-next-token': 'page-2' });
+      else reply(res, 200, [detail('s3', { team: 'a b' })]);
+    });
+    const ids: string[] = [];
+    for await (const info of Sandbox.list({ ...opts(), query: { metadata: { team: 'a b' }, state: ['running', 'paused'] }, limit: 2 })) {
+      expect(info.startedAt).toBeInstanceOf(Date);
+      ids.push(info.sandboxId);
+    }
+    expect(ids).toEqual(['s1', 's2', 's3']);
+    const pages = only('GET', '/v2/sandboxes');
+    expect(pages).toHaveLength(2);
+    const first = pages[0]?.url.searchParams;
+    // Decoded as a server does: the parameter, then the query string in it, then each key and value.
+    const filter = [...new URLSearchParams(first?.get('metadata') ?? '')].map(([k, v]) => [decodeURIComponent(k), decodeURIComponent(v)]);
+    expect(filter).toEqual([['team', 'a b']]);
+    expect(first?.get('state')).toBe('running,paused');
+    expect(first?.get('limit')).toBe('2');
+    expect(pages[1]?.url.searchParams.get('nextToken')).toBe('page-2');
+  });
+
+  test('by hand: hasNext, nextItems, and a saved cursor', async () => {
+    api.answer((req, res) =>
+      req.url.searchParams.get('nextToken') === 'later' ? reply(res, 200, [detail('s9')]) : reply(res, 200, [detail('s8')], { 'x-next-token': 'later' }),
+    );
+    const paginator = Sandbox.list(opts());
+    expect(paginator.hasNext).toBe(true);
+    expect((await paginator.nextItems()).map((s) => s.sandboxId)).toEqual(['s8']);
+    expect(paginator.nextToken).toBe('later');
+    const resumed = Sandbox.list({ ...opts(), nextToken: paginator.nextToken });
+    expect((await resumed.nextItems()).map((s) => s.sandboxId)).toEqual(['s9']);
+    expect(resumed.hasNext).toBe(false);
+  });
+});
