@@ -60,6 +60,8 @@ export function table(headers: string[], rows: string[][]): string {
 }
 
 export function printError(err: CliError): void {
+  // An empty message only carries an exit code (a command's own, say).
+  if (!err.message) return;
   process.stderr.write(`${style.red('error', process.stderr)}: ${err.message}\n`);
   if (err.hint) process.stderr.write(`${style.dim(err.hint, process.stderr)}\n`);
 }

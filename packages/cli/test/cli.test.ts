@@ -1,0 +1,248 @@
+// The real `paddock` command against a real service it started itself.
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import * as pty from 'node-pty';
+import { RuncRuntime } from '@paddock/runtime';
+
+const main = join(import.meta.dirname, '../dist/main.js');
+const repo = join(import.meta.dirname, '../../..');
+const home = mkdtempSync(join(tmpdir(), 'paddock-cli-'));
+const env: NodeJS.ProcessEnv = { ...process.env, PADDOCK_HOME: home, NO_COLOR: '1' };
+delete env.PADDOCK_API_URL;
+delete env.PADDOCK_API_KEY;
+delete env.PADDOCK_SANDBOX_URL;
+
+interface Started {
+  child: ChildProcess;
+  info: { apiUrl: string; sandboxUrl: string; domain: string; apiKey?: string };
+}
+
+/** `paddock start --json`, resolved once it printed its addresses. */
+async function startService(): Promise<Started> {
+  const child = spawn(process.execPath, [main, 'start', '--json', '--api-port', '0', '--proxy-port', '0', '--warm-pool', '1'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  let err = '';
+  child.stderr!.on('data', (d: Buffer) => (err += d));
+  let json = '';
+  const info = await new Promise<Started['info']>((resolve, reject) => {
+    child.stdout!.on('data', (d: Buffer) => {
+      json += d;
+      try {
+        resolve(JSON.parse(json) as Started['info']);
+      } catch {
+        // not all of it yet
+      }
+    });
+    child.once('exit', (code) => reject(new Error(`paddock start exited with ${code}: ${err}`)));
+  });
+  return { child, info };
+}
+
+function paddock(args: string[], extraEnv: Record<string, string | undefined> = {}) {
+  const res = spawnSync(process.execPath, [main, ...args], { env: { ...env, ...extraEnv }, encoding: 'utf8', timeout: 120_000 });
+  return { code: res.status, stdout: res.stdout, stderr: res.stderr };
+}
+
+let service: Started;
+beforeAll(async () => {
+  service = await startService();
+});
+
+afterAll(async () => {
+  if (service.child.exitCode === null) {
+    const exited = new Promise((r) => service.child.once('exit', r));
+    service.child.kill('SIGTERM');
+    await exited;
+  }
+  const runtime = new RuncRuntime({ dataDir: join(home, 'runtime') });
+  for (const s of await runtime.list()) await runtime.destroy(s.id);
+  await runtime.release();
+  rmSync(home, { recursive: true, force: true });
+});
+
+test('start prints its addresses and a new key of the e2b form, and saves them for the CLI', () => {
+  expect(service.info.apiUrl).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
+  expect(service.info.apiKey).toMatch(/^e2b_[0-9a-f]{40}$/);
+  const saved = JSON.parse(readFileSync(join(home, 'credentials.json'), 'utf8')) as Record<string, string>;
+  expect(saved).toMatchObject({ apiUrl: service.info.apiUrl, sandboxUrl: service.info.sandboxUrl, apiKey: service.info.apiKey });
+  expect(paddock(['keys', 'current']).stdout).toBe(`${service.info.apiKey}\n`);
+});
+
+test('sandbox create --json, exec returns output and exit codes, list --json, kill', () => {
+  const created = paddock(['sandbox', 'create', '--json', '--metadata', 'suite=cli']);
+  expect(created.code).toBe(0);
+  const sbx = JSON.parse(created.stdout) as { sandboxId: string; state: string; metadata: Record<string, string> };
+  expect(sbx).toMatchObject({ state: 'running', metadata: { suite: 'cli' } });
+
+  const exec = paddock(['sandbox', 'exec', sbx.sandboxId, '--', 'python3', '-c', 'print(6*7)']);
+  expect([exec.code, exec.stdout]).toEqual([0, '42\n']);
+  const failing = paddock(['sandbox', 'exec', sbx.sandboxId, '--', 'sh', '-c', 'echo to-stderr >&2; exit 5']);
+  expect([failing.code, failing.stderr]).toEqual([5, 'to-stderr\n']);
+  const quoted = paddock(['sandbox', 'exec', sbx.sandboxId, '--', 'printf', '%s|', 'two words', "it's"]);
+  expect(quoted.stdout).toBe("two words|it's|");
+
+  const list = paddock(['sandbox', 'list', '--json']);
+  expect((JSON.parse(list.stdout) as Array<{ sandboxId: string }>).map((s) => s.sandboxId)).toContain(sbx.sandboxId);
+  const human = paddock(['sandbox', 'list']);
+  expect(human.stdout).toMatch(new RegExp(`${sbx.sandboxId}\\s+base\\s+running`));
+
+  expect(paddock(['sandbox', 'metrics', sbx.sandboxId, '--json']).code).toBe(0);
+  expect(paddock(['sandbox', 'logs', sbx.sandboxId]).stdout).toContain('sandbox created');
+  expect(paddock(['sandbox', 'kill', sbx.sandboxId]).code).toBe(0);
+  const again = paddock(['sandbox', 'kill', sbx.sandboxId]);
+  expect(again.code).toBe(4);
+  expect(again.stderr).toContain(`no sandbox ${sbx.sandboxId}`);
+  expect(paddock(['sandbox', 'info', 'nosuchsandbox']).code).toBe(4);
+});
+
+test('shell is a real terminal: commands run, resize is seen, exit ends it', async () => {
+  const id = paddock(['sandbox', 'create']).stdout.trim();
+  const term = pty.spawn(process.execPath, [main, 'sandbox', 'shell', id], { cols: 80, rows: 24, env: env as Record<string, string> });
+  let out = '';
+  term.onData((d) => (out += d));
+  const exited = new Promise<number>((resolve) => term.onExit(({ exitCode }) => resolve(exitCode)));
+  const waitFor = async (text: string) => {
+    for (let i = 0; i < 300; i++) {
+      if (out.includes(text)) return;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    throw new Error(`not seen '${text}' in ${JSON.stringify(out.slice(-500))}`);
+  };
+  term.write('echo "answer-$((6*7))"\r');
+  await waitFor('answer-42');
+  term.write('echo "cols-$(tput cols)"\r');
+  await waitFor('cols-80');
+  term.resize(100, 30);
+  await new Promise((r) => setTimeout(r, 300));
+  term.write('echo "size-$(stty size)"\r');
+  await waitFor('size-30 100');
+  term.write('exit\r');
+  expect(await exited).toBe(0);
+  paddock(['sandbox', 'kill', id]);
+});
+
+test('shell without a terminal says what to use instead', () => {
+  const res = paddock(['sandbox', 'shell', 'whatever']);
+  expect(res.code).toBe(2);
+  expect(res.stderr).toContain('shell needs a terminal');
+});
+
+test('doctor reports a missing runc with the command that fixes it', () => {
+  // A PATH with the tools Paddock needs, but no runc.
+  const bin = join(home, 'fake-bin');
+  mkdirSync(bin, { recursive: true });
+  for (const tool of ['mount', 'umount', 'mknod', 'cp', 'apt-get']) {
+    const real = ['/usr/bin', '/bin', '/usr/sbin', '/sbin'].map((d) => join(d, tool)).find((p) => existsSync(p));
+    if (real && !existsSync(join(bin, tool))) symlinkSync(real, join(bin, tool));
+  }
+  const res = paddock(['doctor', '--json', '--api-port', '0', '--proxy-port', '0'], { PATH: bin });
+  expect(res.code).toBe(3);
+  const report = JSON.parse(res.stdout) as { ok: boolean; checks: Array<{ name: string; ok: boolean; detail: string; fix?: string }> };
+  expect(report.ok).toBe(false);
+  const runc = report.checks.find((c) => c.name === 'runc');
+  expect(runc).toMatchObject({ ok: false, detail: 'runc is not on PATH', fix: 'apt-get install -y runc' });
+  expect(report.checks.filter((c) => !c.ok).map((c) => c.name)).toEqual(['runc']);
+  const human = paddock(['doctor', '--api-port', '0', '--proxy-port', '0'], { PATH: bin });
+  expect(human.stdout).toMatch(/runc\s+FAIL\s+runc is not on PATH\s+apt-get install -y runc/);
+  expect(human.stderr).toContain('1 check failed: runc');
+  expect(paddock(['doctor', '--json', '--api-port', '0', '--proxy-port', '0']).code).toBe(0);
+});
+
+test('every command has --help; unknown commands and bad options are usage errors', () => {
+  const commands = [
+    [],
+    ['start'],
+    ['doctor'],
+    ['keys'],
+    ['keys', 'create'],
+    ['keys', 'list'],
+    ['keys', 'revoke'],
+    ['keys', 'current'],
+    ['sandbox'],
+    ['sandbox', 'create'],
+    ['sandbox', 'list'],
+    ['sandbox', 'info'],
+    ['sandbox', 'kill'],
+    ['sandbox', 'exec'],
+    ['sandbox', 'shell'],
+    ['sandbox', 'logs'],
+    ['sandbox', 'metrics'],
+    ['template'],
+    ['template', 'list'],
+    ['template', 'info'],
+  ];
+  for (const c of commands) {
+    const res = paddock([...c, '--help']);
+    expect([c.join(' '), res.code]).toEqual([c.join(' '), 0]);
+    expect(res.stdout).toContain(`Usage: paddock ${c.join(' ')}`.trim());
+  }
+  expect(paddock(['frobnicate']).code).toBe(2);
+  expect(paddock(['sandbox', 'create', '--timeout', 'soon']).code).toBe(2);
+  expect(paddock(['start', '--api-port', '99999']).code).toBe(2);
+});
+
+test('template list and info', () => {
+  const list = JSON.parse(paddock(['template', 'list', '--json']).stdout) as Array<{ templateID: string }>;
+  expect(list.map((t) => t.templateID)).toEqual(['base']);
+  expect(paddock(['template', 'info', 'base']).stdout).toContain('ready');
+  expect(paddock(['template', 'info', 'nope']).code).toBe(4);
+});
+
+test('the README Quickstart examples run as written against the started service', () => {
+  const readme = readFileSync(join(repo, 'README.md'), 'utf8');
+  const block = (marker: string) => {
+    const m = new RegExp(`<!-- quickstart:${marker} -->\\n\`\`\`js\\n([\\s\\S]*?)\`\`\``).exec(readme);
+    if (!m) throw new Error(`README has no quickstart:${marker} block`);
+    return m[1]!;
+  };
+  const sdkEnv = { PADDOCK_API_URL: service.info.apiUrl, PADDOCK_SANDBOX_URL: service.info.sandboxUrl, PADDOCK_API_KEY: service.info.apiKey };
+  const e2bEnv = { E2B_API_URL: service.info.apiUrl, E2B_SANDBOX_URL: service.info.sandboxUrl, E2B_API_KEY: service.info.apiKey };
+  for (const [marker, extra] of [
+    ['sdk', sdkEnv],
+    ['e2b', e2bEnv],
+  ] as const) {
+    // Saved in the repository, as the README says, so that imports resolve.
+    const file = join(repo, `quickstart-test-${marker}-${process.pid}.mjs`);
+    writeFileSync(file, block(marker));
+    try {
+      const res = spawnSync(process.execPath, [file], { env: { ...process.env, ...extra }, encoding: 'utf8', timeout: 120_000, cwd: repo });
+      expect([marker, res.status, res.stderr]).toEqual([marker, 0, '']);
+      expect(res.stdout).toMatch(/^hello from [a-z0-9]{20}\n/);
+      expect(res.stdout).toContain("name: 'hello.py'");
+    } finally {
+      rmSync(file, { force: true });
+    }
+  }
+});
+
+test('Ctrl-C stops the server cleanly, sandboxes keep running, the next start adopts them', async () => {
+  const id = paddock(['sandbox', 'create']).stdout.trim();
+  paddock(['sandbox', 'exec', id, '--', 'sh', '-c', 'echo persisted > ~/p']);
+  const exited = new Promise<number | null>((r) => service.child.once('exit', (code) => r(code)));
+  service.child.kill('SIGINT');
+  expect(await exited).toBe(0);
+
+  // The next start is the human one: addresses and environment lines, no new key.
+  const child = spawn(process.execPath, [main, 'start', '--api-port', '0', '--proxy-port', '0', '--warm-pool', '0'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const lines: string[] = [];
+  await new Promise<void>((resolve, reject) => {
+    createInterface({ input: child.stdout! }).on('line', (l) => {
+      lines.push(l);
+      if (l.startsWith('Ctrl-C stops the server')) resolve();
+    });
+    child.once('exit', (code) => reject(new Error(`second start exited with ${code}`)));
+  });
+  service = { child, info: service.info };
+  const text = lines.join('\n');
+  expect(text).toContain('Paddock is running.');
+  expect(text).toMatch(/export E2B_API_URL=http:\/\/127\.0\.0\.1:\d+/);
+  expect(text).toMatch(/export E2B_SANDBOX_URL=http:\/\/127\.0\.0\.1:\d+/);
+  expect(text).toContain('export E2B_API_KEY="$(paddock keys current)"');
+  expect(text).toContain('export PADDOCK_API_KEY="$(paddock keys current)"');
+  expect(text).not.toContain(service.info.apiKey!);
+  const listed = JSON.parse(paddock(['sandbox', 'list', '--json']).stdout) as Array<{ sandboxId: string; state: string }>;
+  expect(listed.find((s) => s.sandboxId === id)?.state).toBe('running');
+  expect(paddock(['sandbox', 'exec', id, '--', 'cat', 'p']).stdout).toBe('persisted\n');
+});
