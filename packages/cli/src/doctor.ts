@@ -131,7 +131,7 @@ export async function runDoctor(opts: DoctorOptions): Promise<Check[]> {
 
   checks.push(cgroupCheck());
 
-  let free = 0;
+  let free: number;
   try {
     mkdirSync(opts.home, { recursive: true, mode: 0o700 });
     const fs = statfsSync(opts.home);

@@ -49,6 +49,7 @@ export function printJson(value: unknown): void {
 
 /** Columns padded to the widest cell; ANSI colour does not count as width. */
 export function table(headers: string[], rows: string[][]): string {
+  // eslint-disable-next-line no-control-regex -- ANSI colour sequences start with ESC
   const visible = (s: string) => s.replace(/\x1b\[[0-9;]*m/g, '').length;
   const widths = headers.map((h, i) => Math.max(h.length, ...rows.map((r) => visible(r[i] ?? ''))));
   const line = (cells: string[]) =>
