@@ -1,10 +1,9 @@
-// Sandbox's control-plane methods, against a local HTTP server answering as
-// the control API documents (openapi/control.yaml), and a real envd for the
-// sandbox they hand out. What the server receives is checked on the wire.
+// What only a server that records or fails on purpose can show: the exact
+// requests the SDK sends (defaults, units, headers of streams), and how it
+// takes 429s, timeouts, 500s and an envd too old for it. The happy paths
+// against the real server are in e2e-server.test.ts.
 import {
   AuthenticationError,
-  InvalidArgumentError,
-  NotFoundError,
   RateLimitError,
   Sandbox,
   SandboxError,
@@ -108,25 +107,6 @@ describe('create', () => {
     expect(api.seen).toHaveLength(0);
   });
 
-  test('a refused API key is an AuthenticationError that keeps the status', async () => {
-    api.answer((_req, res) => reply(res, 401, { code: 401, message: 'invalid API key' }));
-    const create = Sandbox.create({ ...opts(), apiKey: 'wrong' });
-    await expect(create).rejects.toBeInstanceOf(AuthenticationError);
-    await expect(create).rejects.toMatchObject({ statusCode: 401, message: expect.stringContaining('invalid API key') });
-  });
-
-  test('a missing template is a NotFoundError, not a SandboxNotFoundError', async () => {
-    api.answer((_req, res) => reply(res, 404, { code: 404, message: "template 'nope' not found" }));
-    const err = await Sandbox.create('nope', opts()).catch((e: unknown) => e);
-    expect(err).toBeInstanceOf(NotFoundError);
-    expect(err).not.toBeInstanceOf(SandboxNotFoundError);
-  });
-
-  test('bad input named by the server is an InvalidArgumentError', async () => {
-    api.answer((_req, res) => reply(res, 400, { code: 400, message: 'timeout: must be >= 0' }));
-    await expect(Sandbox.create({ ...opts(), timeoutMs: 1 })).rejects.toBeInstanceOf(InvalidArgumentError);
-  });
-
   test('an envd too old for the SDK: the sandbox is killed and a TemplateError thrown', async () => {
     api.answer((req, res) => (req.method === 'POST' ? reply(res, 201, record('sbx-old', { envdVersion: '0.1.9' })) : reply(res, 204)));
     await expect(Sandbox.create(opts())).rejects.toBeInstanceOf(TemplateError);
@@ -156,10 +136,6 @@ describe('connect', () => {
     expect(api.seen[1]).toMatchObject({ json: { timeout: 10 } });
   });
 
-  test('an unknown sandbox is a SandboxNotFoundError', async () => {
-    api.answer((_req, res) => reply(res, 404, { code: 404, message: 'sandbox sbx-x not found' }));
-    await expect(Sandbox.connect('sbx-x', opts())).rejects.toBeInstanceOf(SandboxNotFoundError);
-  });
 });
 
 describe('one sandbox', () => {
@@ -167,15 +143,6 @@ describe('one sandbox', () => {
   beforeAll(async () => {
     api.answer((_req, res) => reply(res, 201, record('sbx-1')));
     sbx = await Sandbox.create(opts());
-  });
-
-  test('kill: true when killed, false when already gone', async () => {
-    api.answer((_req, res) => reply(res, 204));
-    expect(await sbx.kill()).toBe(true);
-    api.answer((_req, res) => reply(res, 404, { code: 404, message: 'sandbox sbx-1 not found' }));
-    expect(await sbx.kill()).toBe(false);
-    expect(await Sandbox.kill('sbx-1', opts())).toBe(false);
-    expect(only('DELETE', '/sandboxes/sbx-1')).toHaveLength(3);
   });
 
   test('kill of a sandbox the server cannot kill throws', async () => {
@@ -205,22 +172,6 @@ describe('one sandbox', () => {
     await expect(sbx.setTimeout(1000)).rejects.toBeInstanceOf(SandboxNotFoundError);
   });
 
-  test('getInfo maps the details', async () => {
-    api.answer((_req, res) => reply(res, 200, { ...detail('sbx-1', { app: 'demo' }), lifecycle: { onTimeout: 'kill', autoResume: false } }));
-    const info = await sbx.getInfo();
-    expect(info).toMatchObject({
-      sandboxId: 'sbx-1',
-      templateId: 'tpl-base',
-      name: 'base',
-      metadata: { app: 'demo' },
-      state: 'running',
-      lifecycle: { onTimeout: 'kill', autoResume: false },
-    });
-    expect(info.endAt).toEqual(new Date('2025-06-01T10:05:00Z'));
-    api.answer((_req, res) => reply(res, 404, { code: 404, message: 'sandbox sbx-1 not found' }));
-    await expect(Sandbox.getInfo('sbx-1', opts())).rejects.toBeInstanceOf(SandboxNotFoundError);
-  });
-
   test('getMetrics sends the range in unix seconds', async () => {
     api.answer((_req, res) =>
       reply(res, 200, [
@@ -247,15 +198,6 @@ describe('one sandbox', () => {
     expect(only('GET', '/sandboxes/sbx-1/metrics')[1]?.url.search).toBe('');
   });
 
-  test('updateNetwork puts the rules', async () => {
-    api.answer((_req, res) => reply(res, 204));
-    await sbx.updateNetwork({ allowOut: ['pypi.org'], denyOut: ['0.0.0.0/0'] });
-    await Sandbox.updateNetwork('sbx-1', { allowInternetAccess: true }, opts());
-    expect(only('PUT', '/sandboxes/sbx-1/network').map((r) => r.json)).toEqual([
-      { allowOut: ['pypi.org'], denyOut: ['0.0.0.0/0'] },
-      { allow_internet_access: true },
-    ]);
-  });
 });
 
 describe('isRunning', () => {
@@ -345,29 +287,6 @@ describe('process streams on the wire', () => {
 });
 
 describe('list', () => {
-  test('follows X-Next-Token across pages with the metadata filter, giving SandboxInfo', async () => {
-    api.answer((req, res) => {
-      const token = req.url.searchParams.get('nextToken');
-      if (!token) reply(res, 200, [detail('s1', { team: 'a b' }), detail('s2', { team: 'a b' })], { 'x-next-token': 'page-2' });
-      else reply(res, 200, [detail('s3', { team: 'a b' })]);
-    });
-    const ids: string[] = [];
-    for await (const info of Sandbox.list({ ...opts(), query: { metadata: { team: 'a b' }, state: ['running', 'paused'] }, limit: 2 })) {
-      expect(info.startedAt).toBeInstanceOf(Date);
-      ids.push(info.sandboxId);
-    }
-    expect(ids).toEqual(['s1', 's2', 's3']);
-    const pages = only('GET', '/v2/sandboxes');
-    expect(pages).toHaveLength(2);
-    const first = pages[0]?.url.searchParams;
-    // Decoded as a server does: the parameter, then the query string in it, then each key and value.
-    const filter = [...new URLSearchParams(first?.get('metadata') ?? '')].map(([k, v]) => [decodeURIComponent(k), decodeURIComponent(v)]);
-    expect(filter).toEqual([['team', 'a b']]);
-    expect(first?.get('state')).toBe('running,paused');
-    expect(first?.get('limit')).toBe('2');
-    expect(pages[1]?.url.searchParams.get('nextToken')).toBe('page-2');
-  });
-
   test('by hand: hasNext, nextItems, and a saved cursor', async () => {
     api.answer((req, res) =>
       req.url.searchParams.get('nextToken') === 'later' ? reply(res, 200, [detail('s9')]) : reply(res, 200, [detail('s8')], { 'x-next-token': 'later' }),

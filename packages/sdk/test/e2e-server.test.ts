@@ -1,0 +1,230 @@
+// @paddock/sdk end to end: a real Paddock server (control API, proxy, runc
+// runtime, envd in each sandbox), driven through the SDK only.
+import { createHash, randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Readable } from 'node:stream';
+import type { RuncRuntime } from '@paddock/runtime';
+import { startServer, type PaddockServer } from '@paddock/server';
+import {
+  AuthenticationError,
+  CommandExitError,
+  FileNotFoundError,
+  InvalidArgumentError,
+  NotFoundError,
+  Sandbox,
+  SandboxNotFoundError,
+  type ConnectionOpts,
+  type FilesystemEvent,
+} from '../src/index.js';
+
+const API_KEY = 'e2b_5dc5dc5dc5dc5dc5dc5dc5dc5dc5dc5dc5dc5dc5';
+const MiB = 1024 * 1024;
+let server: PaddockServer;
+let home: string;
+let opts: ConnectionOpts;
+
+beforeAll(async () => {
+  home = mkdtempSync(join(tmpdir(), 'paddock-sdk-e2e-'));
+  server = await startServer({ home, apiPort: 0, proxyPort: 0, warmPoolSize: 1, metricsIntervalMs: 500, initialApiKey: API_KEY });
+  opts = { apiUrl: server.apiUrl, apiKey: API_KEY, sandboxUrl: server.proxyUrl };
+});
+
+afterAll(async () => {
+  await server.close();
+  const runtime = server.runtime as RuncRuntime;
+  for (const s of await runtime.list()) await runtime.destroy(s.id);
+  await runtime.release();
+  rmSync(home, { recursive: true, force: true });
+});
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+async function eventually(check: () => Promise<boolean> | boolean, what: string, ms = 15_000): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (Date.now() < deadline) {
+    if (await check()) return;
+    await sleep(100);
+  }
+  throw new Error(`timed out waiting for ${what}`);
+}
+
+describe('one sandbox', () => {
+  let sbx: Sandbox;
+  beforeAll(async () => {
+    sbx = await Sandbox.create('base', { ...opts, metadata: { suite: 'sdk-e2e' }, envs: { FROM_CREATE: 'yes' } });
+  });
+  afterAll(async () => {
+    await sbx.kill();
+  });
+
+  test('create returns a running sandbox with its info', async () => {
+    expect(sbx.sandboxId).toMatch(/^[a-z0-9]{20}$/);
+    const info = await sbx.getInfo();
+    expect(info).toMatchObject({ sandboxId: sbx.sandboxId, templateId: 'base', state: 'running', metadata: { suite: 'sdk-e2e' } });
+    expect(await sbx.isRunning()).toBe(true);
+    expect(sbx.getHost(8080)).toBe(`8080-${sbx.sandboxId}.${server.config.domain}`);
+  });
+
+  test('files: every method', async () => {
+    const written = await sbx.files.write('e2e/a.txt', 'alpha');
+    expect(written).toMatchObject({ name: 'a.txt', path: '/home/user/e2e/a.txt' });
+    await sbx.files.write([
+      { path: 'e2e/b.bin', data: new Uint8Array([1, 2, 3]) },
+      { path: 'e2e/c.txt', data: new Blob(['gamma']) },
+    ]);
+    await sbx.files.write('e2e/meta.txt', 'm', { metadata: { owner: 'sdk' } });
+    expect(await sbx.files.read('e2e/a.txt')).toBe('alpha');
+    expect([...(await sbx.files.read('e2e/b.bin', { format: 'bytes' }))]).toEqual([1, 2, 3]);
+    expect(await (await sbx.files.read('e2e/c.txt', { format: 'blob' })).text()).toBe('gamma');
+    expect((await sbx.files.list('e2e')).map((e) => e.name)).toEqual(['a.txt', 'b.bin', 'c.txt', 'meta.txt']);
+    expect(await sbx.files.exists('e2e/a.txt')).toBe(true);
+    expect(await sbx.files.exists('e2e/none')).toBe(false);
+    expect(await sbx.files.getInfo('e2e/meta.txt')).toMatchObject({ name: 'meta.txt', size: 1, metadata: { owner: 'sdk' } });
+    expect(await sbx.files.makeDir('e2e/sub')).toBe(true);
+    expect(await sbx.files.makeDir('e2e/sub')).toBe(false);
+    expect((await sbx.files.list('e2e', { depth: 2 })).map((e) => e.name)).toContain('sub');
+    await sbx.files.rename('e2e/a.txt', 'e2e/sub/a.txt');
+    expect(await sbx.files.read('e2e/sub/a.txt')).toBe('alpha');
+    await sbx.files.remove('e2e');
+    expect(await sbx.files.exists('e2e')).toBe(false);
+    await expect(sbx.files.read('e2e/sub/a.txt')).rejects.toBeInstanceOf(FileNotFoundError);
+  });
+
+  test('files: 50 MiB streamed up and down keep their sha256', async () => {
+    const up = createHash('sha256');
+    let left = 50 * MiB;
+    const source = new Readable({
+      read() {
+        if (left === 0) return void this.push(null);
+        const chunk = randomBytes(Math.min(left, MiB));
+        left -= chunk.length;
+        up.update(chunk);
+        this.push(chunk);
+      },
+    });
+    await sbx.files.write('big.bin', source);
+    const down = createHash('sha256');
+    const stream = await sbx.files.read('big.bin', { format: 'stream' });
+    let size = 0;
+    for await (const chunk of stream as unknown as AsyncIterable<Uint8Array>) {
+      size += chunk.length;
+      down.update(chunk);
+    }
+    expect(size).toBe(50 * MiB);
+    expect(down.digest('hex')).toBe(up.digest('hex'));
+  });
+
+  test('files: watchDir reports events until stopped', async () => {
+    await sbx.files.makeDir('watched');
+    const events: string[] = [];
+    const handle = await sbx.files.watchDir('watched', (e: FilesystemEvent) => void events.push(`${e.type}:${e.name}`));
+    await sbx.files.write('watched/w.txt', 'x');
+    await sbx.files.remove('watched/w.txt');
+    await eventually(() => events.includes('remove:w.txt'), `watch events, got ${events.join(' ')}`);
+    await handle.stop();
+    expect(events).toEqual(expect.arrayContaining(['create:w.txt', 'write:w.txt', 'remove:w.txt']));
+  });
+
+  test('commands: foreground exit codes, CommandExitError, envs that do not leak', async () => {
+    const ok = await sbx.commands.run('echo "$FROM_CREATE $ONE"', { envs: { ONE: '1' } });
+    expect(ok).toMatchObject({ exitCode: 0, stdout: 'yes 1\n' });
+    expect((await sbx.commands.run('echo "[$ONE]"')).stdout).toBe('[]\n');
+    const err = await sbx.commands.run('echo out; exit 9').catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(CommandExitError);
+    expect(err).toMatchObject({ exitCode: 9, stdout: 'out\n' });
+  });
+
+  test('commands: background, connect, kill; stdin and closeStdin', async () => {
+    const bg = await sbx.commands.run('echo started; sleep 60', { background: true });
+    expect((await sbx.commands.list()).some((p) => p.pid === bg.pid)).toBe(true);
+    const again = await sbx.commands.connect(bg.pid);
+    expect(again.pid).toBe(bg.pid);
+    expect(await sbx.commands.kill(bg.pid)).toBe(true);
+    await expect(bg.wait()).rejects.toBeInstanceOf(CommandExitError);
+    expect(await sbx.commands.kill(bg.pid)).toBe(false);
+
+    const cat = await sbx.commands.run('cat', { background: true, stdin: true });
+    await cat.sendStdin('through stdin\n');
+    await cat.closeStdin();
+    expect((await cat.wait()).stdout).toBe('through stdin\n');
+  });
+
+  test('pty: the size set by resize is what tput sees', async () => {
+    let out = '';
+    const decoder = new TextDecoder();
+    const term = await sbx.pty.create({ cols: 80, rows: 24, onData: (d) => void (out += decoder.decode(d)) });
+    await sbx.pty.resize(term.pid, { cols: 132, rows: 43 });
+    await sbx.pty.sendInput(term.pid, new TextEncoder().encode('echo "tput=$(tput cols)x$(tput lines)"; exit\n'));
+    await eventually(() => out.includes('tput=132x43'), `tput output, got ${JSON.stringify(out)}`);
+    await term.wait().catch(() => undefined);
+  });
+
+  test('metrics arrive within seconds', async () => {
+    await eventually(async () => (await sbx.getMetrics()).length > 0, 'a metric sample', 10_000);
+    const [m] = await sbx.getMetrics();
+    expect(m!.memTotal).toBe(512 * MiB);
+    expect(m!.timestamp).toBeInstanceOf(Date);
+  });
+});
+
+test('list with a metadata filter across pages', async () => {
+  const tag = `page-${Date.now()}`;
+  const made = await Promise.all([0, 1, 2].map(() => Sandbox.create('base', { ...opts, metadata: { tag } })));
+  const paginator = Sandbox.list({ ...opts, query: { metadata: { tag } }, limit: 2 });
+  const pages: number[] = [];
+  const seen: string[] = [];
+  while (paginator.hasNext) {
+    const items = await paginator.nextItems();
+    pages.push(items.length);
+    seen.push(...items.map((s) => s.sandboxId));
+  }
+  expect(pages).toEqual([2, 1]);
+  expect(seen.sort()).toEqual(made.map((s) => s.sandboxId).sort());
+  for (const s of made) await s.kill();
+});
+
+test('pause, then connect resumes it; its files are there', async () => {
+  const sbx = await Sandbox.create('base', opts);
+  await sbx.files.write('kept.txt', 'kept');
+  expect(await sbx.pause()).toBe(true);
+  expect(await sbx.isRunning()).toBe(false);
+  expect(await sbx.pause()).toBe(false);
+  const back = await Sandbox.connect(sbx.sandboxId, opts);
+  expect(await back.isRunning()).toBe(true);
+  expect(await back.files.read('kept.txt')).toBe('kept');
+  await back.kill();
+});
+
+test('setTimeout: the sandbox expires and is no longer running', async () => {
+  const sbx = await Sandbox.create('base', opts);
+  await sbx.setTimeout(1000);
+  await eventually(async () => !(await sbx.isRunning()), 'the sandbox to expire');
+  await expect(Sandbox.getInfo(sbx.sandboxId, opts)).rejects.toBeInstanceOf(SandboxNotFoundError);
+});
+
+test('kill; isRunning is false after it; kill again is false', async () => {
+  const sbx = await Sandbox.create('base', opts);
+  expect(await sbx.kill()).toBe(true);
+  expect(await sbx.isRunning()).toBe(false);
+  expect(await Sandbox.kill(sbx.sandboxId, opts)).toBe(false);
+});
+
+test('updateNetwork stores the rules; bad rules are an InvalidArgumentError', async () => {
+  const sbx = await Sandbox.create('base', opts);
+  await sbx.updateNetwork({ allowOut: ['pypi.org', '10.0.0.0/8'], denyOut: ['0.0.0.0/0'] });
+  expect((await sbx.getInfo()).network).toMatchObject({ allowOut: ['pypi.org', '10.0.0.0/8'], denyOut: ['0.0.0.0/0'] });
+  await expect(sbx.updateNetwork({ denyOut: ['example.com'] })).rejects.toBeInstanceOf(InvalidArgumentError);
+  await sbx.kill();
+});
+
+test('errors of the right class: missing sandbox, missing template, bad input, bad API key', async () => {
+  const noTemplate = await Sandbox.create('no-such-template', opts).catch((e: unknown) => e);
+  expect(noTemplate).toBeInstanceOf(NotFoundError);
+  expect(noTemplate).not.toBeInstanceOf(SandboxNotFoundError);
+  await expect(Sandbox.create('base', { ...opts, timeoutMs: 10 * 24 * 3600 * 1000 })).rejects.toBeInstanceOf(InvalidArgumentError);
+  await expect(Sandbox.connect('nosuchsandbox', opts)).rejects.toBeInstanceOf(SandboxNotFoundError);
+  await expect(Sandbox.getInfo('nosuchsandbox', opts)).rejects.toBeInstanceOf(SandboxNotFoundError);
+  const bad = Sandbox.create('base', { ...opts, apiKey: 'e2b_' + '0'.repeat(40) });
+  await expect(bad).rejects.toBeInstanceOf(AuthenticationError);
+});
