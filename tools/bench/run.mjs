@@ -9,9 +9,10 @@ import { parseArgs } from 'node:util';
 import { machine } from './lib.mjs';
 import { envdSuite } from './suites/envd.mjs';
 import { runtimeSuite } from './suites/runtime.mjs';
+import { sdkSuite } from './suites/sdk.mjs';
 import { serverSuite } from './suites/server.mjs';
 
-const suites = { envd: envdSuite, runtime: runtimeSuite, server: serverSuite };
+const suites = { sdk: sdkSuite, envd: envdSuite, runtime: runtimeSuite, server: serverSuite };
 
 const { values } = parseArgs({ options: { quick: { type: 'boolean', default: false }, only: { type: 'string' } } });
 const selected = values.only ? values.only.split(',') : Object.keys(suites);

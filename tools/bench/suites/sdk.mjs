@@ -1,0 +1,235 @@
+// What users see: the whole service (control API, proxy, runtime, envd)
+// driven through @paddock/sdk, and the same workload through the official
+// e2b SDK, each next to a baseline measured in the same run.
+import { Sandbox } from '@paddock/sdk';
+import { startServer } from '@paddock/server';
+import { spawn } from 'node:child_process';
+import { createReadStream, createWriteStream, mkdirSync, mkdtempSync, rmSync, watch, writeFileSync } from 'node:fs';
+import { createServer, connect } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pipeline } from 'node:stream/promises';
+import { randomBytes } from 'node:crypto';
+import { row, summarize, throughput, timeit } from '../lib.mjs';
+import { bareRunc } from './runtime.mjs';
+
+const KEY = 'e2b_' + 'd'.repeat(40);
+const MiB = 1024 * 1024;
+
+async function withServer(poolSize, fn) {
+  const home = mkdtempSync(join(tmpdir(), 'paddock-bench-sdk-'));
+  const server = await startServer({ home, apiPort: 0, proxyPort: 0, warmPoolSize: poolSize, initialApiKey: KEY, metricsIntervalMs: 60_000 });
+  const opts = { apiUrl: server.apiUrl, apiKey: KEY, sandboxUrl: server.proxyUrl };
+  try {
+    return await fn(server, opts, home);
+  } finally {
+    await server.close();
+    for (const s of await server.runtime.list()) await server.runtime.destroy(s.id);
+    await server.runtime.release();
+    rmSync(home, { recursive: true, force: true });
+  }
+}
+
+/** Waits for a local child to exit; as the user envd runs commands as, in a home of its own. */
+function spawnAsUser(cmd, args, home, count = false) {
+  return new Promise((resolve, reject) => {
+    const child = spawn(cmd, args, {
+      stdio: ['ignore', 'pipe', 'pipe'],
+      uid: 1000,
+      gid: 1000,
+      cwd: home,
+      env: { PATH: '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin', HOME: home, USER: 'user', LOGNAME: 'user' },
+    });
+    let bytes = 0;
+    child.stdout.on('data', (b) => (bytes += count ? b.length : 0));
+    child.stderr.resume();
+    child.once('error', reject);
+    child.once('close', () => resolve(bytes));
+  });
+}
+
+async function loopbackTcp(size) {
+  const server = createServer((sock) => sock.resume());
+  await new Promise((r) => server.listen(0, '127.0.0.1', r));
+  const chunk = Buffer.alloc(MiB);
+  const done = new Promise((resolve) => server.once('connection', (sock) => sock.once('end', resolve)));
+  const client = connect(server.address().port, '127.0.0.1');
+  await new Promise((r) => client.once('connect', r));
+  for (let sent = 0; sent < size; sent += chunk.length) if (!client.write(chunk)) await new Promise((r) => client.once('drain', r));
+  client.end();
+  await done;
+  server.close();
+  return size;
+}
+
+export async function sdkSuite({ quick, log }) {
+  const rows = [];
+  const n = quick ? 10 : 30;
+  const localHome = mkdtempSync(join(tmpdir(), 'paddock-bench-local-'));
+  mkdirSync(join(localHome, 'home'), { recursive: true });
+  const { chownSync } = await import('node:fs');
+  chownSync(join(localHome, 'home'), 1000, 1000);
+  const userHome = join(localHome, 'home');
+  try {
+    const spawnTrue = await timeit(() => spawnAsUser('/bin/true', [], userHome), { warmup: 5, iterations: n });
+
+    // ---------------------------------------------------------- create + first command
+    for (const pool of [0, 3]) {
+      await withServer(pool, async (server, opts, home) => {
+        const label = pool ? 'warm pool' : 'cold';
+        log(`sdk: create + first command, ${label}`);
+        const bare = await bareRunc(join(home, 'runtime'), n);
+        const samples = [];
+        for (let i = 0; i < n + 2; i++) {
+          if (pool) await server.runtime.poolReady();
+          const t = performance.now();
+          const sbx = await Sandbox.create(opts);
+          await sbx.commands.run('true');
+          if (i >= 2) samples.push(performance.now() - t);
+          await sbx.kill();
+        }
+        const value = summarize(samples);
+        const target = { on: 'value', op: '<=', value: pool ? 25 : 250 };
+        rows.push(row({ suite: 'sdk', name: `Sandbox.create + commands.run('true'), ${label}`, unit: 'ms', value, baseline: bare, baselineName: 'bare `runc run true`, same rootfs', target }));
+        rows.push(row({ suite: 'sdk', name: `Sandbox.create + commands.run('true'), ${label}`, unit: 'ms', value, baseline: spawnTrue, baselineName: "child_process.spawn('true')" }));
+
+        log(`sdk: 20 concurrent creates, ${label}`);
+        if (pool) await server.runtime.poolReady();
+        const t = performance.now();
+        const made = await Promise.all(
+          Array.from({ length: 20 }, async () => {
+            const sbx = await Sandbox.create(opts);
+            await sbx.commands.run('true');
+            return sbx;
+          }),
+        );
+        const rate = 20 / ((performance.now() - t) / 1000);
+        rows.push(row({ suite: 'sdk', name: `20 concurrent creates + first command, ${label}`, unit: 'sandboxes/s', value: { p50: rate, p95: rate }, baseline: { p50: 1000 / bare.p50, p95: 1000 / bare.p50 }, baselineName: 'bare `runc run true` one after another', lowerIsBetter: false }));
+        for (const s of made) await s.kill();
+      });
+    }
+
+    // ---------------------------------------------------------- one live sandbox
+    await withServer(1, async (_server, opts) => {
+      const sbx = await Sandbox.create({ ...opts, timeoutMs: 3600_000 });
+      log('sdk: command round trip');
+      const rt = await timeit(() => sbx.commands.run('true'), { warmup: 5, iterations: n * 2 });
+      const local = await timeit(() => spawnAsUser('/bin/bash', ['-l', '-c', 'true'], userHome), { warmup: 5, iterations: n * 2 });
+      rows.push(row({ suite: 'sdk', name: "commands.run('true') on a live sandbox", unit: 'ms', value: rt, baseline: local, baselineName: 'local spawn of `bash -l -c true`', target: { on: 'ratio', op: '<=', value: 1.5 } }));
+
+      log('sdk: stdout throughput');
+      const size = quick ? 64 : 256;
+      const head = `head -c ${size}M /dev/zero`;
+      const out = await throughput(async () => {
+        let bytes = 0;
+        await sbx.commands.run(head, { onStdout: (d) => void (bytes += d.length), timeoutMs: 0 });
+        return bytes;
+      }, { warmup: 1, iterations: quick ? 2 : 3 });
+      const pipe = await throughput(() => spawnAsUser('/usr/bin/head', ['-c', `${size}M`, '/dev/zero'], userHome, true), { warmup: 1, iterations: quick ? 2 : 3 });
+      rows.push(row({ suite: 'sdk', name: `stdout throughput (${head})`, unit: 'MiB/s', value: out, baseline: pipe, baselineName: 'the same command piped locally', lowerIsBetter: false, target: { on: 'ratio', op: '>=', value: 0.25 } }));
+
+      for (const mib of [1, quick ? 64 : 256]) {
+        log(`sdk: file transfer ${mib} MiB`);
+        const src = join(localHome, `payload-${mib}.bin`);
+        writeFileSync(src, randomBytes(mib * MiB));
+        const iterations = mib === 1 ? n : quick ? 2 : 3;
+        const up = await throughput(async () => {
+          await sbx.files.write(`up-${mib}.bin`, createReadStream(src, { highWaterMark: MiB }));
+          return mib * MiB;
+        }, { warmup: 1, iterations });
+        const down = await throughput(async () => {
+          let bytes = 0;
+          for await (const c of await sbx.files.read(`up-${mib}.bin`, { format: 'stream' })) bytes += c.length;
+          if (bytes !== mib * MiB) throw new Error(`read ${bytes} bytes`);
+          return bytes;
+        }, { warmup: 1, iterations });
+        const tcp = await throughput(() => loopbackTcp(mib * MiB), { warmup: 1, iterations });
+        const copy = await throughput(async () => {
+          await pipeline(createReadStream(src), createWriteStream(join(localHome, 'copy.bin')));
+          return mib * MiB;
+        }, { warmup: 1, iterations });
+        const target = { on: 'ratio', op: '>=', value: 0.5 };
+        rows.push(row({ suite: 'sdk', name: `files.write ${mib} MiB`, unit: 'MiB/s', value: up, baseline: tcp, baselineName: 'loopback TCP in Node', lowerIsBetter: false, target }));
+        rows.push(row({ suite: 'sdk', name: `files.read ${mib} MiB`, unit: 'MiB/s', value: down, baseline: tcp, baselineName: 'loopback TCP in Node', lowerIsBetter: false, target }));
+        rows.push(row({ suite: 'sdk', name: `files.read ${mib} MiB`, unit: 'MiB/s', value: down, baseline: copy, baselineName: 'fs stream copy', lowerIsBetter: false }));
+      }
+
+      log('sdk: list of 10 000 entries');
+      await sbx.commands.run('mkdir -p many && cd many && seq -f "f%05g" 1 10000 | xargs touch');
+      const list = await timeit(async () => {
+        const entries = await sbx.files.list('many');
+        if (entries.length !== 10_000) throw new Error(`listed ${entries.length}`);
+      }, { warmup: 1, iterations: quick ? 3 : 8 });
+      const localDir = join(localHome, 'many');
+      mkdirSync(localDir);
+      for (let i = 0; i < 10_000; i++) writeFileSync(join(localDir, `f${i}`), '');
+      const { readdirSync, lstatSync } = await import('node:fs');
+      const direct = await timeit(() => {
+        for (const f of readdirSync(localDir).sort()) lstatSync(join(localDir, f));
+      }, { warmup: 1, iterations: quick ? 3 : 8 });
+      rows.push(row({ suite: 'sdk', name: 'files.list of 10 000 entries', unit: 'ms', value: list, baseline: direct, baselineName: 'readdir + lstat each, in process' }));
+
+      log('sdk: watch latency');
+      await sbx.files.makeDir('watched');
+      let waiting;
+      const handle = await sbx.files.watchDir('watched', (e) => {
+        if (waiting && e.name === waiting.name && e.type === 'write') waiting.resolve();
+      });
+      const latency = await timeit(async (i) => {
+        const name = `w${i}`;
+        const seen = new Promise((resolve) => (waiting = { name, resolve }));
+        await sbx.files.write(`watched/${name}`, 'x');
+        await seen;
+      }, { warmup: 2, iterations: n });
+      await handle.stop();
+      const localWatched = join(localHome, 'watched');
+      mkdirSync(localWatched);
+      let lw;
+      const w = watch(localWatched, (_t, name) => lw && name === lw.name && lw.resolve());
+      const localLatency = await timeit(async (i) => {
+        const name = `w${i}`;
+        const seen = new Promise((resolve) => (lw = { name, resolve }));
+        writeFileSync(join(localWatched, name), 'x');
+        await seen;
+      }, { warmup: 2, iterations: n });
+      w.close();
+      rows.push(row({ suite: 'sdk', name: 'files.write → watchDir event (includes the write)', unit: 'ms', value: latency, baseline: localLatency, baselineName: 'write → fs.watch in process' }));
+      await sbx.kill();
+    });
+
+    // ---------------------------------------------------------- @paddock/sdk vs e2b
+    await withServer(2, async (server, opts) => {
+      log('sdk: the same workload through @paddock/sdk and the official e2b SDK');
+      process.env.E2B_API_URL = server.apiUrl;
+      process.env.E2B_SANDBOX_URL = server.proxyUrl;
+      process.env.E2B_API_KEY = KEY;
+      const { Sandbox: E2bSandbox } = await import('e2b');
+      const payload = randomBytes(MiB);
+      const workload = async (create) => {
+        const sbx = await create();
+        await sbx.files.write('payload.bin', payload);
+        const back = await sbx.files.read('payload.bin', { format: 'bytes' });
+        if (back.length !== MiB) throw new Error('short read');
+        await sbx.commands.run('echo hi');
+        await sbx.kill();
+      };
+      // Interleaved, so that both see the same machine load.
+      const ours = [];
+      const theirs = [];
+      for (let i = 0; i < n + 2; i++) {
+        await server.runtime.poolReady();
+        let t = performance.now();
+        await workload(() => Sandbox.create(opts));
+        if (i >= 2) ours.push(performance.now() - t);
+        await server.runtime.poolReady();
+        t = performance.now();
+        await workload(() => E2bSandbox.create());
+        if (i >= 2) theirs.push(performance.now() - t);
+      }
+      rows.push(row({ suite: 'sdk', name: 'create, write + read 1 MiB, run `echo`, kill: @paddock/sdk', unit: 'ms', value: summarize(ours), baseline: summarize(theirs), baselineName: 'the same through the official e2b SDK', target: { on: 'ratio', op: '<=', value: 1.0 } }));
+    });
+  } finally {
+    rmSync(localHome, { recursive: true, force: true });
+  }
+  return rows;
+}
