@@ -57,8 +57,8 @@ afterAll(async () => {
     await exited;
   }
   const runtime = new RuncRuntime({ dataDir: join(home, 'runtime') });
-  for (const s of await runtime.list()) await runtime.destroy(s.id);
-  await runtime.release();
+  await runtime.removeEverything();
+  expect(await runtime.leftovers()).toEqual([]);
   rmSync(home, { recursive: true, force: true });
 });
 

@@ -1,6 +1,6 @@
 // A Paddock server started by the suite itself, and the three environment
 // variables that point the official e2b SDK at it, as a user would set them.
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { RuncRuntime } from '@paddock/runtime';
@@ -27,13 +27,8 @@ export async function startForE2b(): Promise<CompatServer> {
       delete process.env.E2B_API_KEY;
       await server.close();
       const runtime = server.runtime as RuncRuntime;
-      for (const s of await runtime.list()) await runtime.destroy(s.id);
-      await runtime.release();
-      const mounts = readFileSync('/proc/self/mountinfo', 'utf8')
-        .split('\n')
-        .map((l) => l.split(' ')[4])
-        .filter((m) => m?.startsWith(home));
-      expect(mounts).toEqual([]);
+      await runtime.removeEverything();
+      expect(await runtime.leftovers()).toEqual([]);
       rmSync(home, { recursive: true, force: true });
     },
   };

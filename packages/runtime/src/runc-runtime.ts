@@ -535,8 +535,7 @@ export class RuncRuntime implements Runtime {
 
   /**
    * Destroys the warm pool's sandboxes and unmounts the host view, leaving
-   * nothing mounted; refused while other sandboxes exist. For uninstalling
-   * and for tests.
+   * nothing mounted; refused while other sandboxes exist.
    */
   async release(): Promise<void> {
     await this.close();
@@ -547,6 +546,26 @@ export class RuncRuntime implements Runtime {
     if (left.length) throw new RuntimeError('conflict', `sandboxes still exist: ${left.map((s) => s.id).join(', ')}`);
     await unmount(this.hostView);
     await unmount(join(this.dataDir, 'hostview-empty'));
+  }
+
+  /** Destroys every sandbox and releases the host: what uninstalling (and each test's teardown) does. */
+  async removeEverything(): Promise<void> {
+    await this.close();
+    for (const s of await this.list()) await this.destroy(s.id);
+    await this.release();
+  }
+
+  /**
+   * What this runtime has left on the host: mounts under its data directory,
+   * cgroups, runc containers and sandbox directories. Empty after
+   * removeEverything(); a leak check for tests.
+   */
+  async leftovers(): Promise<string[]> {
+    const out = [...mountPoints()].filter((m) => m.startsWith(this.dataDir + '/')).map((m) => `mount ${m}`);
+    for (const d of this.leftoverCgroups()) out.push(`cgroup ${d}`);
+    if (existsSync(join(this.dataDir, 'runc'))) for (const c of await this.runc.list()) out.push(`runc container ${c.id}`);
+    if (existsSync(this.sandboxesDir)) for (const d of readdirSync(this.sandboxesDir)) out.push(`directory sandboxes/${d}`);
+    return out;
   }
 
   private ensurePrepared(): void {

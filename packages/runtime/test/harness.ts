@@ -3,8 +3,7 @@
 // directory, its mounts, cgroups and runc state are all gone at the end.
 import { createClient, type Client } from '@connectrpc/connect';
 import { createConnectTransport } from '@connectrpc/connect-node';
-import { execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Filesystem, Process } from '@paddock/models';
@@ -27,31 +26,11 @@ export async function testRuntime(opts: Partial<RuncRuntimeOptions> = {}): Promi
     runtime,
     dataDir,
     async teardown() {
-      await runtime.close();
-      for (const s of await runtime.list()) await runtime.destroy(s.id);
-      await runtime.release();
-      expect(leftovers(runtime, dataDir)).toEqual([]);
+      await runtime.removeEverything();
+      expect(await runtime.leftovers()).toEqual([]);
       rmSync(dataDir, { recursive: true, force: true });
     },
   };
-}
-
-/** Everything a runtime's sandboxes could leave on the host. */
-export function leftovers(runtime: RuncRuntime, dataDir: string): string[] {
-  const out: string[] = [];
-  for (const line of readFileSync('/proc/self/mountinfo', 'utf8').split('\n')) {
-    const mp = line.split(' ')[4];
-    if (mp && mp.startsWith(dataDir)) out.push(`mount ${mp}`);
-  }
-  for (const d of runtime.leftoverCgroups()) out.push(`cgroup ${d}`);
-  const runcRoot = join(dataDir, 'runc');
-  if (existsSync(runcRoot)) {
-    const list = execFileSync('runc', ['--root', runcRoot, 'list', '-q'], { encoding: 'utf8' }).trim();
-    if (list) out.push(`runc containers ${list}`);
-  }
-  const sandboxes = join(dataDir, 'sandboxes');
-  if (existsSync(sandboxes)) for (const d of readdirSync(sandboxes)) out.push(`directory ${d}`);
-  return out;
 }
 
 export function clients(runtime: RuncRuntime, id: string, user?: string): { fs: Client<typeof Filesystem>; proc: Client<typeof Process> } {

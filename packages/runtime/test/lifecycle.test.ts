@@ -4,7 +4,7 @@ import { existsSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { request } from 'node:http';
 import { join } from 'node:path';
 import { RuncRuntime, RuntimeError } from '../src/index.js';
-import { exec, leftovers, sleep, spawnDetached, testRuntime, TOKEN, type TestRuntime } from './harness.js';
+import { exec, sleep, spawnDetached, testRuntime, TOKEN, type TestRuntime } from './harness.js';
 
 let t: TestRuntime;
 beforeAll(async () => {
@@ -65,7 +65,7 @@ test('destroy removes container, mounts, cgroups and directory; unknown ids are 
   await t.runtime.destroy(id);
   expect(await t.runtime.get(id)).toBeUndefined();
   expect(existsSync(join(t.dataDir, 'sandboxes', id))).toBe(false);
-  expect(leftovers(t.runtime, t.dataDir).filter((l) => !l.includes('hostview'))).toEqual([]);
+  expect((await t.runtime.leftovers()).filter((l) => !l.includes('hostview'))).toEqual([]);
   await t.runtime.destroy(id);
   await t.runtime.destroy('no-such-sandbox');
   await expect(t.runtime.pause(id)).rejects.toBeInstanceOf(RuntimeError);
@@ -173,6 +173,6 @@ test('leftovers of a crash are cleaned on the next start', async () => {
   const other = new RuncRuntime({ dataDir: t.dataDir });
   await other.prepare();
   expect(existsSync(join(t.dataDir, 'sandboxes', id))).toBe(false);
-  expect(leftovers(other, t.dataDir).filter((l) => !l.includes('hostview'))).toEqual([]);
+  expect((await other.leftovers()).filter((l) => !l.includes('hostview'))).toEqual([]);
   await other.close();
 });

@@ -34,8 +34,8 @@ beforeAll(async () => {
 afterAll(async () => {
   await server.close();
   const runtime = server.runtime as RuncRuntime;
-  for (const s of await runtime.list()) await runtime.destroy(s.id);
-  await runtime.release();
+  await runtime.removeEverything();
+  expect(await runtime.leftovers()).toEqual([]);
   rmSync(home, { recursive: true, force: true });
 });
 

@@ -4,7 +4,7 @@
 import { createClient, type Client } from '@connectrpc/connect';
 import { createConnectTransport } from '@connectrpc/connect-node';
 import { ControlClient } from '@paddock/control-client';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Filesystem, Process } from '@paddock/models';
@@ -31,21 +31,12 @@ export async function testServer(opts: StartOptions = {}): Promise<TestServer> {
     home,
     async teardown() {
       await server.close();
-      await destroyAll(server.runtime as RuncRuntime);
-      const mounts = readFileSync('/proc/self/mountinfo', 'utf8')
-        .split('\n')
-        .map((l) => l.split(' ')[4])
-        .filter((m) => m?.startsWith(home));
-      expect(mounts).toEqual([]);
-      expect((server.runtime as RuncRuntime).leftoverCgroups()).toEqual([]);
+      const runtime = server.runtime as RuncRuntime;
+      await runtime.removeEverything();
+      expect(await runtime.leftovers()).toEqual([]);
       rmSync(home, { recursive: true, force: true });
     },
   };
-}
-
-export async function destroyAll(runtime: RuncRuntime): Promise<void> {
-  for (const s of await runtime.list()) await runtime.destroy(s.id);
-  await runtime.release();
 }
 
 /** Connect clients of a sandbox's envd, through the proxy with the shared-URL headers. */

@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { RuncRuntime } from '@paddock/runtime';
-import { API_KEY, destroyAll, eventually, run, sleep } from './harness.js';
+import { API_KEY, eventually, run, sleep } from './harness.js';
 import type { PaddockServer } from '../src/index.js';
 
 const home = mkdtempSync(join(tmpdir(), 'paddock-srv-restart-'));
@@ -30,7 +30,9 @@ async function kill9(child: ChildProcess): Promise<void> {
 }
 
 afterAll(async () => {
-  await destroyAll(new RuncRuntime({ dataDir: join(home, 'runtime') }));
+  const runtime = new RuncRuntime({ dataDir: join(home, 'runtime') });
+  await runtime.removeEverything();
+  expect(await runtime.leftovers()).toEqual([]);
   rmSync(home, { recursive: true, force: true });
 });
 

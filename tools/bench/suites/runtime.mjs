@@ -92,11 +92,10 @@ export async function runtimeSuite({ quick, log }) {
     rows.push(row({ suite: 'runtime', name: `idle sandbox memory, host MemAvailable drop / ${count}`, unit: 'MiB', value: { p50: hostPer, p95: hostPer }, target: { on: 'value', op: '<=', value: 50 } }));
     rows.push(row({ suite: 'runtime', name: 'idle sandbox memory, its cgroup (envd + container)', unit: 'MiB', value: summarize(cgroupPer), target: { on: 'value', op: '<=', value: 50 } }));
     rows.push(row({ suite: 'runtime', name: `sandboxes alive at once (of ${count} created in ${elapsed.toFixed(1)} s)`, unit: 'sandboxes', value: { p50: alive, p95: alive }, lowerIsBetter: false, target: { on: 'value', op: '>=', value: count } }));
-    for (const id of ids) await runtime.destroy(id);
   } finally {
     // Only an empty, unmounted data directory may be deleted.
     await runtime
-      .release()
+      .removeEverything()
       .then(() => rmSync(dataDir, { recursive: true, force: true }))
       .catch((err) => log(`left ${dataDir} behind: ${err.message}`));
   }

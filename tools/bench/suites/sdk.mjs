@@ -24,8 +24,7 @@ async function withServer(poolSize, fn) {
     return await fn(server, opts, home);
   } finally {
     await server.close();
-    for (const s of await server.runtime.list()) await server.runtime.destroy(s.id);
-    await server.runtime.release();
+    await server.runtime.removeEverything();
     rmSync(home, { recursive: true, force: true });
   }
 }

@@ -17,9 +17,7 @@ async function withServer(poolSize, fn) {
     return await fn(server, home);
   } finally {
     await server.close();
-    const runtime = server.runtime;
-    for (const s of await runtime.list()) await runtime.destroy(s.id);
-    await runtime.release();
+    await server.runtime.removeEverything();
     rmSync(home, { recursive: true, force: true });
   }
 }
