@@ -11,7 +11,7 @@ import type { Readable } from 'node:stream';
 import * as pty from 'node-pty';
 import { create as createMessage, type MessageInitShape } from '@bufbuild/protobuf';
 import { ProcessEvent_EndEventSchema, ProcessEventSchema, type ProcessEvent } from '@paddock/models';
-import { EventQueue } from './event-queue.js';
+import { EventQueue, type Joiner } from './event-queue.js';
 import type { User } from './users.js';
 
 export interface ProcessSpec {
@@ -76,6 +76,26 @@ function endEvent(code: number | null, signal: string | null, error?: string): P
 function dataEvent(stream: 'stdout' | 'stderr' | 'pty', bytes: Uint8Array): ProcessEvent {
   return createMessage(ProcessEventSchema, { event: { case: 'data', value: { output: { case: stream, value: bytes } } } });
 }
+
+type Output = { stream: 'stdout' | 'stderr' | 'pty'; bytes: Uint8Array };
+
+function outputOf(ev: ProcessEvent): Output | undefined {
+  if (ev.event.case !== 'data') return undefined;
+  const { output } = ev.event.value;
+  return output.case === undefined ? undefined : { stream: output.case, bytes: output.value };
+}
+
+/** Output of one stream that a client has not read yet goes out as one message. */
+const joinOutput: Joiner<ProcessEvent> = {
+  joinable: (first, next) => {
+    const a = outputOf(first);
+    return a !== undefined && a.stream === outputOf(next)?.stream;
+  },
+  join: (events) => {
+    const chunks = events.map((ev) => outputOf(ev)!.bytes);
+    return dataEvent(outputOf(events[0]!)!.stream, Buffer.concat(chunks));
+  },
+};
 
 export class ManagedProcess {
   readonly pid: number;
@@ -225,7 +245,7 @@ export class ManagedProcess {
 
   /** A new client: gets `start{pid}` first, then every event from now on. */
   attach(): EventQueue<ProcessEvent> {
-    const q = new EventQueue<ProcessEvent>();
+    const q = new EventQueue<ProcessEvent>(joinOutput);
     q.push(createMessage(ProcessEventSchema, { event: { case: 'start', value: { pid: this.pid } } }));
     if (this.ended) {
       q.close();

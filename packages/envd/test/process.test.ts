@@ -75,6 +75,25 @@ test('large output arrives complete and in order over the binary protocol too', 
   }
 });
 
+test('output a reader has not read yet arrives as fewer, larger messages, whole and in order', async () => {
+  const script = 'seq 1 2000000';
+  const expected = createHash('sha256').update(execFileSync('/bin/bash', ['-c', script], { maxBuffer: 64 * 1024 * 1024 })).digest('hex');
+  const it = processes(envd).start(bash(script))[Symbol.asyncIterator]();
+  await it.next(); // start
+  // The process fills the queue while nobody reads.
+  await sleep(300);
+  const chunks: Uint8Array[] = [];
+  for (;;) {
+    const r = await it.next();
+    if (r.done) break;
+    const ev = r.value.event!.event;
+    if (ev.case === 'data' && ev.value.output.case === 'stdout') chunks.push(ev.value.output.value);
+  }
+  // A pipe read is at most 64 KiB: anything larger was joined.
+  expect(Math.max(...chunks.map((c) => c.length))).toBeGreaterThan(64 * 1024);
+  expect(createHash('sha256').update(Buffer.concat(chunks)).digest('hex')).toBe(expected);
+});
+
 test('processes run as the requested user, in its home, with HOME and USER', async () => {
   const asUser = await run(bash('id -u; id -g; id -G; echo $HOME; pwd; echo $USER'), { user: 'user' });
   expect(asUser.stdout.split('\n')).toEqual(['1000', '1000', '1000', envd.home.user, envd.home.user, 'user', '']);

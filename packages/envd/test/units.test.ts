@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { basicAuthUser, checkFileSignature, fileSignature, secretsEqual } from '../src/auth.js';
 import { permissionString } from '../src/entry-info.js';
-import { EventQueue, HIGH_WATER_BYTES } from '../src/event-queue.js';
+import { EventQueue, HIGH_WATER_BYTES, MAX_JOINED_BYTES, type Joiner } from '../src/event-queue.js';
 import { metadataFromHeaders } from '../src/metadata.js';
 import { resolveUserPath } from '../src/paths.js';
 import { UserDb } from '../src/users.js';
@@ -128,6 +128,26 @@ describe('event queue', () => {
     await it.next();
     expect(q.bytes).toBe(0);
     expect(drained).toBe(1);
+  });
+
+  test('items waiting next to each other are joined when the joiner allows, up to a size, in order', async () => {
+    // Strings of one letter join; anything else stays apart.
+    const joiner: Joiner<string> = {
+      joinable: (first, next) => first[0] === next[0],
+      join: (values) => values.join(''),
+    };
+    const q = new EventQueue<string>(joiner);
+    for (const v of ['a1', 'a2', 'b1', 'a3']) q.push(v, 10);
+    q.push('a4', MAX_JOINED_BYTES - 10);
+    q.push('a5', 10);
+    q.close();
+    const seen: string[] = [];
+    for await (const v of q) {
+      seen.push(v);
+      if (seen.length === 1) expect(q.bytes).toBe(MAX_JOINED_BYTES + 20);
+    }
+    expect(seen).toEqual(['a1a2', 'b1', 'a3a4', 'a5']);
+    expect(q.bytes).toBe(0);
   });
 
   test('a reader waiting when the queue closes sees the end; onClose runs once', async () => {
