@@ -54,6 +54,15 @@ export async function waitForEnvd(socketPath: string, timeoutMs: number, failed:
   }
 }
 
+/** Whether envd answers on its socket; as the container's first process, it answers only while the container runs. */
+export async function envdAnswers(socketPath: string): Promise<boolean> {
+  try {
+    return (await call(socketPath, 'GET', '/health')).status === 204;
+  } catch {
+    return false;
+  }
+}
+
 export async function initEnvd(socketPath: string, init: EnvdInit, currentToken?: string): Promise<void> {
   const body = { ...init, timestamp: new Date().toISOString() };
   const res = await call(socketPath, 'POST', '/init', body, currentToken ? { 'x-access-token': currentToken } : {});

@@ -1,4 +1,5 @@
 // The warm pool: ready sandboxes handed out on create, refilled behind.
+import { execFileSync } from 'node:child_process';
 import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { RuncRuntime } from '../src/index.js';
@@ -33,6 +34,22 @@ test('other limits, or cold: true, skip the pool', async () => {
   expect(small.fromPool).toBeUndefined();
   await t.runtime.destroy(cold.id);
   await t.runtime.destroy(small.id);
+});
+
+test('a pooled sandbox whose container died is not handed out, with or without init', async () => {
+  for (const init of [{ accessToken: TOKEN }, undefined]) {
+    await t.runtime.poolReady();
+    const [dead, alive] = t.runtime.pooled().base!;
+    execFileSync('runc', ['--root', join(t.dataDir, 'runc'), 'kill', dead!, 'KILL']);
+    while (!/"status": "stopped"/.test(execFileSync('runc', ['--root', join(t.dataDir, 'runc'), 'state', dead!], { encoding: 'utf8' }))) {
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    const s = await t.runtime.create({ templateId: 'base', ...(init ? { init } : {}) });
+    expect(s.id).toBe(alive);
+    expect((await exec(t.runtime, s.id, 'echo ok')).stdout).toBe('ok\n');
+    expect(t.runtime.pooled().base).not.toContain(dead);
+    await t.runtime.destroy(s.id);
+  }
 });
 
 test('a restarted runtime puts running pool sandboxes back in its pool', async () => {
