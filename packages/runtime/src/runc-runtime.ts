@@ -272,7 +272,6 @@ export class RuncRuntime implements Runtime {
       maxOpenFiles: hardOpenFilesLimit(),
     });
     writeFileSync(join(dir, 'config.json'), JSON.stringify(config));
-    await this.runc.deleteForce(spec.id); // a stopped container of a previous run
     await this.runc.runDetached(spec.id, dir, join(dir, 'envd.log'));
     await waitForEnvd(this.socket(spec.id, 'envd.sock'), this.opts.readyTimeoutMs ?? 15_000, async () => {
       const state = await this.runc.state(spec.id);
@@ -288,6 +287,9 @@ export class RuncRuntime implements Runtime {
       const status = this.statusOf(await this.runc.state(id));
       if (status !== 'stopped') throw new RuntimeError('conflict', `sandbox '${id}' is ${status}, not stopped`);
       try {
+        // runc keeps a stopped container's state; a new one needs its name.
+        // (A new sandbox's name is new: no runc process is spent on it there.)
+        await this.runc.deleteForce(id);
         await this.startContainer(spec, init);
       } catch (err) {
         await this.runc.deleteForce(id).catch(() => undefined);
