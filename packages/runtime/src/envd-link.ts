@@ -6,22 +6,27 @@ import { connect, type Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { RuntimeError, type EnvdInit } from './runtime.js';
 
-function call(socketPath: string, method: string, path: string, body?: unknown, headers: Record<string, string> = {}): Promise<{ status: number; text: string }> {
+/** One request to envd; a body that is not bytes is sent as JSON. */
+function call(socketPath: string, method: string, path: string, body?: unknown, headers: Record<string, string> = {}): Promise<{ status: number; body: Buffer }> {
   return new Promise((resolve, reject) => {
-    const payload = body === undefined ? undefined : JSON.stringify(body);
+    const json = body !== undefined && !Buffer.isBuffer(body);
+    const payload: Buffer | undefined = json ? Buffer.from(JSON.stringify(body)) : (body as Buffer | undefined);
     const req = request(
       {
         socketPath,
         method,
         path,
-        headers: { ...headers, ...(payload ? { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) } : {}) },
+        headers: {
+          ...(json ? { 'content-type': 'application/json' } : {}),
+          ...headers,
+          ...(payload ? { 'content-length': payload.length } : {}),
+        },
         agent: false,
       },
       (res) => {
-        let text = '';
-        res.setEncoding('utf8');
-        res.on('data', (d: string) => (text += d));
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
+        const chunks: Buffer[] = [];
+        res.on('data', (d: Buffer) => chunks.push(d));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks) }));
       },
     );
     req.setTimeout(5000, () => req.destroy(new Error(`${method} ${path} timed out`)));
@@ -63,10 +68,36 @@ export async function envdAnswers(socketPath: string): Promise<boolean> {
   }
 }
 
+/**
+ * Runs `/bin/true` through envd's process service (Connect's JSON format,
+ * one server stream) and resolves once envd reported its end.
+ */
+export async function runTrue(socketPath: string): Promise<void> {
+  const json = Buffer.from(JSON.stringify({ process: { cmd: '/bin/true' }, stdin: false }));
+  const request = Buffer.alloc(5 + json.length);
+  request.writeUInt32BE(json.length, 1);
+  json.copy(request, 5);
+  const res = await call(socketPath, 'POST', '/process.Process/Start', request, {
+    'content-type': 'application/connect+json',
+    'connect-protocol-version': '1',
+  });
+  if (res.status !== 200) throw new RuntimeError('internal', `envd refused to run a command (${res.status}): ${res.body.toString()}`);
+  // Each frame: a flags byte, a 4-byte length, then JSON; the last one ends the stream, with an error if it failed.
+  let ended = false;
+  for (let at = 0; at + 5 <= res.body.length; ) {
+    const length = res.body.readUInt32BE(at + 1);
+    const message = JSON.parse(res.body.subarray(at + 5, at + 5 + length).toString()) as { event?: { end?: unknown }; error?: { message?: string } };
+    if (message.error) throw new RuntimeError('internal', `envd could not run a command: ${message.error.message ?? 'unknown error'}`);
+    if (message.event?.end) ended = true;
+    at += 5 + length;
+  }
+  if (!ended) throw new RuntimeError('internal', 'envd ended the stream of a command without its end');
+}
+
 export async function initEnvd(socketPath: string, init: EnvdInit, currentToken?: string): Promise<void> {
   const body = { ...init, timestamp: new Date().toISOString() };
   const res = await call(socketPath, 'POST', '/init', body, currentToken ? { 'x-access-token': currentToken } : {});
-  if (res.status !== 204) throw new RuntimeError('internal', `envd refused /init (${res.status}): ${res.text}`);
+  if (res.status !== 204) throw new RuntimeError('internal', `envd refused /init (${res.status}): ${res.body.toString()}`);
 }
 
 /** Connects to TCP `port` inside the sandbox through envd's tunnel socket. */

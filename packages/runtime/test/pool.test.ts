@@ -2,6 +2,7 @@
 import { execFileSync } from 'node:child_process';
 import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
+import { runTrue } from '../src/envd-link.js';
 import { RuncRuntime } from '../src/index.js';
 import { exec, testRuntime, TOKEN, type TestRuntime } from './harness.js';
 
@@ -25,6 +26,15 @@ test('create takes a pooled sandbox, initialised with the caller\'s token and va
   expect(t.runtime.pooled().base).toHaveLength(2);
   expect(t.runtime.pooled().base).not.toContain(s.id);
   await t.runtime.destroy(s.id);
+});
+
+test('pooled sandboxes have run a command through envd, so that the first one of their owner runs warm', async () => {
+  const id = t.runtime.pooled().base![0]!;
+  const endpoint = t.runtime.envdEndpoint(id);
+  if (!('socketPath' in endpoint)) throw new Error('expected a unix socket endpoint');
+  // What the pool does after booting a sandbox: it reports a command's end, or why there was none.
+  await expect(runTrue(endpoint.socketPath)).resolves.toBeUndefined();
+  await expect(runTrue(join(t.dataDir, 'no-such.sock'))).rejects.toThrow(/ENOENT/);
 });
 
 test('other limits, or cold: true, skip the pool', async () => {
