@@ -89,9 +89,13 @@ test('the users database reads passwd and group files and sees changes', () => {
     const db = new UserDb(join(dir, 'passwd'), join(dir, 'group'));
     expect(db.lookup('user')).toEqual({ name: 'user', uid: 1000, gid: 1000, home: '/home/user', shell: '/bin/sh' });
     expect(db.lookup('nobody')).toBeUndefined();
-    expect([db.userName(1000), db.userName(4242), db.groupName(0), db.groupName(7)]).toEqual(['user', '4242', 'root', '7']);
+    const names = db.names();
+    expect([names.user(1000), names.user(4242), names.group(0), names.group(7)]).toEqual(['user', '4242', 'root', '7']);
     writeFileSync(join(dir, 'passwd'), 'root:x:0:0:root:/root:/bin/bash\nuser:x:1000:1000::/home/user:/bin/sh\nnewbie:x:1001:1001::/home/newbie:/bin/sh\n');
     expect(db.lookup('newbie')?.uid).toBe(1001);
+    expect(db.names().user(1001)).toBe('newbie');
+    // Names taken before the change keep what the files said then.
+    expect(names.user(1001)).toBe('1001');
   } finally {
     rmSync(dir, { recursive: true });
   }
