@@ -11,6 +11,7 @@ import { createServer as createHttp2Server } from 'node:http2';
 import { createServer as createNetServer, type Server, type Socket } from 'node:net';
 import { parseArgs } from 'node:util';
 import { log } from './log.js';
+import { PipedChild } from './piped-child.js';
 import { startReaper } from './reaper.js';
 import { createEnvd } from './server.js';
 import { createTunnelServer } from './tunnel.js';
@@ -142,7 +143,7 @@ async function main(): Promise<void> {
   }
   // One line once every listener is up; the runtime and tests wait for it.
   log.info('ready', ready);
-  const stopReaper = startReaper((pid) => envd.processes.has(pid));
+  const stopReaper = startReaper((pid) => envd.processes.has(pid) || PipedChild.owns(pid));
 
   let stopping = false;
   const stop = async (signal: string) => {
