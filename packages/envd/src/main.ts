@@ -5,6 +5,8 @@
 //                     [--tunnel-socket PATH] [--access-token TOKEN]
 //                     [--default-user NAME] [--default-workdir DIR]
 //                     [--passwd-file PATH] [--group-file PATH]
+// First: protobuf-es looks Uint8Array.prototype.toBase64 up when it loads.
+import './base64.js';
 import { chmodSync, rmSync } from 'node:fs';
 import { createServer as createHttp1Server, type IncomingMessage, type ServerResponse } from 'node:http';
 import { createServer as createHttp2Server } from 'node:http2';

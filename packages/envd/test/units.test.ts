@@ -107,6 +107,21 @@ test('metadata headers are validated and lowercased', () => {
   expect(() => metadataFromHeaders({ 'x-metadata-k': 'caf\u00e9' })).toThrow("metadata 'k' must be printable ASCII");
 });
 
+test('Uint8Array.prototype.toBase64 is there for protobuf-es, with both alphabets and optional padding', async () => {
+  await import('../src/base64.js');
+  const encode = (bytes: number[], options?: object) => (new Uint8Array(bytes) as unknown as { toBase64(o?: object): string }).toBase64(options);
+  expect(encode([])).toBe('');
+  expect(encode([0xfb, 0xff])).toBe('+/8=');
+  expect(encode([0xfb, 0xff], { omitPadding: true })).toBe('+/8');
+  expect(encode([0xfb, 0xff], { alphabet: 'base64url' })).toBe('-_8=');
+  expect(encode([0xfb, 0xff], { alphabet: 'base64url', omitPadding: true })).toBe('-_8');
+  expect(encode([1, 2, 3])).toBe('AQID');
+  // A view encodes its own bytes, not its whole buffer.
+  const view = new Uint8Array([9, 1, 2, 3, 9]).subarray(1, 4) as unknown as { toBase64(): string };
+  expect(view.toBase64()).toBe('AQID');
+  expect(() => encode([1], { alphabet: 'base32' })).toThrow(TypeError);
+});
+
 describe('event queue', () => {
   test('delivers in order, then ends; an error comes after the queued items', async () => {
     const q = new EventQueue<number>();
