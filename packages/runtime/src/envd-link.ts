@@ -35,27 +35,34 @@ function call(socketPath: string, method: string, path: string, body?: unknown, 
   });
 }
 
+/** Longest pause between two attempts: envd is found at most this late. */
+const MAX_POLL_DELAY_MS = 5;
+/** How often `failed` (a runc process) is asked while envd does not answer. */
+const FAILED_CHECK_INTERVAL_MS = 250;
+
 /**
- * Polls envd's /health until it answers 204. `failed` is checked between
- * attempts and returns a reason when the sandbox can no longer come up.
+ * Polls envd's /health until it answers 204. `failed` is checked now and
+ * then and returns a reason when the sandbox can no longer come up.
  */
 export async function waitForEnvd(socketPath: string, timeoutMs: number, failed: () => Promise<string | undefined>): Promise<void> {
   const deadline = Date.now() + timeoutMs;
-  let delay = 2;
-  for (let attempt = 0; ; attempt++) {
+  let nextFailedCheck = Date.now() + FAILED_CHECK_INTERVAL_MS;
+  let delay = 1;
+  for (;;) {
     try {
       const res = await call(socketPath, 'GET', '/health');
       if (res.status === 204) return;
     } catch {
-      // not listening yet
+      // not listening yet: a failed connect to the socket costs next to nothing
     }
-    if (attempt % 10 === 9) {
+    if (Date.now() >= nextFailedCheck) {
       const reason = await failed();
       if (reason) throw new RuntimeError('unavailable', `envd did not start: ${reason}`);
+      nextFailedCheck = Date.now() + FAILED_CHECK_INTERVAL_MS;
     }
     if (Date.now() > deadline) throw new RuntimeError('unavailable', `envd did not answer on ${socketPath} within ${timeoutMs} ms`);
     await new Promise((r) => setTimeout(r, delay));
-    delay = Math.min(delay * 2, 25);
+    delay = Math.min(delay * 2, MAX_POLL_DELAY_MS);
   }
 }
 
