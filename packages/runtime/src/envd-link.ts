@@ -75,30 +75,36 @@ export async function envdAnswers(socketPath: string): Promise<boolean> {
   }
 }
 
+/** `StartRequest { process: { cmd: "/bin/true" }, stdin: false }` (proto/process/process.proto) in each Connect format. */
+const RUN_TRUE = {
+  json: Buffer.from(JSON.stringify({ process: { cmd: '/bin/true' }, stdin: false })),
+  // Field 1 (process, 11 bytes long) holding field 1 (cmd, 9 bytes); field 4 (stdin) false.
+  binary: Buffer.concat([Buffer.from([0x0a, 0x0b, 0x0a, 0x09]), Buffer.from('/bin/true'), Buffer.from([0x20, 0x00])]),
+};
+
 /**
- * Runs `/bin/true` through envd's process service (Connect's JSON format,
- * one server stream) and resolves once envd reported its end.
+ * Runs `/bin/true` through envd's process service, in Connect's JSON or
+ * binary format, and resolves once envd ended the stream without an error.
  */
-export async function runTrue(socketPath: string): Promise<void> {
-  const json = Buffer.from(JSON.stringify({ process: { cmd: '/bin/true' }, stdin: false }));
-  const request = Buffer.alloc(5 + json.length);
-  request.writeUInt32BE(json.length, 1);
-  json.copy(request, 5);
+export async function runTrue(socketPath: string, format: 'json' | 'binary'): Promise<void> {
+  const message = RUN_TRUE[format];
+  const request = Buffer.alloc(5 + message.length);
+  request.writeUInt32BE(message.length, 1);
+  message.copy(request, 5);
   const res = await call(socketPath, 'POST', '/process.Process/Start', request, {
-    'content-type': 'application/connect+json',
+    'content-type': format === 'json' ? 'application/connect+json' : 'application/connect+proto',
     'connect-protocol-version': '1',
   });
   if (res.status !== 200) throw new RuntimeError('internal', `envd refused to run a command (${res.status}): ${res.body.toString()}`);
-  // Each frame: a flags byte, a 4-byte length, then JSON; the last one ends the stream, with an error if it failed.
-  let ended = false;
-  for (let at = 0; at + 5 <= res.body.length; ) {
-    const length = res.body.readUInt32BE(at + 1);
-    const message = JSON.parse(res.body.subarray(at + 5, at + 5 + length).toString()) as { event?: { end?: unknown }; error?: { message?: string } };
-    if (message.error) throw new RuntimeError('internal', `envd could not run a command: ${message.error.message ?? 'unknown error'}`);
-    if (message.event?.end) ended = true;
-    at += 5 + length;
+  // Frames: a flags byte, a 4-byte length, the message. The one flagged 2
+  // ends the stream, in JSON whatever the format, with the error if any.
+  for (let at = 0; at + 5 <= res.body.length; at += 5 + res.body.readUInt32BE(at + 1)) {
+    if ((res.body[at]! & 0x02) === 0) continue;
+    const end = JSON.parse(res.body.subarray(at + 5, at + 5 + res.body.readUInt32BE(at + 1)).toString()) as { error?: { message?: string } };
+    if (end.error) throw new RuntimeError('internal', `envd could not run a command: ${end.error.message ?? 'unknown error'}`);
+    return;
   }
-  if (!ended) throw new RuntimeError('internal', 'envd ended the stream of a command without its end');
+  throw new RuntimeError('internal', 'envd answered a command without ending its stream');
 }
 
 export async function initEnvd(socketPath: string, init: EnvdInit, currentToken?: string): Promise<void> {

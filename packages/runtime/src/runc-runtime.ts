@@ -254,9 +254,12 @@ export class RuncRuntime implements Runtime {
         this.writeSpec(spec);
         await this.startContainer(spec, init);
         // envd's first command runs cold code: ~7 ms slower than the ones
-        // after it. A pooled sandbox runs one before anyone waits for it;
-        // where it cannot (a template without /bin/true), its owner pays.
-        if (pooled) await runTrue(this.socket(id, 'envd.sock')).catch(() => undefined);
+        // after it. A pooled sandbox runs one in each Connect format (JSON
+        // for the official SDKs, binary for ours) before anyone waits for
+        // it; where it cannot (a template without /bin/true), its owner pays.
+        if (pooled) {
+          for (const format of ['json', 'binary'] as const) await runTrue(this.socket(id, 'envd.sock'), format).catch(() => undefined);
+        }
         return spec;
       } catch (err) {
         await this.removeSandbox(id).catch(() => undefined);

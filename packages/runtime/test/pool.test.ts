@@ -32,9 +32,10 @@ test('pooled sandboxes have run a command through envd, so that the first one of
   const id = t.runtime.pooled().base![0]!;
   const endpoint = t.runtime.envdEndpoint(id);
   if (!('socketPath' in endpoint)) throw new Error('expected a unix socket endpoint');
-  // What the pool does after booting a sandbox: it reports a command's end, or why there was none.
-  await expect(runTrue(endpoint.socketPath)).resolves.toBeUndefined();
-  await expect(runTrue(join(t.dataDir, 'no-such.sock'))).rejects.toThrow(/ENOENT/);
+  // What the pool does after booting a sandbox, in both formats: it resolves once the command ended, or says why it did not run.
+  await expect(runTrue(endpoint.socketPath, 'json')).resolves.toBeUndefined();
+  await expect(runTrue(endpoint.socketPath, 'binary')).resolves.toBeUndefined();
+  await expect(runTrue(join(t.dataDir, 'no-such.sock'), 'binary')).rejects.toThrow(/ENOENT/);
 });
 
 test('other limits, or cold: true, skip the pool', async () => {
