@@ -73,19 +73,33 @@ export function isInMemory(data: UploadData): boolean {
 }
 
 export interface RequestBody {
-  body: Blob | ReadableStream<Uint8Array>;
+  body: Uint8Array | Blob | ReadableStream<Uint8Array>;
   /** fetch needs `duplex: 'half'` for a stream body. */
   streaming: boolean;
 }
 
 /**
- * A body made of `pieces` in order. All in memory: a Blob, so fetch sends a
- * Content-Length and browsers can send it. Any stream among them: a stream
- * that pulls from each piece only as fast as the connection takes it.
+ * A body made of `pieces` in order. All in memory, so that fetch sends a
+ * Content-Length and browsers can send it: bytes alone as one array, which
+ * fetch writes out as it is (a Blob is read back in chunks, each copied),
+ * with a Blob among them as a Blob. Any stream among them: a stream that
+ * pulls from each piece only as fast as the connection takes it.
  */
 function concatBody(pieces: Piece[]): RequestBody {
-  if (!pieces.some(isStreamPiece)) return { body: new Blob(pieces as (Uint8Array | Blob)[]), streaming: false };
-  return { body: pullStream(concatChunks(pieces)), streaming: true };
+  if (pieces.some(isStreamPiece)) return { body: pullStream(concatChunks(pieces)), streaming: true };
+  if (pieces.every((p) => ArrayBuffer.isView(p))) return { body: concatBytes(pieces as Uint8Array[]), streaming: false };
+  return { body: new Blob(pieces as (Uint8Array | Blob)[]), streaming: false };
+}
+
+function concatBytes(pieces: Uint8Array[]): Uint8Array {
+  if (pieces.length === 1) return pieces[0]!;
+  const out = new Uint8Array(pieces.reduce((n, p) => n + p.length, 0));
+  let at = 0;
+  for (const p of pieces) {
+    out.set(p, at);
+    at += p.length;
+  }
+  return out;
 }
 
 async function* concatChunks(pieces: Piece[]): AsyncGenerator<Uint8Array> {
@@ -115,7 +129,7 @@ function pullStream(chunks: AsyncIterable<Uint8Array>): ReadableStream<Uint8Arra
 export function octetStreamBody(data: UploadData, gzip: boolean): RequestBody {
   const body = concatBody([toPiece(data)]);
   if (!gzip) return body;
-  const source = body.streaming ? (body.body as ReadableStream<Uint8Array>) : (body.body as Blob).stream();
+  const source = body.streaming ? (body.body as ReadableStream<Uint8Array>) : new Blob([body.body as Uint8Array | Blob]).stream();
   return { body: source.pipeThrough(new CompressionStream('gzip')), streaming: true };
 }
 

@@ -4,7 +4,7 @@ import { lstatSync, readlinkSync, type BigIntStats } from 'node:fs';
 import { basename, dirname, resolve } from 'node:path';
 import { EntryInfoSchema, FileType, type EntryInfo } from '@paddock/models';
 import { readMetadata } from './metadata.js';
-import type { UserDb } from './users.js';
+import type { Names } from './users.js';
 
 function fileType(st: BigIntStats): FileType {
   if (st.isSymbolicLink()) return FileType.SYMLINK;
@@ -49,7 +49,7 @@ export function permissionString(st: BigIntStats): string {
 }
 
 /** Describes the entry at `path` (not following a final symlink); throws like lstat. */
-export function entryInfo(path: string, users: UserDb, st: BigIntStats = lstatSync(path, { bigint: true })): EntryInfo {
+export function entryInfo(path: string, names: Names, st: BigIntStats = lstatSync(path, { bigint: true })): EntryInfo {
   const type = fileType(st);
   let symlinkTarget: string | undefined;
   if (type === FileType.SYMLINK) {
@@ -66,8 +66,8 @@ export function entryInfo(path: string, users: UserDb, st: BigIntStats = lstatSy
     size: st.size,
     mode: Number(st.mode & 0o7777n),
     permissions: permissionString(st),
-    owner: users.userName(Number(st.uid)),
-    group: users.groupName(Number(st.gid)),
+    owner: names.user(Number(st.uid)),
+    group: names.group(Number(st.gid)),
     modifiedTime: { seconds: st.mtimeNs / 1_000_000_000n, nanos: Number(st.mtimeNs % 1_000_000_000n) },
     symlinkTarget,
     metadata: type === FileType.SYMLINK ? {} : readMetadata(path),

@@ -6,9 +6,24 @@
 export const HIGH_WATER_BYTES = 512 * 1024;
 export const LOW_WATER_BYTES = 64 * 1024;
 
+/** Most bytes that `join` puts into one item. */
+export const MAX_JOINED_BYTES = 1024 * 1024;
+
 interface Item<T> {
   value: T;
   size: number;
+}
+
+/**
+ * Joins items that wait next to each other into one, e.g. output chunks of
+ * the same stream: a reader that fell behind then gets one message instead of
+ * many, which saves a protocol frame and a round of work per chunk at every
+ * hop to the client.
+ */
+export interface Joiner<T> {
+  /** Whether `next` may follow `first` in one item. */
+  joinable(first: T, next: T): boolean;
+  join(values: T[]): T;
 }
 
 export class EventQueue<T> implements AsyncIterable<T> {
@@ -24,6 +39,8 @@ export class EventQueue<T> implements AsyncIterable<T> {
   onDrain: (() => void) | undefined;
   /** Called once when the queue is closed, by either side. */
   onClose: (() => void) | undefined;
+
+  constructor(private readonly joiner?: Joiner<T>) {}
 
   get bytes(): number {
     return this.queued;
@@ -78,8 +95,24 @@ export class EventQueue<T> implements AsyncIterable<T> {
     this.keepaliveTimer = undefined;
   }
 
+  /** The first item, joined with those after it that the joiner allows. */
+  private take(): Item<T> | undefined {
+    const first = this.items.shift();
+    if (!first || !this.joiner || this.items.length === 0) return first;
+    const values = [first.value];
+    let size = first.size;
+    while (this.items.length > 0) {
+      const item = this.items[0]!;
+      if (size + item.size > MAX_JOINED_BYTES || !this.joiner.joinable(first.value, item.value)) break;
+      this.items.shift();
+      values.push(item.value);
+      size += item.size;
+    }
+    return values.length === 1 ? first : { value: this.joiner.join(values), size };
+  }
+
   private next(): Promise<IteratorResult<T>> {
-    const item = this.items.shift();
+    const item = this.take();
     if (item) {
       const wasFull = this.queued >= LOW_WATER_BYTES;
       this.queued -= item.size;

@@ -1,6 +1,6 @@
 // GET and POST /files: file contents over plain HTTP, streamed both ways.
 import Busboy from 'busboy';
-import { closeSync, createReadStream, createWriteStream, fstatSync, openSync, readSync, constants as fsc } from 'node:fs';
+import { closeSync, createReadStream, createWriteStream, fstatSync, ftruncateSync, openSync, readSync, truncateSync, constants as fsc } from 'node:fs';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { basename } from 'node:path';
 import { PassThrough, type Readable } from 'node:stream';
@@ -98,11 +98,32 @@ async function writeOne(body: Readable, target: string, user: User, metadata: Re
     body.resume();
     throw fsHttpError(err, target);
   }
+  // The file stays open after the last write: openForWrite left the cut to
+  // its new length to us, and it must happen before anyone can see the file
+  // closed with the tail of what it held before.
+  const out = createWriteStream('', { fd, highWaterMark: READ_CHUNK, autoClose: false });
   try {
-    await pipeline(body, createWriteStream('', { fd, highWaterMark: READ_CHUNK }));
+    await pipeline(body, out);
+  } catch (err) {
+    // A failed stream closes its file itself. What was written is the file
+    // then, as if it had been truncated at open.
+    if (!out.closed) await new Promise<void>((resolve) => out.destroy().once('close', () => resolve()));
+    try {
+      truncateSync(target, out.bytesWritten);
+    } catch {
+      // Gone meanwhile: nothing to cut.
+    }
+    if ((err as NodeJS.ErrnoException).code === 'Z_DATA_ERROR') throw new HttpError(400, 'the request body is not valid gzip');
+    throw fsHttpError(err, target);
+  }
+  try {
+    try {
+      ftruncateSync(fd, out.bytesWritten);
+    } finally {
+      closeSync(fd);
+    }
     if (metadata) writeMetadata(target, metadata);
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'Z_DATA_ERROR') throw new HttpError(400, 'the request body is not valid gzip');
     throw fsHttpError(err, target);
   }
   return { name: basename(target), path: target, type: 'file', ...(metadata ? { metadata } : {}) };

@@ -48,7 +48,7 @@ export function filesystemService(state: EnvdState): ServiceImpl<typeof Filesyst
 
   function describe(path: string): EntryInfo {
     try {
-      return entryInfo(path, state.users);
+      return entryInfo(path, state.users.names());
     } catch (err) {
       throw fsConnectError(err, path);
     }
@@ -58,7 +58,7 @@ export function filesystemService(state: EnvdState): ServiceImpl<typeof Filesyst
     let entry: EntryInfo | undefined;
     if (includeEntry) {
       try {
-        entry = entryInfo(ev.path, state.users);
+        entry = entryInfo(ev.path, state.users.names());
       } catch {
         entry = undefined; // gone already (a remove or the old name of a rename)
       }
@@ -135,6 +135,7 @@ export function filesystemService(state: EnvdState): ServiceImpl<typeof Filesyst
       }
       if (!st.isDirectory()) throw new ConnectError(`path '${path}' is not a directory`, Code.InvalidArgument);
       const entries: EntryInfo[] = [];
+      const owners = state.users.names();
       const walk = (dir: string, level: number) => {
         let names: string[];
         try {
@@ -147,7 +148,7 @@ export function filesystemService(state: EnvdState): ServiceImpl<typeof Filesyst
           const child = join(dir, name);
           let info: EntryInfo;
           try {
-            info = entryInfo(child, state.users);
+            info = entryInfo(child, owners);
           } catch {
             continue; // removed while listing
           }

@@ -5,12 +5,15 @@
 //                     [--tunnel-socket PATH] [--access-token TOKEN]
 //                     [--default-user NAME] [--default-workdir DIR]
 //                     [--passwd-file PATH] [--group-file PATH]
+// First: protobuf-es looks Uint8Array.prototype.toBase64 up when it loads.
+import './base64.js';
 import { chmodSync, rmSync } from 'node:fs';
 import { createServer as createHttp1Server, type IncomingMessage, type ServerResponse } from 'node:http';
 import { createServer as createHttp2Server } from 'node:http2';
 import { createServer as createNetServer, type Server, type Socket } from 'node:net';
 import { parseArgs } from 'node:util';
 import { log } from './log.js';
+import { PipedChild } from './piped-child.js';
 import { startReaper } from './reaper.js';
 import { createEnvd } from './server.js';
 import { createTunnelServer } from './tunnel.js';
@@ -120,6 +123,11 @@ function listen(server: Server, target: { port: number; host: string } | { path:
 }
 
 async function main(): Promise<void> {
+  // Connect turns every request's headers into a WHATWG `Headers`, a class
+  // Node loads (with the rest of its bundled fetch) on first use: ~30 ms.
+  // Paid before `ready`, it is off the first request, and a sandbox from the
+  // warm pool has paid it before anyone waits.
+  void globalThis.Headers;
   const ready: Record<string, unknown> = { version: envdVersion };
   if (port !== undefined) {
     const s = frontServer();
@@ -137,7 +145,7 @@ async function main(): Promise<void> {
   }
   // One line once every listener is up; the runtime and tests wait for it.
   log.info('ready', ready);
-  const stopReaper = startReaper((pid) => envd.processes.has(pid));
+  const stopReaper = startReaper((pid) => envd.processes.has(pid) || PipedChild.owns(pid));
 
   let stopping = false;
   const stop = async (signal: string) => {

@@ -26,6 +26,22 @@ export interface EnvdNative {
   removeXattr(path: string, name: string): void;
   /** Collects the zombie `pid` if it is one; true when it was. */
   reap(pid: number): boolean;
+  /**
+   * Starts `argv` from the first of `candidates` that execs, in a session
+   * of its own, as `uid`/`gid`, in `cwd`. Gives the pid and envd's ends of
+   * its stdio (stdin -1 when `withStdin` is false). Throws an errno error.
+   */
+  spawn(
+    candidates: string[],
+    argv: string[],
+    envp: string[],
+    cwd: string,
+    uid: number,
+    gid: number,
+    withStdin: boolean,
+  ): [pid: number, stdin: number, stdout: number, stderr: number];
+  /** Collects child `pid` if it ended: [exit code or -1, signal number or 0]; null while it runs. */
+  waitStatus(pid: number): [code: number, signal: number] | null;
 }
 
 function load(): EnvdNative {

@@ -4,14 +4,13 @@
 // (as a local pipe would block the writer); output that no client reads is
 // dropped, so memory stays bounded.
 import { Code, ConnectError } from '@connectrpc/connect';
-import { spawn, type ChildProcess } from 'node:child_process';
 import { statSync, writeFileSync } from 'node:fs';
 import { constants as osConstants } from 'node:os';
-import type { Readable } from 'node:stream';
 import * as pty from 'node-pty';
 import { create as createMessage, type MessageInitShape } from '@bufbuild/protobuf';
 import { ProcessEvent_EndEventSchema, ProcessEventSchema, type ProcessEvent } from '@paddock/models';
-import { EventQueue } from './event-queue.js';
+import { EventQueue, type Joiner } from './event-queue.js';
+import { PipedChild } from './piped-child.js';
 import type { User } from './users.js';
 
 export interface ProcessSpec {
@@ -77,13 +76,33 @@ function dataEvent(stream: 'stdout' | 'stderr' | 'pty', bytes: Uint8Array): Proc
   return createMessage(ProcessEventSchema, { event: { case: 'data', value: { output: { case: stream, value: bytes } } } });
 }
 
+type Output = { stream: 'stdout' | 'stderr' | 'pty'; bytes: Uint8Array };
+
+function outputOf(ev: ProcessEvent): Output | undefined {
+  if (ev.event.case !== 'data') return undefined;
+  const { output } = ev.event.value;
+  return output.case === undefined ? undefined : { stream: output.case, bytes: output.value };
+}
+
+/** Output of one stream that a client has not read yet goes out as one message. */
+const joinOutput: Joiner<ProcessEvent> = {
+  joinable: (first, next) => {
+    const a = outputOf(first);
+    return a !== undefined && a.stream === outputOf(next)?.stream;
+  },
+  join: (events) => {
+    const chunks = events.map((ev) => outputOf(ev)!.bytes);
+    return dataEvent(outputOf(events[0]!)!.stream, Buffer.concat(chunks));
+  },
+};
+
 export class ManagedProcess {
   readonly pid: number;
   private readonly queues = new Set<EventQueue<ProcessEvent>>();
   private readonly sources: Array<{ pause(): void; resume(): void }> = [];
   private paused = false;
   private ended = false;
-  private readonly child: ChildProcess | undefined;
+  private readonly child: PipedChild | undefined;
   private readonly term: pty.IPty | undefined;
   private stdinOpen: boolean;
   private markEnded!: () => void;
@@ -93,13 +112,13 @@ export class ManagedProcess {
   private constructor(
     readonly config: ProcessConfigView,
     readonly tag: string | undefined,
-    handle: { child: ChildProcess } | { term: pty.IPty },
+    handle: { child: PipedChild } | { term: pty.IPty },
     stdin: boolean,
     private readonly onEnd: (p: ManagedProcess) => void,
   ) {
     if ('child' in handle) {
       this.child = handle.child;
-      this.pid = handle.child.pid!;
+      this.pid = handle.child.pid;
     } else {
       this.term = handle.term;
       this.pid = handle.term.pid;
@@ -132,18 +151,12 @@ export class ManagedProcess {
     const config: ProcessConfigView = { cmd: spec.cmd, args: spec.args, envs: spec.envs, cwd: spec.cwd };
     if (spec.pty) return ManagedProcess.startPty(spec, env, config, onEnd);
 
-    const child = spawn(spec.cmd, spec.args, {
-      cwd: spec.cwd,
-      env,
-      uid: spec.user.uid,
-      gid: spec.user.gid,
-      // Its own process group, so that a signal reaches everything it started.
-      detached: true,
-      stdio: [spec.stdin ? 'pipe' : 'ignore', 'pipe', 'pipe'],
-    });
-    if (child.pid === undefined) {
-      const err = await new Promise<Error>((resolve) => child.once('error', resolve));
-      throw new ConnectError(`cannot start '${spec.cmd}': ${err.message}`, Code.InvalidArgument, undefined, undefined, err);
+    let child: PipedChild;
+    try {
+      // In a session of its own, so that a signal reaches everything it started.
+      child = PipedChild.spawn({ cmd: spec.cmd, args: spec.args, env, cwd: spec.cwd, uid: spec.user.uid, gid: spec.user.gid, stdin: spec.stdin });
+    } catch (err) {
+      throw new ConnectError(`cannot start '${spec.cmd}': ${(err as Error).message}`, Code.InvalidArgument, undefined, undefined, err);
     }
     const proc = new ManagedProcess(config, spec.tag, { child }, spec.stdin, onEnd);
     proc.wirePipes(child);
@@ -183,9 +196,9 @@ export class ManagedProcess {
     return proc;
   }
 
-  private wirePipes(child: ChildProcess): void {
-    const out = child.stdout as Readable;
-    const err = child.stderr as Readable;
+  private wirePipes(child: PipedChild): void {
+    const out = child.stdout;
+    const err = child.stderr;
     this.sources.push(out, err);
     out.on('data', (b: Buffer) => this.broadcast(dataEvent('stdout', b), b.length));
     err.on('data', (b: Buffer) => this.broadcast(dataEvent('stderr', b), b.length));
@@ -225,7 +238,7 @@ export class ManagedProcess {
 
   /** A new client: gets `start{pid}` first, then every event from now on. */
   attach(): EventQueue<ProcessEvent> {
-    const q = new EventQueue<ProcessEvent>();
+    const q = new EventQueue<ProcessEvent>(joinOutput);
     q.push(createMessage(ProcessEventSchema, { event: { case: 'start', value: { pid: this.pid } } }));
     if (this.ended) {
       q.close();

@@ -116,6 +116,31 @@ describe('files', () => {
     expect(readFileSync(join(envd.dir, 'work/owned-by-root'), 'utf8')).toBe('y');
   });
 
+  test('rewriting a file in place leaves exactly the new content, shorter, longer or empty; the inode stays', async () => {
+    const path = join(envd.home.user, 'rewritten.bin');
+    const old = randomBytes(3 * MiB);
+    writeFileSync(path, old);
+    const inode = statSync(path).ino;
+    for (const content of [Buffer.from('short'), randomBytes(5 * MiB), Buffer.alloc(0)]) {
+      expect((await post({ path: 'rewritten.bin' }, content)).status).toBe(200);
+      expect(readFileSync(path).equals(content)).toBe(true);
+      expect(statSync(path).ino).toBe(inode);
+    }
+  });
+
+  test('a failed rewrite leaves what was written, none of what the file held before', async () => {
+    const path = join(envd.home.user, 'failed.bin');
+    writeFileSync(path, randomBytes(MiB));
+    // Valid gzip of 256 KiB, then garbage: the first part is written, then the body fails.
+    const part = randomBytes(256 * 1024);
+    const body = Buffer.concat([gzipSync(part).subarray(0, -8), Buffer.from('not the end of a gzip stream')]);
+    const res = await post({ path: 'failed.bin' }, body, { 'content-encoding': 'gzip' });
+    expect(res.status).toBe(400);
+    const left = readFileSync(path);
+    expect(left.length).toBeLessThanOrEqual(part.length);
+    expect(left.equals(part.subarray(0, left.length))).toBe(true);
+  });
+
   test('an empty file downloads with content-length 0', async () => {
     await post({ path: 'empty' }, '');
     const got = await fetch(url('/files', { path: 'empty' }), { headers: auth() });

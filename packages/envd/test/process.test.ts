@@ -2,7 +2,7 @@
 import { Code, ConnectError } from '@connectrpc/connect';
 import { createHash } from 'node:crypto';
 import { execFileSync } from 'node:child_process';
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Signal, type ProcessEvent } from '@paddock/models';
 import type { MessageInitShape } from '@bufbuild/protobuf';
@@ -75,6 +75,25 @@ test('large output arrives complete and in order over the binary protocol too', 
   }
 });
 
+test('output a reader has not read yet arrives as fewer, larger messages, whole and in order', async () => {
+  const script = 'seq 1 2000000';
+  const expected = createHash('sha256').update(execFileSync('/bin/bash', ['-c', script], { maxBuffer: 64 * 1024 * 1024 })).digest('hex');
+  const it = processes(envd).start(bash(script))[Symbol.asyncIterator]();
+  await it.next(); // start
+  // The process fills the queue while nobody reads.
+  await sleep(300);
+  const chunks: Uint8Array[] = [];
+  for (;;) {
+    const r = await it.next();
+    if (r.done) break;
+    const ev = r.value.event!.event;
+    if (ev.case === 'data' && ev.value.output.case === 'stdout') chunks.push(ev.value.output.value);
+  }
+  // A pipe read is at most 64 KiB: anything larger was joined.
+  expect(Math.max(...chunks.map((c) => c.length))).toBeGreaterThan(64 * 1024);
+  expect(createHash('sha256').update(Buffer.concat(chunks)).digest('hex')).toBe(expected);
+});
+
 test('processes run as the requested user, in its home, with HOME and USER', async () => {
   const asUser = await run(bash('id -u; id -g; id -G; echo $HOME; pwd; echo $USER'), { user: 'user' });
   expect(asUser.stdout.split('\n')).toEqual(['1000', '1000', '1000', envd.home.user, envd.home.user, 'user', '']);
@@ -114,6 +133,47 @@ test('cwd is honoured, relative to home; a missing cwd is invalid_argument', asy
 
 test('a command that cannot start is invalid_argument naming it', async () => {
   await expect(run({ process: { cmd: '/no/such/binary' } })).rejects.toMatchObject({ code: Code.InvalidArgument });
+  await expect(run({ process: { cmd: '/no/such/binary' } })).rejects.toThrow(/cannot start '\/no\/such\/binary'.*ENOENT|No such file/);
+  const notExecutable = join(envd.dir, 'work/not-executable');
+  writeFileSync(notExecutable, 'echo never', { mode: 0o644 });
+  await expect(run({ process: { cmd: notExecutable } })).rejects.toThrow(/Permission denied|EACCES/);
+  await expect(run({ process: { cmd: '/bin/echo', args: ['a\0b'] } })).rejects.toMatchObject({ code: Code.InvalidArgument });
+});
+
+test('a bare command name is looked up along the PATH of the process, the first match wins', async () => {
+  const first = join(envd.dir, 'work/path-first');
+  const second = join(envd.dir, 'work/path-second');
+  for (const [dir, says] of [[first, 'first'], [second, 'second']] as const) {
+    mkdirSync(dir, { recursive: true });
+    writeFileSync(join(dir, 'which-one'), `#!/bin/sh\necho ${says}\n`, { mode: 0o755 });
+  }
+  // An entry that is not a directory, or not searchable, is passed over.
+  const outcome = await run({ process: { cmd: 'which-one', envs: { PATH: `/no/such/dir:${notADir()}:${first}:${second}` } }, stdin: false });
+  expect(outcome.stdout).toBe('first\n');
+  expect((await run({ process: { cmd: 'which-one', envs: { PATH: second } }, stdin: false })).stdout).toBe('second\n');
+});
+
+test('a script without a #! line runs with /bin/sh, as execvp runs it', async () => {
+  const dir = join(envd.dir, 'work/scripts');
+  mkdirSync(dir, { recursive: true });
+  writeFileSync(join(dir, 'plain-script'), 'echo "script says $1"\n', { mode: 0o755 });
+  const byPath = await run({ process: { cmd: join(dir, 'plain-script'), args: ['hi'] }, stdin: false });
+  expect([byPath.stdout, byPath.end?.exitCode]).toEqual(['script says hi\n', 0]);
+  const bySearch = await run({ process: { cmd: 'plain-script', args: ['there'], envs: { PATH: dir } }, stdin: false });
+  expect(bySearch.stdout).toBe('script says there\n');
+});
+
+function notADir(): string {
+  const file = join(envd.dir, 'work/plain-file');
+  writeFileSync(file, '');
+  return file;
+}
+
+test('a command starts with the default handling of every signal, whatever envd ignores', async () => {
+  // envd (Node) ignores SIGPIPE; a command must die of it as it would in a shell.
+  const outcome = await run(bash('yes | head -c 1 >/dev/null; echo "${PIPESTATUS[0]}"; trap -p'));
+  expect(outcome.stdout).toBe('141\n');
+  expect(outcome.stderr).toBe('');
 });
 
 test('stdin=false gives end-of-file at once; stdin from SendInput and StreamInput reaches cat', async () => {

@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { basicAuthUser, checkFileSignature, fileSignature, secretsEqual } from '../src/auth.js';
 import { permissionString } from '../src/entry-info.js';
-import { EventQueue, HIGH_WATER_BYTES } from '../src/event-queue.js';
+import { EventQueue, HIGH_WATER_BYTES, MAX_JOINED_BYTES, type Joiner } from '../src/event-queue.js';
 import { metadataFromHeaders } from '../src/metadata.js';
 import { resolveUserPath } from '../src/paths.js';
 import { UserDb } from '../src/users.js';
@@ -89,9 +89,13 @@ test('the users database reads passwd and group files and sees changes', () => {
     const db = new UserDb(join(dir, 'passwd'), join(dir, 'group'));
     expect(db.lookup('user')).toEqual({ name: 'user', uid: 1000, gid: 1000, home: '/home/user', shell: '/bin/sh' });
     expect(db.lookup('nobody')).toBeUndefined();
-    expect([db.userName(1000), db.userName(4242), db.groupName(0), db.groupName(7)]).toEqual(['user', '4242', 'root', '7']);
+    const names = db.names();
+    expect([names.user(1000), names.user(4242), names.group(0), names.group(7)]).toEqual(['user', '4242', 'root', '7']);
     writeFileSync(join(dir, 'passwd'), 'root:x:0:0:root:/root:/bin/bash\nuser:x:1000:1000::/home/user:/bin/sh\nnewbie:x:1001:1001::/home/newbie:/bin/sh\n');
     expect(db.lookup('newbie')?.uid).toBe(1001);
+    expect(db.names().user(1001)).toBe('newbie');
+    // Names taken before the change keep what the files said then.
+    expect(names.user(1001)).toBe('1001');
   } finally {
     rmSync(dir, { recursive: true });
   }
@@ -101,6 +105,21 @@ test('metadata headers are validated and lowercased', () => {
   expect(metadataFromHeaders({ 'content-type': 'x' })).toBeUndefined();
   expect(metadataFromHeaders({ 'x-metadata-Owner': 'Al' })).toEqual({ owner: 'Al' });
   expect(() => metadataFromHeaders({ 'x-metadata-k': 'caf\u00e9' })).toThrow("metadata 'k' must be printable ASCII");
+});
+
+test('Uint8Array.prototype.toBase64 is there for protobuf-es, with both alphabets and optional padding', async () => {
+  await import('../src/base64.js');
+  const encode = (bytes: number[], options?: object) => (new Uint8Array(bytes) as unknown as { toBase64(o?: object): string }).toBase64(options);
+  expect(encode([])).toBe('');
+  expect(encode([0xfb, 0xff])).toBe('+/8=');
+  expect(encode([0xfb, 0xff], { omitPadding: true })).toBe('+/8');
+  expect(encode([0xfb, 0xff], { alphabet: 'base64url' })).toBe('-_8=');
+  expect(encode([0xfb, 0xff], { alphabet: 'base64url', omitPadding: true })).toBe('-_8');
+  expect(encode([1, 2, 3])).toBe('AQID');
+  // A view encodes its own bytes, not its whole buffer.
+  const view = new Uint8Array([9, 1, 2, 3, 9]).subarray(1, 4) as unknown as { toBase64(): string };
+  expect(view.toBase64()).toBe('AQID');
+  expect(() => encode([1], { alphabet: 'base32' })).toThrow(TypeError);
 });
 
 describe('event queue', () => {
@@ -128,6 +147,26 @@ describe('event queue', () => {
     await it.next();
     expect(q.bytes).toBe(0);
     expect(drained).toBe(1);
+  });
+
+  test('items waiting next to each other are joined when the joiner allows, up to a size, in order', async () => {
+    // Strings of one letter join; anything else stays apart.
+    const joiner: Joiner<string> = {
+      joinable: (first, next) => first[0] === next[0],
+      join: (values) => values.join(''),
+    };
+    const q = new EventQueue<string>(joiner);
+    for (const v of ['a1', 'a2', 'b1', 'a3']) q.push(v, 10);
+    q.push('a4', MAX_JOINED_BYTES - 10);
+    q.push('a5', 10);
+    q.close();
+    const seen: string[] = [];
+    for await (const v of q) {
+      seen.push(v);
+      if (seen.length === 1) expect(q.bytes).toBe(MAX_JOINED_BYTES + 20);
+    }
+    expect(seen).toEqual(['a1a2', 'b1', 'a3a4', 'a5']);
+    expect(q.bytes).toBe(0);
   });
 
   test('a reader waiting when the queue closes sees the end; onClose runs once', async () => {

@@ -6,22 +6,27 @@ import { connect, type Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { RuntimeError, type EnvdInit } from './runtime.js';
 
-function call(socketPath: string, method: string, path: string, body?: unknown, headers: Record<string, string> = {}): Promise<{ status: number; text: string }> {
+/** One request to envd; a body that is not bytes is sent as JSON. */
+function call(socketPath: string, method: string, path: string, body?: unknown, headers: Record<string, string> = {}): Promise<{ status: number; body: Buffer }> {
   return new Promise((resolve, reject) => {
-    const payload = body === undefined ? undefined : JSON.stringify(body);
+    const json = body !== undefined && !Buffer.isBuffer(body);
+    const payload: Buffer | undefined = json ? Buffer.from(JSON.stringify(body)) : (body as Buffer | undefined);
     const req = request(
       {
         socketPath,
         method,
         path,
-        headers: { ...headers, ...(payload ? { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) } : {}) },
+        headers: {
+          ...(json ? { 'content-type': 'application/json' } : {}),
+          ...headers,
+          ...(payload ? { 'content-length': payload.length } : {}),
+        },
         agent: false,
       },
       (res) => {
-        let text = '';
-        res.setEncoding('utf8');
-        res.on('data', (d: string) => (text += d));
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
+        const chunks: Buffer[] = [];
+        res.on('data', (d: Buffer) => chunks.push(d));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks) }));
       },
     );
     req.setTimeout(5000, () => req.destroy(new Error(`${method} ${path} timed out`)));
@@ -30,34 +35,82 @@ function call(socketPath: string, method: string, path: string, body?: unknown, 
   });
 }
 
+/** Longest pause between two attempts: envd is found at most this late. */
+const MAX_POLL_DELAY_MS = 5;
+/** How often `failed` (a runc process) is asked while envd does not answer. */
+const FAILED_CHECK_INTERVAL_MS = 250;
+
 /**
- * Polls envd's /health until it answers 204. `failed` is checked between
- * attempts and returns a reason when the sandbox can no longer come up.
+ * Polls envd's /health until it answers 204. `failed` is checked now and
+ * then and returns a reason when the sandbox can no longer come up.
  */
 export async function waitForEnvd(socketPath: string, timeoutMs: number, failed: () => Promise<string | undefined>): Promise<void> {
   const deadline = Date.now() + timeoutMs;
-  let delay = 2;
-  for (let attempt = 0; ; attempt++) {
+  let nextFailedCheck = Date.now() + FAILED_CHECK_INTERVAL_MS;
+  let delay = 1;
+  for (;;) {
     try {
       const res = await call(socketPath, 'GET', '/health');
       if (res.status === 204) return;
     } catch {
-      // not listening yet
+      // not listening yet: a failed connect to the socket costs next to nothing
     }
-    if (attempt % 10 === 9) {
+    if (Date.now() >= nextFailedCheck) {
       const reason = await failed();
       if (reason) throw new RuntimeError('unavailable', `envd did not start: ${reason}`);
+      nextFailedCheck = Date.now() + FAILED_CHECK_INTERVAL_MS;
     }
     if (Date.now() > deadline) throw new RuntimeError('unavailable', `envd did not answer on ${socketPath} within ${timeoutMs} ms`);
     await new Promise((r) => setTimeout(r, delay));
-    delay = Math.min(delay * 2, 25);
+    delay = Math.min(delay * 2, MAX_POLL_DELAY_MS);
   }
+}
+
+/** Whether envd answers on its socket; as the container's first process, it answers only while the container runs. */
+export async function envdAnswers(socketPath: string): Promise<boolean> {
+  try {
+    return (await call(socketPath, 'GET', '/health')).status === 204;
+  } catch {
+    return false;
+  }
+}
+
+/** `StartRequest { process: { cmd: "/bin/true" }, stdin: false }` (proto/process/process.proto) in each Connect format. */
+const RUN_TRUE = {
+  json: Buffer.from(JSON.stringify({ process: { cmd: '/bin/true' }, stdin: false })),
+  // Field 1 (process, 11 bytes long) holding field 1 (cmd, 9 bytes); field 4 (stdin) false.
+  binary: Buffer.concat([Buffer.from([0x0a, 0x0b, 0x0a, 0x09]), Buffer.from('/bin/true'), Buffer.from([0x20, 0x00])]),
+};
+
+/**
+ * Runs `/bin/true` through envd's process service, in Connect's JSON or
+ * binary format, and resolves once envd ended the stream without an error.
+ */
+export async function runTrue(socketPath: string, format: 'json' | 'binary'): Promise<void> {
+  const message = RUN_TRUE[format];
+  const request = Buffer.alloc(5 + message.length);
+  request.writeUInt32BE(message.length, 1);
+  message.copy(request, 5);
+  const res = await call(socketPath, 'POST', '/process.Process/Start', request, {
+    'content-type': format === 'json' ? 'application/connect+json' : 'application/connect+proto',
+    'connect-protocol-version': '1',
+  });
+  if (res.status !== 200) throw new RuntimeError('internal', `envd refused to run a command (${res.status}): ${res.body.toString()}`);
+  // Frames: a flags byte, a 4-byte length, the message. The one flagged 2
+  // ends the stream, in JSON whatever the format, with the error if any.
+  for (let at = 0; at + 5 <= res.body.length; at += 5 + res.body.readUInt32BE(at + 1)) {
+    if ((res.body[at]! & 0x02) === 0) continue;
+    const end = JSON.parse(res.body.subarray(at + 5, at + 5 + res.body.readUInt32BE(at + 1)).toString()) as { error?: { message?: string } };
+    if (end.error) throw new RuntimeError('internal', `envd could not run a command: ${end.error.message ?? 'unknown error'}`);
+    return;
+  }
+  throw new RuntimeError('internal', 'envd answered a command without ending its stream');
 }
 
 export async function initEnvd(socketPath: string, init: EnvdInit, currentToken?: string): Promise<void> {
   const body = { ...init, timestamp: new Date().toISOString() };
   const res = await call(socketPath, 'POST', '/init', body, currentToken ? { 'x-access-token': currentToken } : {});
-  if (res.status !== 204) throw new RuntimeError('internal', `envd refused /init (${res.status}): ${res.text}`);
+  if (res.status !== 204) throw new RuntimeError('internal', `envd refused /init (${res.status}): ${res.body.toString()}`);
 }
 
 /** Connects to TCP `port` inside the sandbox through envd's tunnel socket. */

@@ -1,6 +1,8 @@
 // The warm pool: ready sandboxes handed out on create, refilled behind.
+import { execFileSync } from 'node:child_process';
 import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
+import { runTrue } from '../src/envd-link.js';
 import { RuncRuntime } from '../src/index.js';
 import { exec, testRuntime, TOKEN, type TestRuntime } from './harness.js';
 
@@ -20,10 +22,20 @@ test('create takes a pooled sandbox, initialised with the caller\'s token and va
   expect(pooled).toContain(s.id);
   expect((await exec(t.runtime, s.id, 'echo $FROM_INIT; hostname')).stdout).toBe(`yes\n${s.id}\n`);
   expect((await t.runtime.list()).map((x) => x.id)).toEqual([s.id]);
-  await t.runtime.poolReady();
-  expect(t.runtime.pooled().base).toHaveLength(2);
+  // The refill starts a moment after the claim, on its own.
+  while (t.runtime.pooled().base!.length < 2) await new Promise((r) => setTimeout(r, 50));
   expect(t.runtime.pooled().base).not.toContain(s.id);
   await t.runtime.destroy(s.id);
+});
+
+test('pooled sandboxes have run a command through envd, so that the first one of their owner runs warm', async () => {
+  const id = t.runtime.pooled().base![0]!;
+  const endpoint = t.runtime.envdEndpoint(id);
+  if (!('socketPath' in endpoint)) throw new Error('expected a unix socket endpoint');
+  // What the pool does after booting a sandbox, in both formats: it resolves once the command ended, or says why it did not run.
+  await expect(runTrue(endpoint.socketPath, 'json')).resolves.toBeUndefined();
+  await expect(runTrue(endpoint.socketPath, 'binary')).resolves.toBeUndefined();
+  await expect(runTrue(join(t.dataDir, 'no-such.sock'), 'binary')).rejects.toThrow(/ENOENT/);
 });
 
 test('other limits, or cold: true, skip the pool', async () => {
@@ -33,6 +45,22 @@ test('other limits, or cold: true, skip the pool', async () => {
   expect(small.fromPool).toBeUndefined();
   await t.runtime.destroy(cold.id);
   await t.runtime.destroy(small.id);
+});
+
+test('a pooled sandbox whose container died is not handed out, with or without init', async () => {
+  for (const init of [{ accessToken: TOKEN }, undefined]) {
+    await t.runtime.poolReady();
+    const [dead, alive] = t.runtime.pooled().base!;
+    execFileSync('runc', ['--root', join(t.dataDir, 'runc'), 'kill', dead!, 'KILL']);
+    while (!/"status": "stopped"/.test(execFileSync('runc', ['--root', join(t.dataDir, 'runc'), 'state', dead!], { encoding: 'utf8' }))) {
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    const s = await t.runtime.create({ templateId: 'base', ...(init ? { init } : {}) });
+    expect(s.id).toBe(alive);
+    expect((await exec(t.runtime, s.id, 'echo ok')).stdout).toBe('ok\n');
+    expect(t.runtime.pooled().base).not.toContain(dead);
+    await t.runtime.destroy(s.id);
+  }
 });
 
 test('a restarted runtime puts running pool sandboxes back in its pool', async () => {
@@ -50,8 +78,10 @@ test('closing while the pool refills leaves nothing behind after release', async
   await other.prepare();
   const s = await other.create({ templateId: 'base', init: { accessToken: TOKEN } });
   expect(s.fromPool).toBe(true);
-  // The claim started a refill; close while it runs.
+  // Start the refill now rather than a moment after the claim, and close while it runs.
+  const refilled = other.poolReady();
   await other.close();
+  await refilled;
   await other.destroy(s.id);
   expect(Object.values(other.pooled()).flat().length).toBeGreaterThanOrEqual(2);
   await t.runtime.close();

@@ -5,6 +5,7 @@ import type { ProcessMessage } from './convert.js';
 import { fromRpcError } from './error-mapping.js';
 import { CommandExitError, SandboxError, type CommandResult } from './errors.js';
 import type { OpenedStream } from './stream.js';
+import { Utf8StreamDecoder } from './utf8-decoder.js';
 
 /** Gets output as it arrives; a promise it returns is awaited before more is read, which slows the stream down. */
 export type OutputCallback = (data: string) => unknown;
@@ -121,8 +122,8 @@ export class CommandHandle {
   }
 
   async #consume(): Promise<void> {
-    const stdout = new TextDecoder();
-    const stderr = new TextDecoder();
+    const stdout = new Utf8StreamDecoder();
+    const stderr = new Utf8StreamDecoder();
     const deliver = async <T>(callback: ((data: T) => unknown) | undefined, data: T): Promise<void> => {
       if (!callback || this.#disconnected) return;
       try {
@@ -133,8 +134,8 @@ export class CommandHandle {
     };
     const flush = async () => {
       // A multi-byte character cut at the end shows as U+FFFD instead of vanishing.
-      const out = stdout.decode();
-      const err = stderr.decode();
+      const out = stdout.flush();
+      const err = stderr.flush();
       this.#stdout += out;
       this.#stderr += err;
       if (out) await deliver(this.#callbacks.onStdout, out);
@@ -147,13 +148,13 @@ export class CommandHandle {
         const message = item.value;
         switch (message.kind) {
           case 'stdout': {
-            const text = stdout.decode(message.data, { stream: true });
+            const text = stdout.decode(message.data);
             this.#stdout += text;
             if (text) await deliver(this.#callbacks.onStdout, text);
             break;
           }
           case 'stderr': {
-            const text = stderr.decode(message.data, { stream: true });
+            const text = stderr.decode(message.data);
             this.#stderr += text;
             if (text) await deliver(this.#callbacks.onStderr, text);
             break;

@@ -131,6 +131,10 @@ export class Sandbox {
       sandboxId: this.sandboxId,
       requestTimeoutMs: config.requestTimeoutMs,
       headers: config.headers,
+      // envd speaks both Connect formats. JSON carries output and file bytes
+      // as base64 text, which costs encoding in envd and decoding here: a
+      // command's stdout streamed ~15× slower than in the binary format.
+      useBinaryFormat: true,
     });
     const context: SandboxContext = {
       envd: this.#envd,

@@ -22,6 +22,14 @@ async function until(check: () => boolean | Promise<boolean>, what: string, ms =
   }
 }
 
+/** Index of the first character where `a` and `b` differ, -1 when equal; a readable failure for huge strings. */
+function firstDifference(a: string, b: string): number {
+  if (a === b) return -1;
+  let i = 0;
+  while (i < a.length && i < b.length && a[i] === b[i]) i++;
+  return i;
+}
+
 describe('run in the foreground', () => {
   test('gives exit code and output, streamed to the callbacks as it comes', async () => {
     const out: string[] = [];
@@ -33,6 +41,17 @@ describe('run in the foreground', () => {
     expect(result).toEqual({ exitCode: 0, error: undefined, stdout: 'one\néthree\n', stderr: 'two\n' });
     expect(out.join('')).toBe(result.stdout);
     expect(err.join('')).toBe('two\n');
+  });
+
+  test('tens of MiB of output arrive whole and in order, multi-byte characters split across chunks included', async () => {
+    // About 60 MiB: many protocol messages, each cut at an arbitrary byte.
+    const lines = 6_000_000;
+    const expected = Array.from({ length: lines }, (_, i) => `é${i + 1}\n`).join('');
+    const chunks: string[] = [];
+    const result = await sbx.commands.run(`seq -f 'é%.0f' 1 ${lines}`, { onStdout: (d) => void chunks.push(d), timeoutMs: 0 });
+    expect(chunks.length).toBeGreaterThan(100);
+    expect(firstDifference(result.stdout, expected)).toBe(-1);
+    expect(firstDifference(chunks.join(''), expected)).toBe(-1);
   });
 
   test('runs through a login bash, as the default user in its home, or as asked', async () => {

@@ -2,6 +2,8 @@
 // requests the SDK sends (defaults, units, headers of streams), and how it
 // takes 429s, timeouts, 500s and an envd too old for it. The happy paths
 // against the real server are in e2e-server.test.ts.
+import { fromBinary, toJson, type DescMessage } from '@bufbuild/protobuf';
+import { StartRequestSchema, WatchDirRequestSchema } from '@paddock/models';
 import {
   AuthenticationError,
   RateLimitError,
@@ -233,8 +235,9 @@ describe('isRunning', () => {
 });
 
 describe('process streams on the wire', () => {
-  /** The one message of a Connect stream request: a 5-byte envelope, then JSON. */
-  const message = (req: SeenRequest | undefined): unknown => JSON.parse((req?.raw ?? Buffer.alloc(5)).subarray(5).toString('utf8'));
+  /** The one message of a Connect stream request (a 5-byte envelope, then protobuf), as its JSON form to compare. */
+  const message = (req: SeenRequest | undefined, schema: DescMessage): unknown =>
+    toJson(schema, fromBinary(schema, (req?.raw ?? Buffer.alloc(5)).subarray(5)));
   let sbx: Sandbox;
 
   beforeAll(async () => {
@@ -248,7 +251,7 @@ describe('process streams on the wire', () => {
     await expect(sbx.commands.run('echo hi', { user: 'root', cwd: '/srv', envs: { A: '1' } })).rejects.toBeInstanceOf(SandboxNotFoundError);
     const [start] = only('POST', '/process.Process/Start');
     expect(start?.headers).toMatchObject({
-      'content-type': 'application/connect+json',
+      'content-type': 'application/connect+proto',
       'keepalive-ping-interval': '50',
       'connect-timeout-ms': '60000',
       'e2b-sandbox-id': 'sbx-wire',
@@ -256,7 +259,7 @@ describe('process streams on the wire', () => {
       'x-access-token': envd.token,
       authorization: `Basic ${Buffer.from('root:').toString('base64')}`,
     });
-    expect(message(start)).toEqual({ process: { cmd: '/bin/bash', args: ['-l', '-c', 'echo hi'], envs: { A: '1' }, cwd: '/srv' }, stdin: false });
+    expect(message(start, StartRequestSchema)).toEqual({ process: { cmd: '/bin/bash', args: ['-l', '-c', 'echo hi'], envs: { A: '1' }, cwd: '/srv' }, stdin: false });
   });
 
   test('timeoutMs 0 sends no deadline; no user sends no Authorization', async () => {
@@ -264,7 +267,7 @@ describe('process streams on the wire', () => {
     const [start] = only('POST', '/process.Process/Start');
     expect(start?.headers['connect-timeout-ms']).toBeUndefined();
     expect(start?.headers.authorization).toBeUndefined();
-    expect(message(start)).toMatchObject({ stdin: true });
+    expect(message(start, StartRequestSchema)).toMatchObject({ stdin: true });
   });
 
   test('a terminal: bash -i -l, terminal env, size, and no stdin field', async () => {
@@ -272,7 +275,7 @@ describe('process streams on the wire', () => {
       SandboxNotFoundError,
     );
     const [start] = only('POST', '/process.Process/Start');
-    expect(message(start)).toEqual({
+    expect(message(start, StartRequestSchema)).toEqual({
       process: { cmd: '/bin/bash', args: ['-i', '-l'], envs: { TERM: 'xterm-256color', LANG: 'en_US.UTF-8', LC_ALL: 'C.UTF-8' } },
       pty: { size: { cols: 90, rows: 20 } },
     });
@@ -282,7 +285,7 @@ describe('process streams on the wire', () => {
     await expect(sbx.files.watchDir('/tmp', () => undefined, { recursive: true })).rejects.toBeInstanceOf(SandboxNotFoundError);
     const [watch] = only('POST', '/filesystem.Filesystem/WatchDir');
     expect(watch?.headers).toMatchObject({ 'keepalive-ping-interval': '50', 'connect-timeout-ms': '60000' });
-    expect(message(watch)).toEqual({ path: '/tmp', recursive: true });
+    expect(message(watch, WatchDirRequestSchema)).toEqual({ path: '/tmp', recursive: true });
   });
 });
 

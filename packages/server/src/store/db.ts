@@ -105,6 +105,21 @@ const MIGRATIONS: string[] = [
   `,
 ];
 
+const prepared = new WeakMap<Db, Map<string, Database.Statement>>();
+
+/**
+ * The statement for `sql`, prepared once per database. Preparing parses and
+ * plans the SQL, which costs more than running a lookup by key; the proxy
+ * looks a sandbox up on every request.
+ */
+export function statement(db: Db, sql: string): Database.Statement {
+  let byText = prepared.get(db);
+  if (!byText) prepared.set(db, (byText = new Map()));
+  let stmt = byText.get(sql);
+  if (!stmt) byText.set(sql, (stmt = db.prepare(sql)));
+  return stmt;
+}
+
 export function openDb(file: string): Db {
   const fresh = !existsSync(file);
   const db = new Database(file);

@@ -1,6 +1,6 @@
 // API keys: shown once when created, stored only as a SHA-256 hash.
 import { createHash, randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
-import type { Db } from './db.js';
+import { statement, type Db } from './db.js';
 
 /** `e2b_` + 40 hex characters: the form every version of the official SDK accepts. */
 export function newApiKey(): string {
@@ -41,7 +41,7 @@ export class ApiKeys {
   verify(key: string | undefined): string | undefined {
     if (!key) return undefined;
     const hash = hashOf(key);
-    const row = this.db.prepare('SELECT id, hash FROM api_keys WHERE hash = ?').get(hash) as { id: string; hash: string } | undefined;
+    const row = statement(this.db, 'SELECT id, hash FROM api_keys WHERE hash = ?').get(hash) as { id: string; hash: string } | undefined;
     if (!row || !timingSafeEqual(Buffer.from(row.hash, 'hex'), Buffer.from(hash, 'hex'))) return undefined;
     return row.id;
   }
@@ -50,7 +50,7 @@ export class ApiKeys {
     const now = Date.now();
     if (now - (this.touched.get(id) ?? 0) < TOUCH_INTERVAL_MS) return;
     this.touched.set(id, now);
-    this.db.prepare('UPDATE api_keys SET last_used_at = ? WHERE id = ?').run(now, id);
+    statement(this.db, 'UPDATE api_keys SET last_used_at = ? WHERE id = ?').run(now, id);
   }
 
   list(): ApiKeyInfo[] {

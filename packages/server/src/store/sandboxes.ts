@@ -1,6 +1,6 @@
 // Sandbox records. Times are unix milliseconds; JSON columns hold metadata,
 // environment variables and network rules.
-import type { Db } from './db.js';
+import { statement, type Db } from './db.js';
 
 export type SandboxState = 'running' | 'paused' | 'killed';
 
@@ -100,30 +100,29 @@ export class SandboxStore {
   constructor(private readonly db: Db) {}
 
   insert(s: SandboxRecord): void {
-    this.db
-      .prepare(
-        `INSERT INTO sandboxes (id, template_id, alias, state, paused_with_memory, started_at, end_at, ended_at, cpu_count, memory_mb,
+    statement(
+      this.db,
+      `INSERT INTO sandboxes (id, template_id, alias, state, paused_with_memory, started_at, end_at, ended_at, cpu_count, memory_mb,
            disk_size_mb, envd_version, metadata, env_vars, envd_access_token, traffic_access_token, auto_pause, auto_pause_memory,
            auto_resume, allow_internet_access, network)
          VALUES (@id, @templateId, @alias, @state, @pausedWithMemory, @startedAt, @endAt, @endedAt, @cpuCount, @memoryMB,
            @diskSizeMB, @envdVersion, @metadata, @envVars, @envdAccessToken, @trafficAccessToken, @autoPause, @autoPauseMemory,
            @autoResume, @allowInternetAccess, @network)`,
-      )
-      .run({
-        ...s,
-        pausedWithMemory: s.pausedWithMemory ? 1 : 0,
-        metadata: JSON.stringify(s.metadata),
-        envVars: JSON.stringify(s.envVars),
-        autoPause: s.autoPause ? 1 : 0,
-        autoPauseMemory: s.autoPauseMemory ? 1 : 0,
-        autoResume: s.autoResume ? 1 : 0,
-        allowInternetAccess: s.allowInternetAccess === null ? null : s.allowInternetAccess ? 1 : 0,
-        network: JSON.stringify(s.network),
-      });
+    ).run({
+      ...s,
+      pausedWithMemory: s.pausedWithMemory ? 1 : 0,
+      metadata: JSON.stringify(s.metadata),
+      envVars: JSON.stringify(s.envVars),
+      autoPause: s.autoPause ? 1 : 0,
+      autoPauseMemory: s.autoPauseMemory ? 1 : 0,
+      autoResume: s.autoResume ? 1 : 0,
+      allowInternetAccess: s.allowInternetAccess === null ? null : s.allowInternetAccess ? 1 : 0,
+      network: JSON.stringify(s.network),
+    });
   }
 
   get(id: string): SandboxRecord | undefined {
-    const r = this.db.prepare('SELECT * FROM sandboxes WHERE id = ?').get(id) as Row | undefined;
+    const r = statement(this.db, 'SELECT * FROM sandboxes WHERE id = ?').get(id) as Row | undefined;
     return r && fromRow(r);
   }
 
@@ -134,40 +133,39 @@ export class SandboxStore {
   }
 
   setState(id: string, state: SandboxState, pausedWithMemory = false): void {
-    this.db
-      .prepare('UPDATE sandboxes SET state = ?, paused_with_memory = ?, ended_at = CASE WHEN ? = \'killed\' THEN ? ELSE ended_at END WHERE id = ?')
+    statement(this.db, 'UPDATE sandboxes SET state = ?, paused_with_memory = ?, ended_at = CASE WHEN ? = \'killed\' THEN ? ELSE ended_at END WHERE id = ?')
       .run(state, pausedWithMemory ? 1 : 0, state, Date.now(), id);
   }
 
   setEndAt(id: string, endAt: number): void {
-    this.db.prepare('UPDATE sandboxes SET end_at = ? WHERE id = ?').run(endAt, id);
+    statement(this.db, 'UPDATE sandboxes SET end_at = ? WHERE id = ?').run(endAt, id);
   }
 
   setNetwork(id: string, network: NetworkRules, allowInternetAccess: boolean | null): void {
-    this.db.prepare('UPDATE sandboxes SET network = ?, allow_internet_access = ? WHERE id = ?').run(JSON.stringify(network), allowInternetAccess === null ? null : allowInternetAccess ? 1 : 0, id);
+    statement(this.db, 'UPDATE sandboxes SET network = ?, allow_internet_access = ? WHERE id = ?').run(JSON.stringify(network), allowInternetAccess === null ? null : allowInternetAccess ? 1 : 0, id);
   }
 
   /** Running and paused sandboxes. */
   allLive(): SandboxRecord[] {
-    return (this.db.prepare("SELECT * FROM sandboxes WHERE state != 'killed'").all() as Row[]).map(fromRow);
+    return (statement(this.db, "SELECT * FROM sandboxes WHERE state != 'killed'").all() as Row[]).map(fromRow);
   }
 
   running(): SandboxRecord[] {
-    return (this.db.prepare("SELECT * FROM sandboxes WHERE state = 'running'").all() as Row[]).map(fromRow);
+    return (statement(this.db, "SELECT * FROM sandboxes WHERE state = 'running'").all() as Row[]).map(fromRow);
   }
 
   countRunning(): number {
-    return (this.db.prepare("SELECT COUNT(*) AS n FROM sandboxes WHERE state = 'running'").get() as { n: number }).n;
+    return (statement(this.db, "SELECT COUNT(*) AS n FROM sandboxes WHERE state = 'running'").get() as { n: number }).n;
   }
 
   /** The running sandbox that expires first. */
   nextExpiry(): number | undefined {
-    const r = this.db.prepare("SELECT MIN(end_at) AS t FROM sandboxes WHERE state = 'running'").get() as { t: number | null };
+    const r = statement(this.db, "SELECT MIN(end_at) AS t FROM sandboxes WHERE state = 'running'").get() as { t: number | null };
     return r.t ?? undefined;
   }
 
   expired(now: number): SandboxRecord[] {
-    return (this.db.prepare("SELECT * FROM sandboxes WHERE state = 'running' AND end_at <= ?").all(now) as Row[]).map(fromRow);
+    return (statement(this.db, "SELECT * FROM sandboxes WHERE state = 'running' AND end_at <= ?").all(now) as Row[]).map(fromRow);
   }
 
   /** One page of sandboxes, ordered by start time then id; metadata filtered here. */
@@ -197,6 +195,6 @@ export class SandboxStore {
 
   /** Forgets killed sandboxes that ended before `before`. */
   purgeKilled(before: number): number {
-    return this.db.prepare("DELETE FROM sandboxes WHERE state = 'killed' AND ended_at < ?").run(before).changes;
+    return statement(this.db, "DELETE FROM sandboxes WHERE state = 'killed' AND ended_at < ?").run(before).changes;
   }
 }
