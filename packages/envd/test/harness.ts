@@ -82,7 +82,10 @@ export async function startEnvd(opts: EnvdStartOptions = {}): Promise<RunningEnv
       if (child.exitCode === null && child.signalCode === null) {
         const exited = new Promise((r) => child.once('exit', r));
         child.kill('SIGTERM');
+        // A test that found envd misbehaving must not leave it running.
+        const escalate = setTimeout(() => child.kill('SIGKILL'), 10_000);
         await exited;
+        clearTimeout(escalate);
       }
       rmSync(dir, { recursive: true, force: true });
     },
