@@ -10,7 +10,8 @@ import { RuncRuntime } from '@paddock/runtime';
 const main = join(import.meta.dirname, '../dist/main.js');
 const repo = join(import.meta.dirname, '../../..');
 const home = mkdtempSync(join(tmpdir(), 'paddock-cli-'));
-const env: NodeJS.ProcessEnv = { ...process.env, PADDOCK_HOME: home, NO_COLOR: '1' };
+// Samples every half second, so that `sandbox metrics` has some to show soon.
+const env: NodeJS.ProcessEnv = { ...process.env, PADDOCK_HOME: home, NO_COLOR: '1', PADDOCK_METRICS_INTERVAL_MS: '500' };
 delete env.PADDOCK_API_URL;
 delete env.PADDOCK_API_KEY;
 delete env.PADDOCK_SANDBOX_URL;
@@ -88,7 +89,24 @@ test('sandbox create --json, exec returns output and exit codes, list --json, ki
   const human = paddock(['sandbox', 'list']);
   expect(human.stdout).toMatch(new RegExp(`${sbx.sandboxId}\\s+base\\s+running`));
 
-  expect(paddock(['sandbox', 'metrics', sbx.sandboxId, '--json']).code).toBe(0);
+  const info = paddock(['sandbox', 'info', sbx.sandboxId, '--json']);
+  expect(info.code).toBe(0);
+  expect(JSON.parse(info.stdout)).toMatchObject({ sandboxId: sbx.sandboxId, templateId: 'base', state: 'running', metadata: { suite: 'cli' } });
+  expect(paddock(['sandbox', 'info', sbx.sandboxId]).stdout).toMatch(new RegExp(`^id\\s+${sbx.sandboxId}\n(.*\n)*state\\s+running\n`));
+
+  let samples: Array<{ cpuCount: number; memTotal: number; memUsed: number; timestamp: string }> = [];
+  for (let i = 0; i < 100 && samples.length === 0; i++) {
+    const metrics = paddock(['sandbox', 'metrics', sbx.sandboxId, '--json']);
+    expect(metrics.code).toBe(0);
+    samples = JSON.parse(metrics.stdout) as typeof samples;
+    if (samples.length === 0) spawnSync('sleep', ['0.2']);
+  }
+  expect(samples.length).toBeGreaterThan(0);
+  expect(samples[0]!.cpuCount).toBeGreaterThan(0);
+  expect(samples[0]!.memUsed).toBeGreaterThan(0);
+  expect(samples[0]!.memTotal).toBeGreaterThanOrEqual(samples[0]!.memUsed);
+  expect(Number.isNaN(Date.parse(samples[0]!.timestamp))).toBe(false);
+  expect(paddock(['sandbox', 'metrics', sbx.sandboxId]).stdout).toMatch(/^time\s+cpu\s+memory\s+disk\n.*% of \d+\s+[\d.]+ MiB \/ [\d.]+ MiB/);
   expect(paddock(['sandbox', 'logs', sbx.sandboxId]).stdout).toContain('sandbox created');
   expect(paddock(['sandbox', 'kill', sbx.sandboxId]).code).toBe(0);
   const again = paddock(['sandbox', 'kill', sbx.sandboxId]);
@@ -121,6 +139,27 @@ test('shell is a real terminal: commands run, resize is seen, exit ends it', asy
   term.write('exit\r');
   expect(await exited).toBe(0);
   paddock(['sandbox', 'kill', id]);
+});
+
+test('colour on a terminal, none when piped or with NO_COLOR', async () => {
+  const { NO_COLOR: _, ...coloured } = env;
+  const onTerminal = async (extra: Record<string, string>) => {
+    const term = pty.spawn(process.execPath, [main, 'template', 'list'], { cols: 120, rows: 24, env: { ...coloured, ...extra } as Record<string, string> });
+    let out = '';
+    term.onData((d) => (out += d));
+    const code = await new Promise<number>((resolve) => term.onExit(({ exitCode }) => resolve(exitCode)));
+    return { code, out };
+  };
+  const tty = await onTerminal({});
+  expect(tty.code).toBe(0);
+  expect(tty.out).toContain('\x1b[1mid');
+  const noColour = await onTerminal({ NO_COLOR: '1' });
+  expect(noColour.out).toMatch(/^id /);
+  expect(noColour.out).not.toContain('\x1b[');
+  const piped = spawnSync(process.execPath, [main, 'template', 'list'], { env: coloured, encoding: 'utf8' });
+  expect(piped.status).toBe(0);
+  expect(piped.stdout).toMatch(/^id /);
+  expect(piped.stdout).not.toContain('\x1b[');
 });
 
 test('shell without a terminal says what to use instead', () => {
