@@ -14,31 +14,77 @@ export function summarize(samples) {
   return { n: sorted.length, p50: percentile(sorted, 50), p95: percentile(sorted, 95), min: sorted[0], max: sorted.at(-1) };
 }
 
-/** Runs `fn` `warmup` times unmeasured, then `iterations` times; returns ms per run. */
-export async function timeit(fn, { warmup = 3, iterations = 20 } = {}) {
+const MiB = 1024 * 1024;
+
+async function timed(fn, i) {
+  const t = performance.now();
+  await fn(i);
+  return performance.now() - t;
+}
+
+async function rated(fn, i) {
+  const t = performance.now();
+  const bytes = await fn(i);
+  return bytes / MiB / ((performance.now() - t) / 1000);
+}
+
+// For rates, "p50" is the median rate and "p95" the 5th percentile (the slow end).
+function summarizeRates(rates) {
+  const sorted = [...rates].sort((a, b) => a - b);
+  return { n: sorted.length, p50: percentile(sorted, 50), p95: percentile(sorted, 5), min: sorted[0], max: sorted.at(-1) };
+}
+
+async function measure(fn, { warmup, iterations }, sample) {
   for (let i = 0; i < warmup; i++) await fn(i);
   const samples = [];
-  for (let i = 0; i < iterations; i++) {
-    const t = performance.now();
-    await fn(i);
-    samples.push(performance.now() - t);
+  for (let i = 0; i < iterations; i++) samples.push(await sample(fn, i));
+  return samples;
+}
+
+/**
+ * Measures a subject and its baseline in alternation (A B, B A, A B, ...),
+ * so that the slow and fast moments of a shared machine fall on both alike:
+ * their ratio, the headline, then holds still from one run to the next far
+ * better than when each is measured in a block of its own.
+ */
+async function alternate(subject, baseline, { warmup, iterations }, sample) {
+  for (let i = 0; i < warmup; i++) {
+    await subject(i);
+    await baseline(i);
   }
-  return summarize(samples);
+  const a = [];
+  const b = [];
+  for (let i = 0; i < iterations; i++) {
+    const runs = [
+      [subject, a],
+      [baseline, b],
+    ];
+    if (i % 2) runs.reverse();
+    for (const [fn, out] of runs) out.push(await sample(fn, i));
+  }
+  return [a, b];
+}
+
+/** Runs `fn` `warmup` times unmeasured, then `iterations` times; returns ms per run. */
+export async function timeit(fn, { warmup = 3, iterations = 20 } = {}) {
+  return summarize(await measure(fn, { warmup, iterations }, timed));
 }
 
 /** Like timeit, but each run returns a byte count; returns MiB/s per run. */
-export async function throughput(fn, opts = {}) {
-  const rates = [];
-  const { warmup = 1, iterations = 3 } = opts;
-  for (let i = 0; i < warmup; i++) await fn(i);
-  for (let i = 0; i < iterations; i++) {
-    const t = performance.now();
-    const bytes = await fn(i);
-    rates.push(bytes / (1024 * 1024) / ((performance.now() - t) / 1000));
-  }
-  // For rates, "p50" is the median rate and "p95" the 5th percentile (slow end).
-  const sorted = [...rates].sort((a, b) => a - b);
-  return { n: sorted.length, p50: percentile(sorted, 50), p95: percentile(sorted, 5), min: sorted[0], max: sorted.at(-1) };
+export async function throughput(fn, { warmup = 1, iterations = 3 } = {}) {
+  return summarizeRates(await measure(fn, { warmup, iterations }, rated));
+}
+
+/** timeit of a subject and its baseline, alternated; returns [subject, baseline]. */
+export async function timePair(subject, baseline, { warmup = 3, iterations = 20 } = {}) {
+  const [a, b] = await alternate(subject, baseline, { warmup, iterations }, timed);
+  return [summarize(a), summarize(b)];
+}
+
+/** throughput of a subject and its baseline, alternated; returns [subject, baseline]. */
+export async function throughputPair(subject, baseline, { warmup = 1, iterations = 3 } = {}) {
+  const [a, b] = await alternate(subject, baseline, { warmup, iterations }, rated);
+  return [summarizeRates(a), summarizeRates(b)];
 }
 
 export function machine() {

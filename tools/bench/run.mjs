@@ -46,6 +46,8 @@ function markdown(r) {
     'Every benchmark runs next to a baseline measured in the same run; the ratio is the headline.',
     'Latencies are p50/p95 in ms (ratio = Paddock / baseline, lower is better); throughputs are the median and',
     'slowest-5% MiB/s (ratio = Paddock / baseline, higher is better). Absolute numbers depend on the machine.',
+    'Rows with a ratio target measure Paddock and its baseline in alternation (A B, B A, ...), so that the',
+    "shared machine's slow moments fall on both alike and the ratio holds still between runs.",
     '',
     '| suite | benchmark | Paddock p50 | p95 | baseline | baseline p50 | ratio | target | met |',
     '|---|---|---|---|---|---|---|---|---|',

@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { randomBytes } from 'node:crypto';
-import { row, summarize, throughput, timeit } from '../lib.mjs';
+import { row, summarize, throughput, throughputPair, timeit, timePair } from '../lib.mjs';
 import { bareRunc } from './runtime.mjs';
 
 const KEY = 'e2b_' + 'd'.repeat(40);
@@ -112,19 +112,25 @@ export async function sdkSuite({ quick, log }) {
     await withServer(1, async (_server, opts) => {
       const sbx = await Sandbox.create({ ...opts, timeoutMs: 3600_000 });
       log('sdk: command round trip');
-      const rt = await timeit(() => sbx.commands.run('true'), { warmup: 5, iterations: n * 2 });
-      const local = await timeit(() => spawnAsUser('/bin/bash', ['-l', '-c', 'true'], userHome), { warmup: 5, iterations: n * 2 });
+      const [rt, local] = await timePair(
+        () => sbx.commands.run('true'),
+        () => spawnAsUser('/bin/bash', ['-l', '-c', 'true'], userHome),
+        { warmup: 5, iterations: n * 2 },
+      );
       rows.push(row({ suite: 'sdk', name: "commands.run('true') on a live sandbox", unit: 'ms', value: rt, baseline: local, baselineName: 'local spawn of `bash -l -c true`', target: { on: 'ratio', op: '<=', value: 1.5 } }));
 
       log('sdk: stdout throughput');
       const size = quick ? 64 : 256;
       const head = `head -c ${size}M /dev/zero`;
-      const out = await throughput(async () => {
-        let bytes = 0;
-        await sbx.commands.run(head, { onStdout: (d) => void (bytes += d.length), timeoutMs: 0 });
-        return bytes;
-      }, { warmup: 1, iterations: quick ? 2 : 3 });
-      const pipe = await throughput(() => spawnAsUser('/usr/bin/head', ['-c', `${size}M`, '/dev/zero'], userHome, true), { warmup: 1, iterations: quick ? 2 : 3 });
+      const [out, pipe] = await throughputPair(
+        async () => {
+          let bytes = 0;
+          await sbx.commands.run(head, { onStdout: (d) => void (bytes += d.length), timeoutMs: 0 });
+          return bytes;
+        },
+        () => spawnAsUser('/usr/bin/head', ['-c', `${size}M`, '/dev/zero'], userHome, true),
+        { warmup: 1, iterations: quick ? 2 : 5 },
+      );
       rows.push(row({ suite: 'sdk', name: `stdout throughput (${head})`, unit: 'MiB/s', value: out, baseline: pipe, baselineName: 'the same command piped locally', lowerIsBetter: false, target: { on: 'ratio', op: '>=', value: 0.25 } }));
 
       for (const mib of [1, quick ? 64 : 256]) {
@@ -132,40 +138,51 @@ export async function sdkSuite({ quick, log }) {
         const src = join(localHome, `payload-${mib}.bin`);
         writeFileSync(src, randomBytes(mib * MiB));
         const iterations = mib === 1 ? n : quick ? 2 : 3;
-        const up = await throughput(async () => {
-          await sbx.files.write(`up-${mib}.bin`, createReadStream(src, { highWaterMark: MiB }));
-          return mib * MiB;
-        }, { warmup: 1, iterations });
-        const down = await throughput(async () => {
-          let bytes = 0;
-          for await (const c of await sbx.files.read(`up-${mib}.bin`, { format: 'stream' })) bytes += c.length;
-          if (bytes !== mib * MiB) throw new Error(`read ${bytes} bytes`);
-          return bytes;
-        }, { warmup: 1, iterations });
-        const tcp = await throughput(() => loopbackTcp(mib * MiB), { warmup: 1, iterations });
+        const tcp = () => loopbackTcp(mib * MiB);
+        const [up, tcpUp] = await throughputPair(
+          async () => {
+            await sbx.files.write(`up-${mib}.bin`, createReadStream(src, { highWaterMark: MiB }));
+            return mib * MiB;
+          },
+          tcp,
+          { warmup: 1, iterations },
+        );
+        const [down, tcpDown] = await throughputPair(
+          async () => {
+            let bytes = 0;
+            for await (const c of await sbx.files.read(`up-${mib}.bin`, { format: 'stream' })) bytes += c.length;
+            if (bytes !== mib * MiB) throw new Error(`read ${bytes} bytes`);
+            return bytes;
+          },
+          tcp,
+          { warmup: 1, iterations },
+        );
         const copy = await throughput(async () => {
           await pipeline(createReadStream(src), createWriteStream(join(localHome, 'copy.bin')));
           return mib * MiB;
         }, { warmup: 1, iterations });
         const target = { on: 'ratio', op: '>=', value: 0.5 };
-        rows.push(row({ suite: 'sdk', name: `files.write ${mib} MiB`, unit: 'MiB/s', value: up, baseline: tcp, baselineName: 'loopback TCP in Node', lowerIsBetter: false, target }));
-        rows.push(row({ suite: 'sdk', name: `files.read ${mib} MiB`, unit: 'MiB/s', value: down, baseline: tcp, baselineName: 'loopback TCP in Node', lowerIsBetter: false, target }));
+        rows.push(row({ suite: 'sdk', name: `files.write ${mib} MiB`, unit: 'MiB/s', value: up, baseline: tcpUp, baselineName: 'loopback TCP in Node', lowerIsBetter: false, target }));
+        rows.push(row({ suite: 'sdk', name: `files.read ${mib} MiB`, unit: 'MiB/s', value: down, baseline: tcpDown, baselineName: 'loopback TCP in Node', lowerIsBetter: false, target }));
         rows.push(row({ suite: 'sdk', name: `files.read ${mib} MiB`, unit: 'MiB/s', value: down, baseline: copy, baselineName: 'fs stream copy', lowerIsBetter: false }));
       }
 
       log('sdk: list of 10 000 entries');
       await sbx.commands.run('mkdir -p many && cd many && seq -f "f%05g" 1 10000 | xargs touch');
-      const list = await timeit(async () => {
-        const entries = await sbx.files.list('many');
-        if (entries.length !== 10_000) throw new Error(`listed ${entries.length}`);
-      }, { warmup: 1, iterations: quick ? 3 : 8 });
       const localDir = join(localHome, 'many');
       mkdirSync(localDir);
       for (let i = 0; i < 10_000; i++) writeFileSync(join(localDir, `f${i}`), '');
       const { readdirSync, lstatSync } = await import('node:fs');
-      const direct = await timeit(() => {
-        for (const f of readdirSync(localDir).sort()) lstatSync(join(localDir, f));
-      }, { warmup: 1, iterations: quick ? 3 : 8 });
+      const [list, direct] = await timePair(
+        async () => {
+          const entries = await sbx.files.list('many');
+          if (entries.length !== 10_000) throw new Error(`listed ${entries.length}`);
+        },
+        () => {
+          for (const f of readdirSync(localDir).sort()) lstatSync(join(localDir, f));
+        },
+        { warmup: 2, iterations: quick ? 3 : 15 },
+      );
       rows.push(row({ suite: 'sdk', name: 'files.list of 10 000 entries', unit: 'ms', value: list, baseline: direct, baselineName: 'readdir + lstat each, in process' }));
 
       log('sdk: watch latency');
