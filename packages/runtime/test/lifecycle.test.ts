@@ -4,7 +4,7 @@ import { existsSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { request } from 'node:http';
 import { join } from 'node:path';
 import { RuncRuntime, RuntimeError } from '../src/index.js';
-import { exec, sleep, spawnDetached, testRuntime, TOKEN, type TestRuntime } from './harness.js';
+import { parentCgroupsOnHost, exec, sleep, spawnDetached, testRuntime, TOKEN, type TestRuntime } from './harness.js';
 
 let t: TestRuntime;
 beforeAll(async () => {
@@ -12,6 +12,8 @@ beforeAll(async () => {
 });
 afterAll(() => t.teardown());
 
+/** What a runtime has left besides what it holds while in use (the host view's mounts, its parent cgroup). */
+const sandboxLeftovers = async (rt: RuncRuntime) => (await rt.leftovers()).filter((l) => !l.includes('hostview') && !l.endsWith(rt.cgroupParent));
 const create = async () => (await t.runtime.create({ templateId: 'base', init: { accessToken: TOKEN } })).id;
 /** The sandbox's writable layer as the host sees it: where its /tmp files land. */
 const upperFile = (id: string, path: string) => join(t.dataDir, 'sandboxes', id, 'upper', path);
@@ -65,7 +67,7 @@ test('destroy removes container, mounts, cgroups and directory; unknown ids are 
   await t.runtime.destroy(id);
   expect(await t.runtime.get(id)).toBeUndefined();
   expect(existsSync(join(t.dataDir, 'sandboxes', id))).toBe(false);
-  expect((await t.runtime.leftovers()).filter((l) => !l.includes('hostview'))).toEqual([]);
+  expect(await sandboxLeftovers(t.runtime)).toEqual([]);
   await t.runtime.destroy(id);
   await t.runtime.destroy('no-such-sandbox');
   await expect(t.runtime.pause(id)).rejects.toBeInstanceOf(RuntimeError);
@@ -164,6 +166,26 @@ test('a new runtime on the same data directory adopts the sandboxes that exist',
   await other.close();
 });
 
+test('close keeps the parent cgroup while a sandbox is left for adoption, and removes it once none is', async () => {
+  const id = await create();
+  const held = parentCgroupsOnHost(t.runtime);
+  expect(held.length).toBeGreaterThan(0);
+  const first = new RuncRuntime({ dataDir: t.dataDir });
+  await first.prepare();
+  await first.close();
+  expect(parentCgroupsOnHost(first)).toEqual(held);
+  const second = new RuncRuntime({ dataDir: t.dataDir });
+  await second.prepare();
+  expect((await exec(second, id, 'echo adopted')).stdout).toBe('adopted\n');
+  await second.destroy(id);
+  await second.close();
+  expect(parentCgroupsOnHost(second)).toEqual([]);
+  // The next sandbox of the data directory gets a parent cgroup again.
+  const next = await create();
+  expect(parentCgroupsOnHost(t.runtime)).toEqual(held);
+  await t.runtime.destroy(next);
+});
+
 test('leftovers of a crash are cleaned on the next start', async () => {
   const id = await create();
   // A crash in the middle of destroy leaves a tombstone.
@@ -173,6 +195,6 @@ test('leftovers of a crash are cleaned on the next start', async () => {
   const other = new RuncRuntime({ dataDir: t.dataDir });
   await other.prepare();
   expect(existsSync(join(t.dataDir, 'sandboxes', id))).toBe(false);
-  expect((await other.leftovers()).filter((l) => !l.includes('hostview'))).toEqual([]);
+  expect(await sandboxLeftovers(other)).toEqual([]);
   await other.close();
 });
