@@ -2,6 +2,7 @@
 // of real sandboxes.
 import { existsSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { request } from 'node:http';
+import { availableParallelism, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { RuncRuntime, RuntimeError } from '../src/index.js';
 import { parentCgroupsOnHost, exec, sleep, spawnDetached, testRuntime, TOKEN, type TestRuntime } from './harness.js';
@@ -125,6 +126,36 @@ test('limits: cpu quota, memory and unknown templates', async () => {
   await t.runtime.destroy(s.id);
   await expect(t.runtime.create({ templateId: 'nope' })).rejects.toMatchObject({ kind: 'not_found' });
   await expect(t.runtime.create({ templateId: 'base', limits: { memoryMB: 16 } })).rejects.toMatchObject({ kind: 'invalid' });
+});
+
+/** One GET to the sandbox's envd on its socket, as the control plane makes it. */
+function envdGet(id: string, path: string, token?: string): Promise<{ status: number; body: string }> {
+  const endpoint = t.runtime.envdEndpoint(id);
+  if (!('socketPath' in endpoint)) throw new Error('expected a unix socket endpoint');
+  return new Promise((resolve, reject) => {
+    const req = request({ socketPath: endpoint.socketPath, path, headers: token ? { 'x-access-token': token } : {} }, (res) => {
+      let body = '';
+      res.on('data', (d: Buffer) => (body += d));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+test("envd's /metrics inside a sandbox reports the sandbox's cpu and memory limits, not the host's", async () => {
+  const s = await t.runtime.create({ templateId: 'base', limits: { cpuCount: 1, memoryMB: 300 }, init: { accessToken: TOKEN } });
+  // This host has more than 1 cpu and 300 MiB, so the host's figures would not pass.
+  expect(availableParallelism()).toBeGreaterThan(1);
+  expect(totalmem()).toBeGreaterThan(300 * 1024 * 1024);
+  const res = await envdGet(s.id, '/metrics', TOKEN);
+  expect(res.status).toBe(200);
+  const m = JSON.parse(res.body) as Record<string, number>;
+  expect(m).toMatchObject({ cpu_count: 1, mem_total: 300 * 1024 * 1024, mem_total_mib: 300 });
+  expect(m.mem_used).toBeGreaterThan(0);
+  expect(m.mem_used).toBeLessThan(m.mem_total!);
+  expect((await envdGet(s.id, '/metrics')).status).toBe(401);
+  await t.runtime.destroy(s.id);
 });
 
 test('snapshot: files written in a sandbox are in a new sandbox made from its template', async () => {
