@@ -19,8 +19,13 @@ export interface TestRuntime {
   teardown(): Promise<void>;
 }
 
-export async function testRuntime(opts: Partial<RuncRuntimeOptions> = {}): Promise<TestRuntime> {
-  const dataDir = mkdtempSync(join(tmpdir(), 'paddock-rt-'));
+/**
+ * `under` is where the data directory is made: the system's temporary
+ * directory unless a test needs it elsewhere (sandboxes never see /tmp, so
+ * a data directory there is hidden whether or not its own mask works).
+ */
+export async function testRuntime(opts: Partial<RuncRuntimeOptions> = {}, under = tmpdir()): Promise<TestRuntime> {
+  const dataDir = mkdtempSync(join(under, 'paddock-rt-'));
   const runtime = new RuncRuntime({ dataDir, ...opts });
   await runtime.prepare();
   return {
