@@ -13,9 +13,13 @@ export interface CgroupLayout {
 
 export function detectCgroups(): CgroupLayout {
   if (existsSync(join(ROOT, 'cgroup.controllers'))) return { version: 2, dirs: [ROOT] };
+  // runc puts a container in every hierarchy mounted here: the v1
+  // controllers, named ones (name=systemd) and, on a hybrid host, the v2
+  // tree beside them (`unified`). Links such as `cpu` -> `cpu,cpuacct` only
+  // name a hierarchy that is listed already.
   const dirs = readdirSync(ROOT)
     .map((d) => join(ROOT, d))
-    .filter((d) => existsSync(join(d, 'cgroup.procs')) && !existsSync(join(d, 'cgroup.controllers')));
+    .filter((d) => !lstatSync(d).isSymbolicLink() && existsSync(join(d, 'cgroup.procs')));
   return { version: 1, dirs };
 }
 
@@ -89,6 +93,25 @@ export function removeCgroups(layout: CgroupLayout, cgroupPath: string): string[
       rmdirSync(d);
     } catch {
       left.push(d);
+    }
+  }
+  return left;
+}
+
+/**
+ * Removes the directory of `cgroupPath` itself (not its children) from every
+ * hierarchy. The kernel refuses while it still holds child cgroups or
+ * processes; returns the directories that are still there, with the reason.
+ */
+export function removeCgroupDir(layout: CgroupLayout, cgroupPath: string): string[] {
+  const left: string[] = [];
+  for (const base of layout.dirs) {
+    const dir = join(base, cgroupPath);
+    try {
+      rmdirSync(dir);
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      if (code !== 'ENOENT') left.push(`${dir} (${code ?? (err as Error).message})`);
     }
   }
   return left;

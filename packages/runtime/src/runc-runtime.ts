@@ -15,7 +15,7 @@ import { join, resolve } from 'node:path';
 import type { Duplex } from 'node:stream';
 import { envdDistDir as defaultEnvdDistDir } from '@paddock/envd';
 import { IN_SANDBOX, defaultMasks } from './base-template.js';
-import { cgroupDirs, detectCgroups, readUsage, removeCgroups, swapAccounting, type CgroupLayout } from './cgroups.js';
+import { cgroupDirs, detectCgroups, readUsage, removeCgroupDir, removeCgroups, swapAccounting, type CgroupLayout } from './cgroups.js';
 import { envdAnswers, initEnvd, openTunnel, runTrue, waitForEnvd } from './envd-link.js';
 import { run } from './exec.js';
 import { ensureHostView, mountOverlay, mountPoints, removeTree, unmount } from './mounts.js';
@@ -84,8 +84,8 @@ export class RuncRuntime implements Runtime {
   private readonly templates: TemplateStore;
   private readonly cgroups: CgroupLayout;
   private readonly swap: boolean;
-  /** Each instance's sandboxes live under their own cgroup parent, named after the data dir. */
-  private readonly cgroupParent: string;
+  /** Each instance's sandboxes live under their own cgroup parent (`/paddock/<hash of the data dir>`). */
+  readonly cgroupParent: string;
   private readonly mutex = new KeyedMutex();
   private readonly lastCpu = new Map<string, { ns: number; at: number }>();
   private readonly diskCache = new Map<string, { bytes: number; at: number }>();
@@ -559,16 +559,33 @@ export class RuncRuntime implements Runtime {
     while (this.poolFilling) await this.poolFilling;
   }
 
+  /** Also removes this data directory's parent cgroup when no sandbox of it is left. */
   async close(): Promise<void> {
     this.closed = true;
     clearTimeout(this.refillTimer);
     this.refillTimer = undefined;
     await this.poolFilling;
+    this.dropCgroupParent();
   }
 
   /**
-   * Destroys the warm pool's sandboxes and unmounts the host view, leaving
-   * nothing mounted; refused while other sandboxes exist.
+   * Removes the parent cgroup (`/paddock/<hash>`) from every hierarchy when
+   * the data directory has no sandbox; runc makes it again for the next one.
+   * With sandboxes left (running, paused or stopped, possibly adopted later
+   * by another instance) it stays. The check and the removal run without
+   * yielding, and a sandbox's directory exists before runc makes its cgroup,
+   * so a sandbox being created meanwhile is seen. Whatever cannot be removed
+   * shows in leftovers().
+   */
+  private dropCgroupParent(): void {
+    if (existsSync(this.sandboxesDir) && readdirSync(this.sandboxesDir).length > 0) return;
+    removeCgroupDir(this.cgroups, this.cgroupParent);
+  }
+
+  /**
+   * Destroys the warm pool's sandboxes, unmounts the host view and removes
+   * the parent cgroup, leaving nothing on the host; refused while other
+   * sandboxes exist.
    */
   async release(): Promise<void> {
     await this.close();
@@ -579,6 +596,7 @@ export class RuncRuntime implements Runtime {
     if (left.length) throw new RuntimeError('conflict', `sandboxes still exist: ${left.map((s) => s.id).join(', ')}`);
     await unmount(this.hostView);
     await unmount(join(this.dataDir, 'hostview-empty'));
+    this.dropCgroupParent();
   }
 
   /** Destroys every sandbox and releases the host: what uninstalling (and each test's teardown) does. */
@@ -590,8 +608,8 @@ export class RuncRuntime implements Runtime {
 
   /**
    * What this runtime has left on the host: mounts under its data directory,
-   * cgroups, runc containers and sandbox directories. Empty after
-   * removeEverything(); a leak check for tests.
+   * cgroups (its parent cgroup included), runc containers and sandbox
+   * directories. Empty after removeEverything(); a leak check for tests.
    */
   async leftovers(): Promise<string[]> {
     const out = [...mountPoints()].filter((m) => m.startsWith(this.dataDir + '/')).map((m) => `mount ${m}`);
@@ -605,9 +623,9 @@ export class RuncRuntime implements Runtime {
     if (!this.prepared) throw new RuntimeError('unavailable', 'runtime is not prepared; call prepare() first');
   }
 
-  /** cgroup directories that belong to this instance (for leak checks). */
+  /** cgroup directories that belong to this instance, its parent cgroup included (for leak checks). */
   leftoverCgroups(): string[] {
-    return cgroupDirs(this.cgroups, this.cgroupParent).filter((d) => !d.endsWith(this.cgroupParent));
+    return cgroupDirs(this.cgroups, this.cgroupParent);
   }
 
   /** Sandbox ids in the warm pool, per template. */

@@ -1,9 +1,10 @@
 // Real sandboxes for tests: a RuncRuntime on a temporary data directory,
 // commands run through the sandbox's envd, and a leak check that the
-// directory, its mounts, cgroups and runc state are all gone at the end.
+// directory, its mounts, cgroups (the runtime's parent cgroup too) and runc
+// state are all gone at the end.
 import { createClient, type Client } from '@connectrpc/connect';
 import { createConnectTransport } from '@connectrpc/connect-node';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Filesystem, Process } from '@paddock/models';
@@ -18,8 +19,13 @@ export interface TestRuntime {
   teardown(): Promise<void>;
 }
 
-export async function testRuntime(opts: Partial<RuncRuntimeOptions> = {}): Promise<TestRuntime> {
-  const dataDir = mkdtempSync(join(tmpdir(), 'paddock-rt-'));
+/**
+ * `under` is where the data directory is made: the system's temporary
+ * directory unless a test needs it elsewhere (sandboxes never see /tmp, so
+ * a data directory there is hidden whether or not its own mask works).
+ */
+export async function testRuntime(opts: Partial<RuncRuntimeOptions> = {}, under = tmpdir()): Promise<TestRuntime> {
+  const dataDir = mkdtempSync(join(under, 'paddock-rt-'));
   const runtime = new RuncRuntime({ dataDir, ...opts });
   await runtime.prepare();
   return {
@@ -28,9 +34,20 @@ export async function testRuntime(opts: Partial<RuncRuntimeOptions> = {}): Promi
     async teardown() {
       await runtime.removeEverything();
       expect(await runtime.leftovers()).toEqual([]);
+      expect(parentCgroupsOnHost(runtime)).toEqual([]);
       rmSync(dataDir, { recursive: true, force: true });
     },
   };
+}
+
+/**
+ * The runtime's parent cgroup wherever it exists on the host, found by
+ * looking at every hierarchy mounted under /sys/fs/cgroup (and the root
+ * itself, for a cgroup v2 host) rather than asking the runtime.
+ */
+export function parentCgroupsOnHost(runtime: RuncRuntime): string[] {
+  const root = '/sys/fs/cgroup';
+  return [root, ...readdirSync(root).map((d) => join(root, d))].map((d) => join(d, runtime.cgroupParent)).filter((d) => existsSync(d));
 }
 
 export function clients(runtime: RuncRuntime, id: string, user?: string): { fs: Client<typeof Filesystem>; proc: Client<typeof Process> } {

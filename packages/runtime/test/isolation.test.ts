@@ -1,18 +1,35 @@
 // What a sandbox cannot see or touch of the host, and the limits that hold it.
 import { execFileSync } from 'node:child_process';
-import { existsSync, readdirSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { networkInterfaces } from 'node:os';
 import { clients, exec, sleep, testRuntime, TOKEN, type TestRuntime } from './harness.js';
+
+/**
+ * The data directory lives outside /tmp (which sandboxes never see), so that
+ * only its own mask hides it; /var/lib is not masked, as the directory made
+ * beside it shows.
+ */
+const DATA_PARENT = '/var/lib';
+/** Made in the host's /root before the sandbox starts; it must not show inside. */
+const rootMarker = `/root/paddock-isolation-${process.pid}-${randomBytes(4).toString('hex')}`;
+let besideData: string;
 
 let t: TestRuntime;
 let id: string;
 
 beforeAll(async () => {
-  t = await testRuntime({ pidsLimit: 256 });
+  writeFileSync(rootMarker, 'host only\n');
+  besideData = mkdtempSync(`${DATA_PARENT}/paddock-visible-`);
+  t = await testRuntime({ pidsLimit: 256 }, DATA_PARENT);
   id = (await t.runtime.create({ templateId: 'base', limits: { memoryMB: 256 }, init: { accessToken: TOKEN } })).id;
 });
-afterAll(() => t.teardown());
+afterAll(async () => {
+  rmSync(rootMarker, { force: true });
+  if (besideData) rmSync(besideData, { recursive: true, force: true });
+  await t.teardown();
+});
 
 test('processes: ps shows only the sandbox; envd is pid 1', async () => {
   const res = await exec(t.runtime, id, 'ps -e -o pid=,args=');
@@ -36,12 +53,24 @@ test('writes to /usr and /etc stay in the sandbox', async () => {
 });
 
 test('host homes, /root, /tmp and the data directory are not visible', async () => {
-  const res = await exec(t.runtime, id, `ls -A /home; echo --; ls -A /root; echo --; ls -A /tmp; echo --; test -e ${t.dataDir} && echo visible || echo hidden`, { user: 'root' });
-  const [home, root, tmp, data] = res.stdout.split('--\n');
+  const seen = (path: string) => `test -e ${path} && echo visible || echo hidden`;
+  const res = await exec(
+    t.runtime,
+    id,
+    `ls -A /home; echo --; ls -A /root; echo --; ${seen(rootMarker)}; echo --; ls -A /tmp; echo --; ${seen(t.dataDir)}; echo --; ${seen(besideData)}`,
+    { user: 'root' },
+  );
+  const [home, root, marker, tmp, data, beside] = res.stdout.split('--\n');
   expect(home).toBe('user\n');
-  expect(root!.split('\n').filter(Boolean).every((f) => f.startsWith('.'))).toBe(true);
+  // /root is a fresh one with the skeleton files; the host's file is not there.
+  expect(root!.split('\n').filter(Boolean).sort()).toEqual(readdirSync('/etc/skel').sort());
+  expect(marker).toBe('hidden\n');
+  expect(existsSync(rootMarker)).toBe(true);
   expect(tmp).toBe('');
   expect(data).toBe('hidden\n');
+  // What hides the data directory is its own mask: its parent is visible.
+  expect(t.dataDir.startsWith(`${DATA_PARENT}/`)).toBe(true);
+  expect(beside).toBe('visible\n');
   // The host does have entries there that the sandbox does not see.
   expect(readdirSync('/tmp').length).toBeGreaterThan(0);
 });
@@ -76,10 +105,19 @@ describe('network', () => {
   });
 });
 
-test('a memory hog beyond memoryMB is killed and the sandbox stays usable', async () => {
-  const hog = await exec(t.runtime, id, 'python3 -c "b = bytearray(600 * 1024 * 1024); print(len(b))"');
-  expect(hog.exitCode).not.toBe(0);
-  expect(hog.stdout).toBe('');
+test('a memory hog beyond memoryMB is killed by the OOM killer and the sandbox stays usable', async () => {
+  // The cgroup's count of processes the OOM killer ended ("oom_kill N").
+  const oomKills = async () => {
+    const res = await exec(t.runtime, id, 'grep "^oom_kill " /sys/fs/cgroup/memory/memory.oom_control 2>/dev/null || grep "^oom_kill " /sys/fs/cgroup/memory.events');
+    const m = /^oom_kill (\d+)$/.exec(res.stdout.trim());
+    if (!m) throw new Error(`no oom_kill count in the sandbox's memory cgroup: ${JSON.stringify(res)}`);
+    return Number(m[1]);
+  };
+  const before = await oomKills();
+  // exec: python itself is the command envd waits for, so its end is reported as it is.
+  const hog = await exec(t.runtime, id, 'exec python3 -c "b = bytearray(600 * 1024 * 1024); print(len(b))"');
+  expect(hog).toMatchObject({ status: 'signal: killed', stdout: '' });
+  expect(await oomKills()).toBe(before + 1);
   const after = await exec(t.runtime, id, 'echo still here; cat /sys/fs/cgroup/memory/memory.limit_in_bytes 2>/dev/null || cat /sys/fs/cgroup/memory.max');
   expect(after.stdout).toBe(`still here\n${256 * 1024 * 1024}\n`);
 });

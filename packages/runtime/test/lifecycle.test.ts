@@ -2,9 +2,10 @@
 // of real sandboxes.
 import { existsSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { request } from 'node:http';
+import { availableParallelism, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { RuncRuntime, RuntimeError } from '../src/index.js';
-import { exec, sleep, spawnDetached, testRuntime, TOKEN, type TestRuntime } from './harness.js';
+import { parentCgroupsOnHost, exec, sleep, spawnDetached, testRuntime, TOKEN, type TestRuntime } from './harness.js';
 
 let t: TestRuntime;
 beforeAll(async () => {
@@ -12,6 +13,8 @@ beforeAll(async () => {
 });
 afterAll(() => t.teardown());
 
+/** What a runtime has left besides what it holds while in use (the host view's mounts, its parent cgroup). */
+const sandboxLeftovers = async (rt: RuncRuntime) => (await rt.leftovers()).filter((l) => !l.includes('hostview') && !l.endsWith(rt.cgroupParent));
 const create = async () => (await t.runtime.create({ templateId: 'base', init: { accessToken: TOKEN } })).id;
 /** The sandbox's writable layer as the host sees it: where its /tmp files land. */
 const upperFile = (id: string, path: string) => join(t.dataDir, 'sandboxes', id, 'upper', path);
@@ -65,7 +68,7 @@ test('destroy removes container, mounts, cgroups and directory; unknown ids are 
   await t.runtime.destroy(id);
   expect(await t.runtime.get(id)).toBeUndefined();
   expect(existsSync(join(t.dataDir, 'sandboxes', id))).toBe(false);
-  expect((await t.runtime.leftovers()).filter((l) => !l.includes('hostview'))).toEqual([]);
+  expect(await sandboxLeftovers(t.runtime)).toEqual([]);
   await t.runtime.destroy(id);
   await t.runtime.destroy('no-such-sandbox');
   await expect(t.runtime.pause(id)).rejects.toBeInstanceOf(RuntimeError);
@@ -125,6 +128,36 @@ test('limits: cpu quota, memory and unknown templates', async () => {
   await expect(t.runtime.create({ templateId: 'base', limits: { memoryMB: 16 } })).rejects.toMatchObject({ kind: 'invalid' });
 });
 
+/** One GET to the sandbox's envd on its socket, as the control plane makes it. */
+function envdGet(id: string, path: string, token?: string): Promise<{ status: number; body: string }> {
+  const endpoint = t.runtime.envdEndpoint(id);
+  if (!('socketPath' in endpoint)) throw new Error('expected a unix socket endpoint');
+  return new Promise((resolve, reject) => {
+    const req = request({ socketPath: endpoint.socketPath, path, headers: token ? { 'x-access-token': token } : {} }, (res) => {
+      let body = '';
+      res.on('data', (d: Buffer) => (body += d));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+test("envd's /metrics inside a sandbox reports the sandbox's cpu and memory limits, not the host's", async () => {
+  const s = await t.runtime.create({ templateId: 'base', limits: { cpuCount: 1, memoryMB: 300 }, init: { accessToken: TOKEN } });
+  // This host has more than 1 cpu and 300 MiB, so the host's figures would not pass.
+  expect(availableParallelism()).toBeGreaterThan(1);
+  expect(totalmem()).toBeGreaterThan(300 * 1024 * 1024);
+  const res = await envdGet(s.id, '/metrics', TOKEN);
+  expect(res.status).toBe(200);
+  const m = JSON.parse(res.body) as Record<string, number>;
+  expect(m).toMatchObject({ cpu_count: 1, mem_total: 300 * 1024 * 1024, mem_total_mib: 300 });
+  expect(m.mem_used).toBeGreaterThan(0);
+  expect(m.mem_used).toBeLessThan(m.mem_total!);
+  expect((await envdGet(s.id, '/metrics')).status).toBe(401);
+  await t.runtime.destroy(s.id);
+});
+
 test('snapshot: files written in a sandbox are in a new sandbox made from its template', async () => {
   const id = await create();
   await exec(t.runtime, id, 'mkdir -p ~/proj && echo snap > ~/proj/file && echo etc > /tmp/t', { user: 'user' });
@@ -164,6 +197,26 @@ test('a new runtime on the same data directory adopts the sandboxes that exist',
   await other.close();
 });
 
+test('close keeps the parent cgroup while a sandbox is left for adoption, and removes it once none is', async () => {
+  const id = await create();
+  const held = parentCgroupsOnHost(t.runtime);
+  expect(held.length).toBeGreaterThan(0);
+  const first = new RuncRuntime({ dataDir: t.dataDir });
+  await first.prepare();
+  await first.close();
+  expect(parentCgroupsOnHost(first)).toEqual(held);
+  const second = new RuncRuntime({ dataDir: t.dataDir });
+  await second.prepare();
+  expect((await exec(second, id, 'echo adopted')).stdout).toBe('adopted\n');
+  await second.destroy(id);
+  await second.close();
+  expect(parentCgroupsOnHost(second)).toEqual([]);
+  // The next sandbox of the data directory gets a parent cgroup again.
+  const next = await create();
+  expect(parentCgroupsOnHost(t.runtime)).toEqual(held);
+  await t.runtime.destroy(next);
+});
+
 test('leftovers of a crash are cleaned on the next start', async () => {
   const id = await create();
   // A crash in the middle of destroy leaves a tombstone.
@@ -173,6 +226,6 @@ test('leftovers of a crash are cleaned on the next start', async () => {
   const other = new RuncRuntime({ dataDir: t.dataDir });
   await other.prepare();
   expect(existsSync(join(t.dataDir, 'sandboxes', id))).toBe(false);
-  expect((await other.leftovers()).filter((l) => !l.includes('hostview'))).toEqual([]);
+  expect(await sandboxLeftovers(other)).toEqual([]);
   await other.close();
 });

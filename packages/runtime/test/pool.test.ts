@@ -89,3 +89,21 @@ test('closing while the pool refills leaves nothing behind after release', async
   expect(await other.list()).toEqual([]);
   expect(readdirSync(join(t.dataDir, 'sandboxes'))).toEqual([]);
 });
+
+test('a pool size of 0 disables the pool: no sandbox is started ahead, and create boots one', async () => {
+  const none = await testRuntime({ warmPoolSize: 0 });
+  try {
+    await none.runtime.poolReady();
+    expect(Object.values(none.runtime.pooled()).flat()).toEqual([]);
+    expect(readdirSync(join(none.dataDir, 'sandboxes'))).toEqual([]);
+    // No container, cgroup or sandbox directory either; the host view is mounted by prepare().
+    expect((await none.runtime.leftovers()).filter((l) => !l.includes('hostview'))).toEqual([]);
+    const s = await none.runtime.create({ templateId: 'base', init: { accessToken: TOKEN } });
+    expect(s.fromPool).toBeUndefined();
+    expect((await exec(none.runtime, s.id, 'echo cold')).stdout).toBe('cold\n');
+    await none.runtime.destroy(s.id);
+    expect(Object.values(none.runtime.pooled()).flat()).toEqual([]);
+  } finally {
+    await none.teardown();
+  }
+});
