@@ -23,9 +23,9 @@ test("Sandbox.create('base', {metadata, envs, timeoutMs}) and getInfo", async ()
 });
 
 // fetch() drops a Host header; http.request sends it as given.
-function getViaHost(host: string, path: string): Promise<{ status: number; body: string }> {
+function getViaHost(host: string, path: string, headers: Record<string, string> = {}): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
-    const req = request(`${c.server.proxyUrl}${path}`, { agent: false, headers: { host } }, (res) => {
+    const req = request(`${c.server.proxyUrl}${path}`, { agent: false, headers: { host, ...headers } }, (res) => {
       let body = '';
       res.on('data', (d: Buffer) => (body += d));
       res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
@@ -35,13 +35,16 @@ function getViaHost(host: string, path: string): Promise<{ status: number; body:
   });
 }
 
-test('the name getHost returns reaches a server in the sandbox through the proxy, as the Host header', async () => {
-  const sbx = await Sandbox.create('base');
+test('the name getHost returns reaches a server in the sandbox through the proxy as the Host; allowPublicTraffic: false asks for the traffic token', async () => {
+  const sbx = await Sandbox.create('base', { network: { allowPublicTraffic: false } });
+  expect(sbx.trafficAccessToken).toEqual(expect.any(String));
   const app = await sbx.commands.run('cd /tmp && echo app > index.html && exec python3 -m http.server 8080 --bind 127.0.0.1', { background: true });
   const host = sbx.getHost(8080);
-  await eventually(async () => (await getViaHost(host, '/index.html')).status === 200, 'the app in the sandbox');
-  expect(await getViaHost(host, '/index.html')).toEqual({ status: 200, body: 'app\n' });
-  expect((await getViaHost(sbx.getHost(9999), '/')).status).toBe(502);
+  const token = { 'e2b-traffic-access-token': sbx.trafficAccessToken! };
+  await eventually(async () => (await getViaHost(host, '/index.html', token)).status === 200, 'the app in the sandbox');
+  expect(await getViaHost(host, '/index.html', token)).toEqual({ status: 200, body: 'app\n' });
+  expect((await getViaHost(host, '/index.html')).status).toBe(403);
+  expect((await getViaHost(sbx.getHost(9999), '/', token)).status).toBe(502);
   await app.kill();
   await sbx.kill();
 });
@@ -87,17 +90,29 @@ test('setTimeout moves the expiry', async () => {
   await sbx.kill();
 });
 
-test('Sandbox.list filters by metadata and pages', async () => {
+test('Sandbox.list filters by metadata, template and start time, orders and pages', async () => {
   const run = `list-${Date.now()}`;
   const made = [];
   for (let i = 0; i < 3; i++) made.push(await Sandbox.create('base', { metadata: { run, 'with space': 'a&b=c' } }));
+  const ids = made.map((s) => s.sandboxId);
   const paginator = Sandbox.list({ query: { metadata: { run, 'with space': 'a&b=c' } }, limit: 2 });
   const pages: string[][] = [];
   while (paginator.hasNext) pages.push((await paginator.nextItems()).map((s) => s.sandboxId));
   expect(pages.map((p) => p.length)).toEqual([2, 1]);
-  expect(pages.flat().sort()).toEqual(made.map((s) => s.sandboxId).sort());
+  expect(pages.flat().sort()).toEqual([...ids].sort());
   const none = Sandbox.list({ query: { metadata: { run: 'other' } } });
   expect(await none.nextItems()).toEqual([]);
+
+  const list = async (opts: Parameters<typeof Sandbox.list>[0]) => (await Sandbox.list(opts).nextItems()).map((s) => s.sandboxId);
+  expect(await list({ query: { metadata: { run } }, order: 'asc' })).toEqual(ids);
+  expect(await list({ query: { metadata: { run } }, order: 'desc' })).toEqual([...ids].reverse());
+  expect(await list({ query: { metadata: { run }, template: 'base' }, order: 'asc' })).toEqual(ids);
+  expect(await list({ query: { metadata: { run }, template: 'no-such-template' } })).toEqual([]);
+  const second = (await made[1]!.getInfo()).startedAt;
+  expect(await list({ query: { metadata: { run }, startedAfter: new Date(second.getTime() - 1) }, order: 'asc' })).toEqual(ids.slice(1));
+  // Differs from e2b, whose SDK documents "at or after": Paddock lists only
+  // sandboxes started strictly after the instant.
+  expect(await list({ query: { metadata: { run }, startedAfter: second }, order: 'asc' })).toEqual(ids.slice(2));
   for (const s of made) await s.kill();
 });
 
@@ -119,6 +134,7 @@ test('pause, then Sandbox.connect resumes it with its files, processes and memor
   await counter.disconnect();
 
   expect(await sbx.pause()).toBe(true);
+  expect(await sbx.pause()).toBe(false);
   expect(await sbx.isRunning()).toBe(false);
   expect((await Sandbox.getInfo(sbx.sandboxId)).state).toBe('paused');
   const again = await Sandbox.connect(sbx.sandboxId);
@@ -168,19 +184,29 @@ test('getMetrics returns samples, a new one each interval, and takes a time rang
   await sbx.kill();
 });
 
-test("lifecycle onTimeout: 'pause' pauses at expiry; autoResume lets traffic through the proxy resume it", async () => {
-  const plain = await Sandbox.create('base', { timeoutMs: 1000, lifecycle: { onTimeout: 'pause' } });
+test("lifecycle onTimeout: 'pause' pauses at expiry, with or without memory; autoResume lets traffic through the proxy resume it", async () => {
+  const plain = await Sandbox.create('base', { lifecycle: { onTimeout: 'pause' } });
+  const cold = await Sandbox.create('base', { lifecycle: { onTimeout: { action: 'pause', keepMemory: false } } });
   const waking = await Sandbox.create('base', { lifecycle: { onTimeout: 'pause', autoResume: true } });
-  expect((await plain.getInfo()).lifecycle).toEqual({ onTimeout: 'pause', autoResume: false });
+  const sleepers = async (s: Sandbox) => (await s.commands.run('pgrep -x sleep | wc -l')).stdout;
+  for (const s of [plain, cold]) {
+    await s.files.write('f.txt', 'kept at expiry');
+    await s.commands.run('sleep 600', { background: true, timeoutMs: 0 });
+    await s.setTimeout(1000);
+  }
   expect((await waking.getInfo()).lifecycle).toEqual({ onTimeout: 'pause', autoResume: true });
-  await plain.files.write('f.txt', 'kept at expiry');
   await eventually(async () => (await Sandbox.getInfo(plain.sandboxId)).state === 'paused', 'the pause at expiry');
+  await eventually(async () => (await Sandbox.getInfo(cold.sandboxId)).state === 'paused', 'the pause without memory at expiry');
+  expect((await Sandbox.getInfo(plain.sandboxId)).lifecycle).toEqual({ onTimeout: 'pause', autoResume: false });
   // Without autoResume, traffic does not wake it; connect does.
   expect(await plain.isRunning()).toBe(false);
   expect((await Sandbox.getInfo(plain.sandboxId)).state).toBe('paused');
   const back = await Sandbox.connect(plain.sandboxId);
-  expect(await back.files.read('f.txt')).toBe('kept at expiry');
+  expect([await back.files.read('f.txt'), await sleepers(back)]).toEqual(['kept at expiry', '1\n']);
   await back.kill();
+  const rebooted = await Sandbox.connect(cold.sandboxId);
+  expect([await rebooted.files.read('f.txt'), await sleepers(rebooted)]).toEqual(['kept at expiry', '0\n']);
+  await rebooted.kill();
 
   await waking.files.write('f.txt', 'awake');
   expect(await waking.pause()).toBe(true);
@@ -188,6 +214,19 @@ test("lifecycle onTimeout: 'pause' pauses at expiry; autoResume lets traffic thr
   expect((await waking.commands.run('cat f.txt')).stdout).toBe('awake');
   expect((await Sandbox.getInfo(waking.sandboxId)).state).toBe('running');
   await waking.kill();
+});
+
+test('Template.exists and template tags', async () => {
+  expect(await Template.exists('base')).toBe(true);
+  expect(await Template.exists('no-such-template')).toBe(false);
+  expect(await Template.assignTags('base', ['stable', 'v1'])).toMatchObject({ tags: ['stable', 'v1'] });
+  expect((await Template.getTags('base')).map((t) => t.tag).sort()).toEqual(['stable', 'v1']);
+  const tagged = await Sandbox.create('base:stable');
+  expect((await tagged.getInfo()).templateId).toBe('base');
+  await tagged.kill();
+  await Template.removeTags('base', ['stable', 'v1']);
+  expect(await Template.getTags('base')).toEqual([]);
+  await expect(Sandbox.create('base:stable')).rejects.toMatchObject({ name: 'SandboxError', message: expect.stringMatching(/^404: /) });
 });
 
 describe('snapshots, forks and network rules of one sandbox', () => {
