@@ -63,7 +63,7 @@ test('metadata written with a file comes back in getInfo', async () => {
   expect((await sbx.files.getInfo('meta.txt')).metadata).toEqual({ owner: 'alice', purpose: 'demo' });
 });
 
-test('list with depth, exists, getInfo, makeDir, rename, remove', async () => {
+test('list with depth, exists, getInfo (of a symlink too), makeDir, rename, remove', async () => {
   await sbx.files.write('tree/a/deep.txt', 'x');
   await sbx.files.write('tree/b.txt', 'y');
   const one = await sbx.files.list('tree');

@@ -35,7 +35,7 @@ function getViaHost(host: string, path: string, headers: Record<string, string> 
   });
 }
 
-test('the name getHost returns reaches a server in the sandbox through the proxy as the Host; allowPublicTraffic: false asks for the traffic token', async () => {
+test('getHost names a server in the sandbox for the proxy; allowPublicTraffic: false asks for the traffic token', async () => {
   const sbx = await Sandbox.create('base', { network: { allowPublicTraffic: false } });
   expect(sbx.trafficAccessToken).toEqual(expect.any(String));
   const app = await sbx.commands.run('cd /tmp && echo app > index.html && exec python3 -m http.server 8080 --bind 127.0.0.1', { background: true });
@@ -49,7 +49,7 @@ test('the name getHost returns reaches a server in the sandbox through the proxy
   await sbx.kill();
 });
 
-test('without timeoutMs the server default of 300 s applies; list filters by state; a paused sandbox outlives its timeout, an expired one is gone', async () => {
+test('the 300 s default timeout, list by state, and a paused sandbox outliving its timeout while a running one expires', async () => {
   const run = `state-${Date.now()}`;
   const paused = await Sandbox.create('base', { metadata: { run } });
   const expiring = await Sandbox.create('base', { metadata: { run } });
@@ -184,7 +184,7 @@ test('getMetrics returns samples, a new one each interval, and takes a time rang
   await sbx.kill();
 });
 
-test("lifecycle onTimeout: 'pause' pauses at expiry, with or without memory; autoResume lets traffic through the proxy resume it", async () => {
+test('lifecycle: pause at expiry, with or without memory, and autoResume through the proxy', async () => {
   const plain = await Sandbox.create('base', { lifecycle: { onTimeout: 'pause' } });
   const cold = await Sandbox.create('base', { lifecycle: { onTimeout: { action: 'pause', keepMemory: false } } });
   const waking = await Sandbox.create('base', { lifecycle: { onTimeout: 'pause', autoResume: true } });
@@ -297,7 +297,7 @@ describe('snapshots, forks and network rules of one sandbox', () => {
   });
 });
 
-test("what Paddock does not have yet fails with the SDK's own errors: template builds, volumes, secrets, the MCP gateway", async () => {
+test("what Paddock does not have yet fails with the SDK's own errors", async () => {
   await expect(Template.build(Template().fromImage('debian:12'), 'compat-built')).rejects.toMatchObject({
     name: 'BuildError',
     message: expect.stringMatching(/^501: building templates from a Dockerfile or build steps is not implemented in Paddock yet; make templates from sandboxes with POST \/sandboxes\/\{sandboxID\}\/snapshots$/),
