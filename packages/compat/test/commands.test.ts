@@ -40,16 +40,28 @@ test('envs, cwd and user', async () => {
   expect((await sbx.commands.run('whoami', { user: 'root' })).stdout).toBe('root\n');
 });
 
-test('background commands: list, connect, kill', async () => {
-  const handle = await sbx.commands.run('echo begin; sleep 30; echo never', { background: true });
+test('background commands: list, connect (output after it arrives there), kill', async () => {
+  const cmd = 'echo begin; read -r word; echo "after $word"; sleep 30; echo never';
+  const handle = await sbx.commands.run(cmd, { background: true, stdin: true });
   expect(handle.pid).toBeGreaterThan(0);
+  await eventually(() => handle.stdout.includes('begin'), `the first line, got ${JSON.stringify(handle.stdout)}`);
   const listed = await sbx.commands.list();
-  expect(listed.find((p) => p.pid === handle.pid)).toMatchObject({ cmd: '/bin/bash', args: ['-l', '-c', 'echo begin; sleep 30; echo never'] });
-  const attached = await sbx.commands.connect(handle.pid);
+  expect(listed.find((p) => p.pid === handle.pid)).toMatchObject({ cmd: '/bin/bash', args: ['-l', '-c', cmd] });
+  await handle.disconnect();
+
+  const seen: string[] = [];
+  const attached = await sbx.commands.connect(handle.pid, { onStdout: (d) => void seen.push(d) });
   expect(attached.pid).toBe(handle.pid);
+  await sbx.commands.sendStdin(handle.pid, 'reconnect\n');
+  await eventually(() => attached.stdout.includes('after reconnect\n'), `output after connect, got ${JSON.stringify(attached.stdout)}`);
+  expect(seen.join('')).toBe(attached.stdout);
+  // Output from before the connect is not replayed.
+  expect(attached.stdout).toBe('after reconnect\n');
   expect(await sbx.commands.kill(handle.pid)).toBe(true);
-  await expect(handle.wait()).rejects.toBeInstanceOf(CommandExitError);
-  expect(handle.stdout).toContain('begin');
+  const ended = await attached.wait().catch((e: unknown) => e);
+  expect(ended).toBeInstanceOf(CommandExitError);
+  const { exitCode, stdout } = ended as CommandExitError;
+  expect({ exitCode, stdout }).toEqual({ exitCode: -1, stdout: 'after reconnect\n' });
   expect(await sbx.commands.kill(handle.pid)).toBe(false);
 });
 
@@ -80,4 +92,25 @@ test('pty: create, sendInput, resize, kill', async () => {
   await eventually(() => output.includes('size=30 120'), 'the new size');
   expect(await sbx.pty.kill(pty.pid)).toBe(true);
   await expect(pty.wait()).rejects.toBeInstanceOf(CommandExitError);
+});
+
+test("sandbox.git drives the sandbox's git: init, config, status, add, commit, branches, remotes", async () => {
+  const repo = '/home/user/compat-repo';
+  await sbx.git.init(repo, { initialBranch: 'main' });
+  await sbx.git.configureUser('Compat Suite', 'compat@example.com', { scope: 'local', path: repo });
+  expect(await sbx.git.getConfig('user.email', { scope: 'local', path: repo })).toBe('compat@example.com');
+  await sbx.files.write(`${repo}/a.txt`, 'a');
+  const dirty = await sbx.git.status(repo);
+  expect(dirty).toMatchObject({ currentBranch: 'main', isClean: false, hasUntracked: true, untrackedCount: 1 });
+  expect(dirty.fileStatus).toEqual([expect.objectContaining({ name: 'a.txt', status: 'untracked' })]);
+  await sbx.git.add(repo);
+  expect((await sbx.git.commit(repo, 'first commit')).stdout).toContain('first commit');
+  expect(await sbx.git.status(repo)).toMatchObject({ isClean: true, totalCount: 0 });
+  await sbx.git.createBranch(repo, 'feature');
+  expect(await sbx.git.branches(repo)).toEqual({ branches: ['feature', 'main'], currentBranch: 'feature' });
+  await sbx.git.checkoutBranch(repo, 'main');
+  expect((await sbx.git.branches(repo)).currentBranch).toBe('main');
+  await sbx.git.remoteAdd(repo, 'origin', 'https://example.com/compat.git');
+  expect(await sbx.git.remoteGet(repo, 'origin')).toBe('https://example.com/compat.git');
+  expect((await sbx.commands.run('git log --format=%an:%s', { cwd: repo })).stdout).toBe('Compat Suite:first commit\n');
 });

@@ -63,7 +63,7 @@ test('metadata written with a file comes back in getInfo', async () => {
   expect((await sbx.files.getInfo('meta.txt')).metadata).toEqual({ owner: 'alice', purpose: 'demo' });
 });
 
-test('list with depth, exists, getInfo, makeDir, rename, remove', async () => {
+test('list with depth, exists, getInfo (of a symlink too), makeDir, rename, remove', async () => {
   await sbx.files.write('tree/a/deep.txt', 'x');
   await sbx.files.write('tree/b.txt', 'y');
   const one = await sbx.files.list('tree');
@@ -75,6 +75,12 @@ test('list with depth, exists, getInfo, makeDir, rename, remove', async () => {
   const info = await sbx.files.getInfo('tree/b.txt');
   expect(info).toMatchObject({ name: 'b.txt', type: 'file', size: 1, owner: 'user', group: 'user', permissions: '-rw-r--r--' });
   expect(info.modifiedTime).toBeInstanceOf(Date);
+  await sbx.commands.run('ln -s b.txt tree/link');
+  const link = await sbx.files.getInfo('tree/link');
+  expect(link).toMatchObject({ name: 'link', type: 'symlink', permissions: 'lrwxrwxrwx', symlinkTarget: '/home/user/tree/b.txt' });
+  expect((await sbx.files.list('tree')).find((e) => e.name === 'link')).toMatchObject({ type: 'symlink', permissions: 'lrwxrwxrwx' });
+  expect(await sbx.files.read('tree/link')).toBe('y');
+  await sbx.files.remove('tree/link');
   expect(await sbx.files.makeDir('tree/new')).toBe(true);
   expect(await sbx.files.makeDir('tree/new')).toBe(false);
   const moved = await sbx.files.rename('tree/b.txt', 'tree/new/c.txt');
@@ -84,17 +90,19 @@ test('list with depth, exists, getInfo, makeDir, rename, remove', async () => {
   await expect(sbx.files.read('tree/new/c.txt')).rejects.toMatchObject({ name: 'FileNotFoundError' });
 });
 
-test('watchDir reports create, write, rename and remove, recursively', async () => {
+test('watchDir reports create, write, chmod, rename and remove, recursively', async () => {
   await sbx.files.makeDir('watched/sub');
   const events: string[] = [];
   const handle = await sbx.files.watchDir('watched', (e: FilesystemEvent) => void events.push(`${e.type}:${e.name}`), { recursive: true });
   await sbx.files.write('watched/sub/f.txt', 'one');
   await sbx.files.write('watched/sub/f.txt', 'two');
+  await sbx.commands.run('chmod 600 watched/sub/f.txt');
   await sbx.files.rename('watched/sub/f.txt', 'watched/sub/g.txt');
   await sbx.files.remove('watched/sub/g.txt');
   await eventually(() => events.includes('remove:sub/g.txt'), `events, got ${events.join(' ')}`);
   await handle.stop();
-  expect(events).toEqual(expect.arrayContaining(['create:sub/f.txt', 'write:sub/f.txt', 'rename:sub/f.txt', 'create:sub/g.txt', 'remove:sub/g.txt']));
+  expect(events).toEqual(expect.arrayContaining(['create:sub/f.txt', 'write:sub/f.txt', 'chmod:sub/f.txt', 'rename:sub/f.txt', 'create:sub/g.txt', 'remove:sub/g.txt']));
+  expect(events.indexOf('chmod:sub/f.txt')).toBeLessThan(events.indexOf('rename:sub/f.txt'));
 });
 
 test('uploadUrl and downloadUrl work with plain fetch and no headers; an expired one is refused', async () => {

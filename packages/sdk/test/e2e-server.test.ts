@@ -135,13 +135,23 @@ describe('one sandbox', () => {
     expect(err).toMatchObject({ exitCode: 9, stdout: 'out\n' });
   });
 
-  test('commands: background, connect, kill; stdin and closeStdin', async () => {
-    const bg = await sbx.commands.run('echo started; sleep 60', { background: true });
+  test('commands: background, connect (with the output after it), kill; stdin and closeStdin', async () => {
+    const bg = await sbx.commands.run('echo started; read -r word; echo "got $word"; sleep 60', { background: true, stdin: true });
+    await eventually(() => bg.stdout === 'started\n', `the first line, got ${JSON.stringify(bg.stdout)}`);
     expect((await sbx.commands.list()).some((p) => p.pid === bg.pid)).toBe(true);
-    const again = await sbx.commands.connect(bg.pid);
+    await bg.disconnect();
+    const chunks: string[] = [];
+    const again = await sbx.commands.connect(bg.pid, { onStdout: (d) => void chunks.push(d) });
     expect(again.pid).toBe(bg.pid);
+    await sbx.commands.sendStdin(bg.pid, 'later\n');
+    await eventually(() => again.stdout === 'got later\n', `output after connect, got ${JSON.stringify(again.stdout)}`);
+    expect(chunks.join('')).toBe('got later\n');
+    expect(bg.stdout).toBe('started\n');
     expect(await sbx.commands.kill(bg.pid)).toBe(true);
-    await expect(bg.wait()).rejects.toBeInstanceOf(CommandExitError);
+    const killed = again.wait();
+    await expect(killed).rejects.toBeInstanceOf(CommandExitError);
+    await expect(killed).rejects.toMatchObject({ exitCode: -1, stdout: 'got later\n' });
+    await expect(bg.wait()).rejects.toThrow(/disconnected/);
     expect(await sbx.commands.kill(bg.pid)).toBe(false);
 
     const cat = await sbx.commands.run('cat', { background: true, stdin: true });
@@ -150,14 +160,32 @@ describe('one sandbox', () => {
     expect((await cat.wait()).stdout).toBe('through stdin\n');
   });
 
-  test('pty: the size set by resize is what tput sees', async () => {
+  test('pty: the size set by resize is what tput sees; exit ends it with code 0', async () => {
     let out = '';
     const decoder = new TextDecoder();
     const term = await sbx.pty.create({ cols: 80, rows: 24, onData: (d) => void (out += decoder.decode(d)) });
     await sbx.pty.resize(term.pid, { cols: 132, rows: 43 });
     await sbx.pty.sendInput(term.pid, new TextEncoder().encode('echo "tput=$(tput cols)x$(tput lines)"; exit\n'));
     await eventually(() => out.includes('tput=132x43'), `tput output, got ${JSON.stringify(out)}`);
-    await term.wait().catch(() => undefined);
+    // A terminal's output goes to onData only; `exit` is a clean end.
+    expect(await term.wait()).toEqual({ exitCode: 0, error: undefined, stdout: '', stderr: '' });
+    expect(await sbx.pty.kill(term.pid)).toBe(false);
+  });
+
+  test('uploadUrl and downloadUrl through the proxy: plain fetch, no headers', async () => {
+    const up = await sbx.uploadUrl('signed/up.txt');
+    expect(new URL(up).origin).toBe(new URL(server.proxyUrl).origin);
+    const form = new FormData();
+    form.append('file', new Blob(['sent through the proxy']), 'signed/up.txt');
+    expect((await fetch(up, { method: 'POST', body: form })).status).toBe(200);
+    expect(await sbx.files.read('signed/up.txt')).toBe('sent through the proxy');
+    const down = await sbx.downloadUrl('signed/up.txt', { useSignatureExpiration: 60 });
+    const res = await fetch(down);
+    expect([res.status, await res.text()]).toEqual([200, 'sent through the proxy']);
+    // The signature covers the path: the same URL for another file is refused.
+    const other = new URL(down);
+    other.searchParams.set('path', '/etc/hostname');
+    expect((await fetch(other)).status).toBe(401);
   });
 
   test('metrics arrive within seconds', async () => {
@@ -168,7 +196,7 @@ describe('one sandbox', () => {
   });
 });
 
-test('list with a metadata filter across pages', async () => {
+test('list with a metadata filter across pages, by nextItems and by for await', async () => {
   const tag = `page-${Date.now()}`;
   const made = await Promise.all([0, 1, 2].map(() => Sandbox.create('base', { ...opts, metadata: { tag } })));
   const paginator = Sandbox.list({ ...opts, query: { metadata: { tag } }, limit: 2 });
@@ -181,6 +209,15 @@ test('list with a metadata filter across pages', async () => {
   }
   expect(pages).toEqual([2, 1]);
   expect(seen.sort()).toEqual(made.map((s) => s.sandboxId).sort());
+
+  // As in the README: for await goes through every page on its own.
+  const iterated: string[] = [];
+  for await (const info of Sandbox.list({ ...opts, query: { metadata: { tag } }, limit: 2 })) {
+    expect(info).toMatchObject({ state: 'running', metadata: { tag } });
+    expect(info.endAt).toBeInstanceOf(Date);
+    iterated.push(info.sandboxId);
+  }
+  expect(iterated.sort()).toEqual(made.map((s) => s.sandboxId).sort());
   for (const s of made) await s.kill();
 });
 
