@@ -131,6 +131,50 @@ test('cwd is honoured, relative to home; a missing cwd is invalid_argument', asy
   });
 });
 
+test('after /init sets a default workdir, processes without a cwd start there', async () => {
+  const other = await startEnvd();
+  try {
+    const init = async (defaultWorkdir: string) => {
+      const res = await fetch(`${other.url}/init`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-access-token': other.token! },
+        body: JSON.stringify({ defaultWorkdir }),
+      });
+      expect(res.status).toBe(204);
+    };
+    const pwd = async (user: string, cwd?: string) => {
+      const events: ProcessEvent[] = [];
+      const req = { process: { cmd: 'pwd', cwd }, stdin: false };
+      for await (const r of processes(other, { user }).start(req)) if (r.event) events.push(r.event);
+      return summarize(events).stdout;
+    };
+    const project = join(other.dir, 'work/project');
+    mkdirSync(join(project, 'src'), { recursive: true });
+    mkdirSync(join(other.home.user, 'src'));
+    expect(await pwd('user')).toBe(`${other.home.user}\n`);
+
+    await init(project);
+    // For every user, whatever their home.
+    expect(await pwd('user')).toBe(`${project}\n`);
+    expect(await pwd('root')).toBe(`${project}\n`);
+    // A cwd given with the process still wins; a relative one resolves under
+    // the home, as every relative path does (E2B's envd does the same).
+    expect(await pwd('user', '/tmp')).toBe('/tmp\n');
+    expect(await pwd('user', 'src')).toBe(`${join(other.home.user, 'src')}\n`);
+
+    // A default workdir written with ~ or relative means the acting user's home.
+    mkdirSync(join(other.home.user, 'code'));
+    mkdirSync(join(other.home.root, 'code'));
+    await init('~/code');
+    expect(await pwd('user')).toBe(`${join(other.home.user, 'code')}\n`);
+    expect(await pwd('root')).toBe(`${join(other.home.root, 'code')}\n`);
+    await init('code');
+    expect(await pwd('user')).toBe(`${join(other.home.user, 'code')}\n`);
+  } finally {
+    await other.stop();
+  }
+});
+
 test('a command that cannot start is invalid_argument naming it', async () => {
   await expect(run({ process: { cmd: '/no/such/binary' } })).rejects.toMatchObject({ code: Code.InvalidArgument });
   await expect(run({ process: { cmd: '/no/such/binary' } })).rejects.toThrow(/cannot start '\/no\/such\/binary'.*ENOENT|No such file/);
