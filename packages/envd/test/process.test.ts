@@ -99,9 +99,10 @@ test('processes run as the requested user, in its home, with HOME and USER', asy
   expect(asUser.stdout.split('\n')).toEqual(['1000', '1000', '1000', envd.home.user, envd.home.user, 'user', '']);
   const asRoot = await run(bash('id -u; pwd'), { user: 'root' });
   expect(asRoot.stdout).toBe(`0\n${envd.home.root}\n`);
-  const byDefault = await run(bash('id -un 2>/dev/null || id -u'));
-  expect(byDefault.stdout.trim()).toMatch(/^(1000|\w+)$/);
-  expect((await run(bash('id -u'))).stdout).toBe('1000\n');
+  // Without a user header the default user acts; none was set, so it is `user`.
+  // (`id -un` would name uid 1000 from the host's passwd, not envd's.)
+  const byDefault = await run(bash('echo $USER; id -u; pwd'));
+  expect(byDefault.stdout).toBe(`user\n1000\n${envd.home.user}\n`);
 });
 
 test('an unknown user is invalid_argument', async () => {
@@ -288,15 +289,24 @@ async function collectConnect(client: ReturnType<typeof processes>, pid: number)
   }
 }
 
-test('a tag in use is already_exists', async () => {
+test('a tag in use is already_exists; SIGKILL ends the process as killed and frees the tag', async () => {
   const client = processes(envd);
-  const abort = new AbortController();
-  const it = client.start(bash('sleep 5', { tag: 'unique' }), { signal: abort.signal })[Symbol.asyncIterator]();
-  const start = (await it.next()).value!.event!;
-  await expect(run(bash('true', { tag: 'unique' }))).rejects.toMatchObject({ code: Code.AlreadyExists });
+  const it = client.start(bash('sleep 5', { tag: 'unique' }))[Symbol.asyncIterator]();
+  expect((await it.next()).value?.event?.event.case).toBe('start');
+  await expect(run(bash('true', { tag: 'unique' }))).rejects.toMatchObject({
+    code: Code.AlreadyExists,
+    rawMessage: "a running process already has tag 'unique'",
+  });
   await client.sendSignal({ process: { selector: { case: 'tag', value: 'unique' } }, signal: Signal.SIGKILL });
-  abort.abort();
-  expect(start.event.case).toBe('start');
+  const rest: ProcessEvent[] = [];
+  for (;;) {
+    const r = await it.next();
+    if (r.done) break;
+    rest.push(r.value.event!);
+  }
+  // As E2B's envd reports a process a signal ended: exit code -1, not exited, Go's wording.
+  expect(summarize(rest).end).toMatchObject({ exitCode: -1, exited: false, status: 'signal: killed' });
+  expect((await run(bash('true', { tag: 'unique' }))).end?.exitCode).toBe(0);
 });
 
 test('SendSignal ends a process and its children; an unknown pid is not_found', async () => {
@@ -325,6 +335,7 @@ test('a PTY runs as the user, answers tput with the size set by Update, and take
   const client = processes(envd, { user: 'user' });
   const output: Buffer[] = [];
   let pid = 0;
+  let end: Outcome['end'];
   const done = (async () => {
     for await (const r of client.start({
       process: { cmd: '/bin/bash', args: ['-i', '-l'], envs: { TERM: 'xterm-256color', PS1: '$ ' } },
@@ -333,6 +344,7 @@ test('a PTY runs as the user, answers tput with the size set by Update, and take
       const ev = r.event!.event;
       if (ev.case === 'start') pid = ev.value.pid;
       if (ev.case === 'data' && ev.value.output.case === 'pty') output.push(Buffer.from(ev.value.output.value));
+      if (ev.case === 'end') end = ev.value;
     }
   })();
   while (!pid) await sleep(10);
@@ -347,11 +359,14 @@ test('a PTY runs as the user, answers tput with the size set by Update, and take
   await send('echo "cols=$(tput cols) uid=$(id -u) groups=$(id -G)"\n');
   await waitFor(/cols=80 uid=1000 groups=1000\b/);
   await client.update({ process: { selector: { case: 'pid', value: pid } }, pty: { size: { cols: 123, rows: 40 } } });
-  await send('echo "size=$(stty size)"\n');
-  await waitFor(/size=40 123/);
+  // tput asks the terminal, and 80 columns is also what terminfo says for
+  // xterm: only the new size shows that it sees the terminal's.
+  await send('echo "size=$(stty size) cols=$(tput cols) lines=$(tput lines)"\n');
+  await waitFor(/size=40 123 cols=123 lines=40/);
   await expect(client.closeStdin({ process: { selector: { case: 'pid', value: pid } } })).rejects.toMatchObject({ code: Code.FailedPrecondition });
   await send('exit 7\n');
   await done;
+  expect(end).toMatchObject({ exitCode: 7, exited: true, status: 'exit status 7' });
 });
 
 test('Update on a piped process is failed_precondition', async () => {
