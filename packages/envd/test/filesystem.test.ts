@@ -123,6 +123,19 @@ test('Remove deletes trees and succeeds for missing paths', async () => {
   expect(lstatSync(join(target, 'stays')).isFile()).toBe(true);
 });
 
+test('Move onto a directory that is not empty is failed_precondition naming it', async () => {
+  const src = join(envd.dir, 'work/move-dir');
+  const dst = join(envd.dir, 'work/full-dir');
+  mkdirSync(src);
+  mkdirSync(dst);
+  writeFileSync(join(dst, 'occupant'), 'x');
+  expect(await codeOf(filesystem(envd).move({ source: src, destination: dst }))).toEqual({
+    code: Code.FailedPrecondition,
+    message: `directory '${dst}' is not empty`,
+  });
+  expect(lstatSync(join(dst, 'occupant')).isFile()).toBe(true);
+});
+
 test('MakeDir over an existing file is invalid_argument', async () => {
   const file = join(envd.dir, 'work/a-file');
   writeFileSync(file, 'x');
