@@ -1,7 +1,7 @@
 // The filesystem.Filesystem Connect service.
 import { create } from '@bufbuild/protobuf';
 import { Code, ConnectError, type HandlerContext, type ServiceImpl } from '@connectrpc/connect';
-import { lstatSync, readdirSync, renameSync, rmSync, statfsSync, statSync } from 'node:fs';
+import { lstatSync, readdirSync, renameSync, statfsSync, statSync } from 'node:fs';
 import { randomUUID } from 'node:crypto';
 import { dirname, join } from 'node:path';
 import {
@@ -17,7 +17,7 @@ import { basicAuthUser } from './auth.js';
 import { entryInfo } from './entry-info.js';
 import { fsConnectError } from './errors.js';
 import { EventQueue } from './event-queue.js';
-import { makeDirs } from './fs-ops.js';
+import { makeDirs, removeTree } from './fs-ops.js';
 import { keepaliveIntervalMs } from './headers.js';
 import { resolveUserPath } from './paths.js';
 import type { EnvdState } from './state.js';
@@ -164,9 +164,11 @@ export function filesystemService(state: EnvdState): ServiceImpl<typeof Filesyst
       const path = resolved(req.path, actingUser(ctx));
       if (path === '/') throw new ConnectError(`refusing to remove '/'`, Code.InvalidArgument);
       try {
-        rmSync(path, { recursive: true, force: true });
+        removeTree(path);
       } catch (err) {
-        throw fsConnectError(err, path);
+        // Name what could not be removed, which may be deep inside `path`.
+        const failed = (err as NodeJS.ErrnoException).path;
+        throw fsConnectError(err, typeof failed === 'string' ? failed : path);
       }
       return {};
     },

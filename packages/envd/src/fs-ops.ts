@@ -1,8 +1,8 @@
 // Filesystem changes made on behalf of a user. envd runs as root: it does the
 // work itself and gives what it creates to the acting user, so a user may
 // write wherever the client asked, with missing parents created.
-import { chownSync, closeSync, fchownSync, fstatSync, lstatSync, mkdirSync, openSync, statSync, constants as fsc } from 'node:fs';
-import { dirname } from 'node:path';
+import { chownSync, closeSync, fchownSync, fstatSync, lstatSync, mkdirSync, openSync, readdirSync, rmdirSync, statSync, unlinkSync, constants as fsc } from 'node:fs';
+import { dirname, join } from 'node:path';
 import type { User } from './users.js';
 
 function exists(path: string): boolean {
@@ -75,4 +75,32 @@ export function openForWrite(path: string, user: User): number {
     closeSync(fd);
     throw err;
   }
+}
+
+function ignoreMissing(remove: () => void): void {
+  try {
+    remove();
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+  }
+}
+
+/**
+ * Removes `path`, with everything under it when it is a directory; a path
+ * that does not exist (or stops existing meanwhile) is no error. Unlike
+ * fs.rmSync, a failure is thrown as the kernel reported it, with the path
+ * it failed on: rmSync answers an unlink refused with EPERM (an immutable
+ * file) by treating the file as a directory, and throws ENOTDIR.
+ */
+export function removeTree(path: string): void {
+  let isDir = false;
+  ignoreMissing(() => (isDir = lstatSync(path).isDirectory()));
+  if (!isDir) {
+    ignoreMissing(() => unlinkSync(path));
+    return;
+  }
+  let names: string[] = [];
+  ignoreMissing(() => (names = readdirSync(path)));
+  for (const name of names) removeTree(join(path, name));
+  ignoreMissing(() => rmdirSync(path));
 }

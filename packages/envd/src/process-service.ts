@@ -67,7 +67,10 @@ export function processService(state: EnvdState, manager: ProcessManager): Servi
       const cfg = req.process;
       if (!cfg || !cfg.cmd) throw new ConnectError('process.cmd is required', Code.InvalidArgument);
       const user = state.rpcUser(basicAuthUser(ctx.requestHeader.get('authorization')));
-      const cwd = cfg.cwd ? resolveUserPath(cfg.cwd, user) : (state.defaultWorkdir ?? user.home);
+      // Without a cwd of its own the process starts in the default workdir
+      // (from /init or --default-workdir), which may be written as `~/...` or
+      // relative to the home too: resolved for the acting user, as any path.
+      const cwd = resolveUserPath(cfg.cwd || state.defaultWorkdir || '', user);
       const proc = await manager.start({
         cmd: cfg.cmd,
         args: cfg.args,

@@ -120,7 +120,11 @@ export function createEnvd(config: EnvdConfig = {}): Envd {
     const accessToken = optionalString(b, 'accessToken');
     const defaultUser = optionalString(b, 'defaultUser');
     const defaultWorkdir = optionalString(b, 'defaultWorkdir');
-    optionalString(b, 'timestamp'); // the container shares the host's clock
+    // `timestamp` is type-checked and otherwise ignored on purpose. E2B's
+    // envd sets the clock from it because its VM keeps a clock of its own;
+    // a Paddock sandbox is a container that shares the host's clock, so
+    // setting it would change the time for the host and every sandbox on it.
+    optionalString(b, 'timestamp');
     if (defaultUser && !state.users.lookup(defaultUser)) throw new HttpError(400, `defaultUser '${defaultUser}' does not exist`);
     for (const [k, v] of Object.entries((envVars as Record<string, string> | undefined) ?? {})) state.envVars.set(k, v);
     if (accessToken) state.accessToken = accessToken;

@@ -113,6 +113,27 @@ test('Remove deletes trees and succeeds for missing paths', async () => {
   await fs.remove({ path: root });
   expect((await codeOf(fs.stat({ path: root }))).code).toBe(Code.NotFound);
   await expect(fs.remove({ path: root })).resolves.toBeDefined();
+  // A symlink goes, not what it points to.
+  const target = join(envd.dir, 'work/remove-target');
+  mkdirSync(target);
+  writeFileSync(join(target, 'stays'), 'x');
+  symlinkSync(target, join(envd.dir, 'work/remove-link'));
+  await fs.remove({ path: join(envd.dir, 'work/remove-link') });
+  expect(() => lstatSync(join(envd.dir, 'work/remove-link'))).toThrow();
+  expect(lstatSync(join(target, 'stays')).isFile()).toBe(true);
+});
+
+test('Move onto a directory that is not empty is failed_precondition naming it', async () => {
+  const src = join(envd.dir, 'work/move-dir');
+  const dst = join(envd.dir, 'work/full-dir');
+  mkdirSync(src);
+  mkdirSync(dst);
+  writeFileSync(join(dst, 'occupant'), 'x');
+  expect(await codeOf(filesystem(envd).move({ source: src, destination: dst }))).toEqual({
+    code: Code.FailedPrecondition,
+    message: `directory '${dst}' is not empty`,
+  });
+  expect(lstatSync(join(dst, 'occupant')).isFile()).toBe(true);
 });
 
 test('MakeDir over an existing file is invalid_argument', async () => {

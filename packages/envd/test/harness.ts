@@ -130,6 +130,14 @@ export function memoryOf(pid: number): { rss: number; peak: number } {
   return { rss: kb('VmRSS'), peak: kb('VmHWM') };
 }
 
+/**
+ * Starts the peak that memoryOf reports afresh from the current resident
+ * size, so that a measurement sees only what happened after this call.
+ */
+export function resetPeakMemory(pid: number): void {
+  writeFileSync(`/proc/${pid}/clear_refs`, '5');
+}
+
 /** Reads a server stream until `until` says stop, returning what was read. */
 export async function collect<T>(stream: AsyncIterable<T>, until: (item: T, all: T[]) => boolean = () => false): Promise<T[]> {
   const all: T[] = [];

@@ -7,7 +7,7 @@ import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { gunzipSync, gzipSync } from 'node:zlib';
 import { fileSignature } from '../src/auth.js';
-import { filesystem, memoryOf, startEnvd, type RunningEnvd } from './harness.js';
+import { filesystem, memoryOf, processes, resetPeakMemory, startEnvd, type RunningEnvd } from './harness.js';
 
 let envd: RunningEnvd;
 beforeAll(async () => {
@@ -83,6 +83,30 @@ test('POST /init sets variables, default user and a new token; GET /envs shows t
   } finally {
     await other.stop();
   }
+});
+
+test('POST /init with a timestamp succeeds and leaves the clock alone', async () => {
+  // A sandbox shares the host's clock: setting it from /init would move the
+  // host's clock too. A time years off would show in this process and in the
+  // sandbox's processes alike.
+  const past = '2001-02-03T04:05:06Z';
+  const res = await fetch(`${envd.url}/init`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...auth() },
+    body: JSON.stringify({ timestamp: past }),
+  });
+  expect(res.status).toBe(204);
+  const yearNow = new Date().getUTCFullYear();
+  expect(yearNow).toBeGreaterThan(2001);
+  const out: Uint8Array[] = [];
+  for await (const r of processes(envd).start({ process: { cmd: 'date', args: ['-u', '+%Y'] }, stdin: false })) {
+    if (r.event?.event.case === 'data' && r.event.event.value.output.case === 'stdout') out.push(r.event.event.value.output.value);
+  }
+  expect(Buffer.concat(out).toString()).toMatch(/^\d{4}\n$/);
+  expect(Number(Buffer.concat(out).toString())).toBeGreaterThanOrEqual(yearNow);
+  // It is still checked for its type.
+  const bad = await fetch(`${envd.url}/init`, { method: 'POST', headers: auth(), body: JSON.stringify({ timestamp: 7 }) });
+  expect([bad.status, await bad.json()]).toEqual([400, { code: 400, message: "field 'timestamp' must be a string" }]);
 });
 
 test('unknown routes are 404 and wrong methods 405, both with a JSON body', async () => {
@@ -306,6 +330,8 @@ describe('files', () => {
   });
 
   test('a 1 GiB upload and download do not grow envd by more than 64 MiB', async () => {
+    // The peak from here on: earlier tests' transfers must not count.
+    resetPeakMemory(envd.pid);
     const before = memoryOf(envd.pid);
     let sent = 0;
     const zeros = new Readable({

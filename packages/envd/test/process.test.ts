@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { Signal, type ProcessEvent } from '@paddock/models';
 import type { MessageInitShape } from '@bufbuild/protobuf';
 import type { StartRequestSchema } from '@paddock/models';
-import { memoryOf, processes, startEnvd, type ClientOptions, type RunningEnvd } from './harness.js';
+import { memoryOf, processes, resetPeakMemory, startEnvd, type ClientOptions, type RunningEnvd } from './harness.js';
 
 let envd: RunningEnvd;
 beforeAll(async () => {
@@ -99,9 +99,10 @@ test('processes run as the requested user, in its home, with HOME and USER', asy
   expect(asUser.stdout.split('\n')).toEqual(['1000', '1000', '1000', envd.home.user, envd.home.user, 'user', '']);
   const asRoot = await run(bash('id -u; pwd'), { user: 'root' });
   expect(asRoot.stdout).toBe(`0\n${envd.home.root}\n`);
-  const byDefault = await run(bash('id -un 2>/dev/null || id -u'));
-  expect(byDefault.stdout.trim()).toMatch(/^(1000|\w+)$/);
-  expect((await run(bash('id -u'))).stdout).toBe('1000\n');
+  // Without a user header the default user acts; none was set, so it is `user`.
+  // (`id -un` would name uid 1000 from the host's passwd, not envd's.)
+  const byDefault = await run(bash('echo $USER; id -u; pwd'));
+  expect(byDefault.stdout).toBe(`user\n1000\n${envd.home.user}\n`);
 });
 
 test('an unknown user is invalid_argument', async () => {
@@ -129,6 +130,50 @@ test('cwd is honoured, relative to home; a missing cwd is invalid_argument', asy
     code: Code.InvalidArgument,
     rawMessage: "cwd '/does/not/exist' does not exist",
   });
+});
+
+test('after /init sets a default workdir, processes without a cwd start there', async () => {
+  const other = await startEnvd();
+  try {
+    const init = async (defaultWorkdir: string) => {
+      const res = await fetch(`${other.url}/init`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-access-token': other.token! },
+        body: JSON.stringify({ defaultWorkdir }),
+      });
+      expect(res.status).toBe(204);
+    };
+    const pwd = async (user: string, cwd?: string) => {
+      const events: ProcessEvent[] = [];
+      const req = { process: { cmd: 'pwd', cwd }, stdin: false };
+      for await (const r of processes(other, { user }).start(req)) if (r.event) events.push(r.event);
+      return summarize(events).stdout;
+    };
+    const project = join(other.dir, 'work/project');
+    mkdirSync(join(project, 'src'), { recursive: true });
+    mkdirSync(join(other.home.user, 'src'));
+    expect(await pwd('user')).toBe(`${other.home.user}\n`);
+
+    await init(project);
+    // For every user, whatever their home.
+    expect(await pwd('user')).toBe(`${project}\n`);
+    expect(await pwd('root')).toBe(`${project}\n`);
+    // A cwd given with the process still wins; a relative one resolves under
+    // the home, as every relative path does (E2B's envd does the same).
+    expect(await pwd('user', '/tmp')).toBe('/tmp\n');
+    expect(await pwd('user', 'src')).toBe(`${join(other.home.user, 'src')}\n`);
+
+    // A default workdir written with ~ or relative means the acting user's home.
+    mkdirSync(join(other.home.user, 'code'));
+    mkdirSync(join(other.home.root, 'code'));
+    await init('~/code');
+    expect(await pwd('user')).toBe(`${join(other.home.user, 'code')}\n`);
+    expect(await pwd('root')).toBe(`${join(other.home.root, 'code')}\n`);
+    await init('code');
+    expect(await pwd('user')).toBe(`${join(other.home.user, 'code')}\n`);
+  } finally {
+    await other.stop();
+  }
 });
 
 test('a command that cannot start is invalid_argument naming it', async () => {
@@ -244,15 +289,24 @@ async function collectConnect(client: ReturnType<typeof processes>, pid: number)
   }
 }
 
-test('a tag in use is already_exists', async () => {
+test('a tag in use is already_exists; SIGKILL ends the process as killed and frees the tag', async () => {
   const client = processes(envd);
-  const abort = new AbortController();
-  const it = client.start(bash('sleep 5', { tag: 'unique' }), { signal: abort.signal })[Symbol.asyncIterator]();
-  const start = (await it.next()).value!.event!;
-  await expect(run(bash('true', { tag: 'unique' }))).rejects.toMatchObject({ code: Code.AlreadyExists });
+  const it = client.start(bash('sleep 5', { tag: 'unique' }))[Symbol.asyncIterator]();
+  expect((await it.next()).value?.event?.event.case).toBe('start');
+  await expect(run(bash('true', { tag: 'unique' }))).rejects.toMatchObject({
+    code: Code.AlreadyExists,
+    rawMessage: "a running process already has tag 'unique'",
+  });
   await client.sendSignal({ process: { selector: { case: 'tag', value: 'unique' } }, signal: Signal.SIGKILL });
-  abort.abort();
-  expect(start.event.case).toBe('start');
+  const rest: ProcessEvent[] = [];
+  for (;;) {
+    const r = await it.next();
+    if (r.done) break;
+    rest.push(r.value.event!);
+  }
+  // As E2B's envd reports a process a signal ended: exit code -1, not exited, Go's wording.
+  expect(summarize(rest).end).toMatchObject({ exitCode: -1, exited: false, status: 'signal: killed' });
+  expect((await run(bash('true', { tag: 'unique' }))).end?.exitCode).toBe(0);
 });
 
 test('SendSignal ends a process and its children; an unknown pid is not_found', async () => {
@@ -281,6 +335,7 @@ test('a PTY runs as the user, answers tput with the size set by Update, and take
   const client = processes(envd, { user: 'user' });
   const output: Buffer[] = [];
   let pid = 0;
+  let end: Outcome['end'];
   const done = (async () => {
     for await (const r of client.start({
       process: { cmd: '/bin/bash', args: ['-i', '-l'], envs: { TERM: 'xterm-256color', PS1: '$ ' } },
@@ -289,6 +344,7 @@ test('a PTY runs as the user, answers tput with the size set by Update, and take
       const ev = r.event!.event;
       if (ev.case === 'start') pid = ev.value.pid;
       if (ev.case === 'data' && ev.value.output.case === 'pty') output.push(Buffer.from(ev.value.output.value));
+      if (ev.case === 'end') end = ev.value;
     }
   })();
   while (!pid) await sleep(10);
@@ -303,11 +359,14 @@ test('a PTY runs as the user, answers tput with the size set by Update, and take
   await send('echo "cols=$(tput cols) uid=$(id -u) groups=$(id -G)"\n');
   await waitFor(/cols=80 uid=1000 groups=1000\b/);
   await client.update({ process: { selector: { case: 'pid', value: pid } }, pty: { size: { cols: 123, rows: 40 } } });
-  await send('echo "size=$(stty size)"\n');
-  await waitFor(/size=40 123/);
+  // tput asks the terminal, and 80 columns is also what terminfo says for
+  // xterm: only the new size shows that it sees the terminal's.
+  await send('echo "size=$(stty size) cols=$(tput cols) lines=$(tput lines)"\n');
+  await waitFor(/size=40 123 cols=123 lines=40/);
   await expect(client.closeStdin({ process: { selector: { case: 'pid', value: pid } } })).rejects.toMatchObject({ code: Code.FailedPrecondition });
   await send('exit 7\n');
   await done;
+  expect(end).toMatchObject({ exitCode: 7, exited: true, status: 'exit status 7' });
 });
 
 test('Update on a piped process is failed_precondition', async () => {
@@ -341,6 +400,9 @@ test('the deadline of Start ends the process', async () => {
 });
 
 test('output nobody reads is dropped, and a slow reader pauses the process: memory stays bounded', async () => {
+  // Peaks, not what is left after the process ended: memory that piled up
+  // and was freed again would not show in the resident size afterwards.
+  resetPeakMemory(envd.pid);
   const before = memoryOf(envd.pid).rss;
   // Nobody attached: 300 MiB of output must not pile up in envd.
   const client = processes(envd);
@@ -350,7 +412,7 @@ test('output nobody reads is dropped, and a slow reader pauses the process: memo
   const pid = start.event.case === 'start' ? start.event.value.pid : 0;
   abort.abort();
   while ((await client.list({})).processes.some((p) => p.pid === pid)) await sleep(50);
-  expect(memoryOf(envd.pid).rss - before).toBeLessThan(64 * 1024 * 1024);
+  expect(memoryOf(envd.pid).peak - before).toBeLessThan(64 * 1024 * 1024);
 
   // A reader that stalls: the process waits instead of envd buffering.
   const slow = client.start(bash('head -c 100M /dev/zero'))[Symbol.asyncIterator]();
@@ -361,7 +423,7 @@ test('output nobody reads is dropped, and a slow reader pauses the process: memo
     if (ev.case === 'data' && ev.value.output.case === 'stdout') bytes += ev.value.output.value.length;
   }
   await sleep(1000);
-  expect(memoryOf(envd.pid).rss - before).toBeLessThan(64 * 1024 * 1024);
+  expect(memoryOf(envd.pid).peak - before).toBeLessThan(64 * 1024 * 1024);
   let exit: number | undefined;
   for (;;) {
     const r = await slow.next();

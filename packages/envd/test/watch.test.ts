@@ -1,6 +1,6 @@
 // Directory watching: the WatchDir stream and the polled watchers.
 import { Code, ConnectError } from '@connectrpc/connect';
-import { appendFileSync, chmodSync, mkdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { appendFileSync, chmodSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { EventType, type WatchDirResponse } from '@paddock/models';
 import { filesystem, startEnvd, type RunningEnvd } from './harness.js';
@@ -14,11 +14,11 @@ afterAll(() => envd.stop());
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** Opens a WatchDir stream; resolves once `start` arrived. */
-async function watch(path: string, opts: { recursive?: boolean; includeEntry?: boolean; keepaliveSec?: number } = {}) {
+async function watch(path: string, opts: { recursive?: boolean; includeEntry?: boolean; keepaliveSec?: number; on?: RunningEnvd } = {}) {
   const abort = new AbortController();
   const headers: Record<string, string> = {};
   if (opts.keepaliveSec) headers['Keepalive-Ping-Interval'] = String(opts.keepaliveSec);
-  const stream = filesystem(envd, { headers }).watchDir(
+  const stream = filesystem(opts.on ?? envd, { headers }).watchDir(
     { path, recursive: opts.recursive ?? false, includeEntry: opts.includeEntry ?? false },
     { signal: abort.signal },
   );
@@ -180,4 +180,47 @@ test('polled watchers collect events until removed', async () => {
   await fs.removeWatcher({ watcherId });
   await expect(fs.getWatcherEvents({ watcherId })).rejects.toMatchObject({ code: Code.NotFound });
   await expect(fs.removeWatcher({ watcherId: 'unknown' })).rejects.toMatchObject({ code: Code.NotFound });
+});
+
+/** The inotify watches a process holds: `inotify wd:` lines in the fdinfo of its descriptors. */
+function inotifyWatches(pid: number): number {
+  let n = 0;
+  for (const fd of readdirSync(`/proc/${pid}/fdinfo`)) {
+    let info: string;
+    try {
+      info = readFileSync(`/proc/${pid}/fdinfo/${fd}`, 'utf8');
+    } catch {
+      continue; // closed meanwhile
+    }
+    n += info.split('\n').filter((line) => line.startsWith('inotify wd:')).length;
+  }
+  return n;
+}
+
+test('the kernel watches behind a WatchDir stream are released when the client cancels it, and by RemoveWatcher', async () => {
+  // An envd of its own, so that no other test's watches come and go meanwhile.
+  const own = await startEnvd();
+  try {
+    const dir = join(own.dir, 'work/w-release');
+    mkdirSync(join(dir, 'a/b'), { recursive: true });
+    const before = inotifyWatches(own.pid);
+    const settlesAt = async (n: number) => {
+      for (let i = 0; i < 250 && inotifyWatches(own.pid) !== n; i++) await sleep(20);
+      return inotifyWatches(own.pid);
+    };
+
+    // Recursive: the directory, a and a/b.
+    const w = await watch(dir, { recursive: true, on: own });
+    expect(inotifyWatches(own.pid)).toBe(before + 3);
+    await w.stop();
+    expect(await settlesAt(before)).toBe(before);
+
+    const fs = filesystem(own);
+    const { watcherId } = await fs.createWatcher({ path: dir, recursive: true });
+    expect(inotifyWatches(own.pid)).toBe(before + 3);
+    await fs.removeWatcher({ watcherId });
+    expect(inotifyWatches(own.pid)).toBe(before);
+  } finally {
+    await own.stop();
+  }
 });
