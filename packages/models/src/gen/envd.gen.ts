@@ -252,6 +252,15 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
+        /** @description The filesystem refused the operation on the path (for example a read-only mount or an immutable file). */
+        403: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
         /** @description No file exists at the path. */
         404: {
             headers: {
@@ -333,6 +342,7 @@ export interface operations {
                 };
             };
             401: components["responses"]["401"];
+            500: components["responses"]["500"];
         };
     };
     getEnvs: {
@@ -354,6 +364,7 @@ export interface operations {
                 };
             };
             401: components["responses"]["401"];
+            500: components["responses"]["500"];
         };
     };
     postInit: {
@@ -399,6 +410,16 @@ export interface operations {
             };
             400: components["responses"]["400"];
             401: components["responses"]["401"];
+            /** @description The request body is larger than envd accepts for `/init`. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            500: components["responses"]["500"];
         };
     };
     getFiles: {
@@ -433,6 +454,7 @@ export interface operations {
             };
             400: components["responses"]["400"];
             401: components["responses"]["401"];
+            403: components["responses"]["403"];
             404: components["responses"]["404"];
             406: components["responses"]["406"];
             500: components["responses"]["500"];
@@ -481,6 +503,25 @@ export interface operations {
             };
             400: components["responses"]["400"];
             401: components["responses"]["401"];
+            403: components["responses"]["403"];
+            /** @description A parent directory vanished while the upload was creating the path. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Something else took the path while the upload was creating it. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             500: components["responses"]["500"];
             507: components["responses"]["507"];
         };
