@@ -109,10 +109,9 @@ test('Sandbox.list filters by metadata, template and start time, orders and page
   expect(await list({ query: { metadata: { run }, template: 'base' }, order: 'asc' })).toEqual(ids);
   expect(await list({ query: { metadata: { run }, template: 'no-such-template' } })).toEqual([]);
   const second = (await made[1]!.getInfo()).startedAt;
-  expect(await list({ query: { metadata: { run }, startedAfter: new Date(second.getTime() - 1) }, order: 'asc' })).toEqual(ids.slice(1));
-  // Differs from e2b, whose SDK documents "at or after": Paddock lists only
-  // sandboxes started strictly after the instant.
-  expect(await list({ query: { metadata: { run }, startedAfter: second }, order: 'asc' })).toEqual(ids.slice(2));
+  // "At or after", as the SDK documents: the instant itself is included.
+  expect(await list({ query: { metadata: { run }, startedAfter: second }, order: 'asc' })).toEqual(ids.slice(1));
+  expect(await list({ query: { metadata: { run }, startedAfter: new Date(second.getTime() + 1) }, order: 'asc' })).toEqual(ids.slice(2));
   for (const s of made) await s.kill();
 });
 
@@ -285,12 +284,20 @@ describe('snapshots, forks and network rules of one sandbox', () => {
 
     await sbx.updateNetwork({ allowOut: ['1.1.1.1', '10.0.0.0/8'], denyOut: ['0.0.0.0/0'] });
     expect((await sbx.getInfo()).network).toEqual({ allowOut: ['1.1.1.1', '10.0.0.0/8'], denyOut: ['0.0.0.0/0'] });
-    // Differs from e2b, where an update replaces the whole configuration:
-    // Paddock keeps what the update leaves out.
+    // An update replaces the whole configuration, as the SDK documents: what
+    // it leaves out is cleared.
     await sbx.updateNetwork({ allowOut: ['8.8.8.8'] });
-    expect((await sbx.getInfo()).network).toEqual({ allowOut: ['8.8.8.8'], denyOut: ['0.0.0.0/0'] });
+    expect((await sbx.getInfo()).network).toEqual({ allowOut: ['8.8.8.8'] });
     await sbx.updateNetwork({ allowInternetAccess: false });
-    expect(await sbx.getInfo()).toMatchObject({ allowInternetAccess: false, network: { allowOut: ['8.8.8.8'], denyOut: ['0.0.0.0/0'] } });
+    const cleared = await sbx.getInfo();
+    expect(cleared.allowInternetAccess).toBe(false);
+    expect(cleared.network?.allowOut ?? []).toEqual([]);
+    expect(cleared.network?.denyOut ?? []).toEqual([]);
+    await sbx.updateNetwork({ denyOut: ['10.0.0.0/8'] });
+    const reset = await sbx.getInfo();
+    expect(reset.network).toEqual({ denyOut: ['10.0.0.0/8'] });
+    // Cleared means unset again, which is the default: access allowed.
+    expect(reset.allowInternetAccess ?? true).toBe(true);
     await expect(sbx.updateNetwork({ denyOut: ['example.com'] })).rejects.toMatchObject({
       message: "400: denyOut[0] 'example.com' is not a CIDR block or an IP address (domains are allowed only in allowOut)",
     });

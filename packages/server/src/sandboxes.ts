@@ -354,10 +354,12 @@ export class Sandboxes {
   updateNetwork(id: string, body: { allowOut?: string[]; denyOut?: string[]; allow_internet_access?: boolean }): Promise<void> {
     return this.mutex.run(id, async () => {
       const s = this.require(id);
-      const network: NetworkRules = { ...s.network };
+      // An update replaces the whole configuration, as E2B's does: what it
+      // leaves out is cleared, and internet access goes back to the default.
+      const network: NetworkRules = {};
       if (body.allowOut !== undefined) network.allowOut = validateEgress('allowOut', body.allowOut);
       if (body.denyOut !== undefined) network.denyOut = validateEgress('denyOut', body.denyOut);
-      this.store.setNetwork(s.id, network, body.allow_internet_access ?? s.allowInternetAccess);
+      this.store.setNetwork(s.id, network, body.allow_internet_access ?? null);
       this.telemetry.log(s.id, 'info', 'network rules updated', { allowOut: (network.allowOut ?? []).join(','), denyOut: (network.denyOut ?? []).join(',') });
     });
   }

@@ -343,7 +343,9 @@ export interface paths {
         get?: never;
         /**
          * Replace a sandbox's egress rules
-         * @description Replaces the outbound network rules of a running sandbox.
+         * @description Replaces the outbound network rules of a running sandbox. The body
+         *     is the whole new configuration: a field it leaves out is cleared
+         *     (`allow_internet_access` goes back to its default, true).
          *
          *     Each `allowOut` entry is a CIDR block, a single IP address or a
          *     domain name (optionally starting with `*.` to match subdomains).
@@ -1856,7 +1858,7 @@ export interface operations {
                 state?: components["schemas"]["SandboxState"][];
                 /** @description Sort direction by start time. Newest first when omitted. */
                 order?: components["schemas"]["OrderDirection"];
-                /** @description Only return sandboxes started after this instant. */
+                /** @description Only return sandboxes started at or after this instant. */
                 startedAfter?: string;
                 /** @description Only return sandboxes created from this template. */
                 template?: string;

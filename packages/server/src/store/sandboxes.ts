@@ -173,7 +173,7 @@ export class SandboxStore {
     const where = [`state IN (${f.states.map(() => '?').join(', ')})`];
     const args: Array<string | number> = [...f.states];
     if (f.startedAfter !== undefined) {
-      where.push('started_at > ?');
+      where.push('started_at >= ?');
       args.push(f.startedAfter);
     }
     if (f.templateIds) {
