@@ -9,6 +9,14 @@ beforeAll(async () => {
 });
 afterAll(() => t.teardown());
 
+/** A raw call of the control API, for the legacy routes the client does not use. */
+const api = (path: string, init: { method?: string; body?: unknown } = {}) =>
+  fetch(t.server.apiUrl + path, {
+    method: init.method ?? 'GET',
+    headers: { 'X-API-Key': API_KEY, ...(init.body === undefined ? {} : { 'content-type': 'application/json' }) },
+    body: init.body === undefined ? undefined : JSON.stringify(init.body),
+  });
+
 const proxyHealth = (id: string) => fetch(`${t.server.proxyUrl}/health`, { headers: { 'E2b-Sandbox-Id': id, 'E2b-Sandbox-Port': '49983' } });
 
 test('create → command through the proxy → pause → connect resumes with files and processes → timeout → expiry kills it', async () => {
@@ -179,4 +187,102 @@ test('v2 connect with memory: false starts a memory-paused sandbox afresh on its
   expect(res.resumed).toBe(true);
   expect((await run(t.server, s.sandboxID, s.envdAccessToken, 'cat ~/f; pgrep -x sleep | wc -l')).stdout).toBe('kept\n0\n');
   await t.control.killSandbox(s.sandboxID);
+});
+
+test('v1 routes: create answers 201, the legacy list shows running sandboxes with metadata, connect resumes, logs and batch metrics', async () => {
+  const tag = `v1-${Date.now()}`;
+  const create = async (n: string) => {
+    const res = await api('/sandboxes', { method: 'POST', body: { templateID: 'base', metadata: { tag, n } } });
+    expect([res.status, res.headers.get('content-type')]).toEqual([201, expect.stringMatching(/^application\/json/)]);
+    return (await res.json()) as { sandboxID: string; envdAccessToken: string };
+  };
+  const a = await create('a');
+  const b = await create('b');
+  expect(a).toEqual({
+    templateID: 'base',
+    alias: 'base',
+    sandboxID: expect.stringMatching(/^[a-z0-9]+$/),
+    clientID: a.sandboxID,
+    envdVersion: '0.7.0',
+    envdAccessToken: expect.any(String),
+    trafficAccessToken: null,
+    domain: t.server.config.domain,
+  });
+  expect((await run(t.server, a.sandboxID, a.envdAccessToken, 'echo v1')).stdout).toBe('v1\n');
+
+  // The legacy list: running sandboxes only, filtered by metadata, newest first.
+  const legacyList = async () => {
+    const res = await api(`/sandboxes?metadata=${encodeURIComponent(`tag=${tag}`)}`);
+    expect(res.status).toBe(200);
+    return (await res.json()) as Array<{ sandboxID: string; metadata: Record<string, string> }>;
+  };
+  const listed = await legacyList();
+  expect(listed.map((s) => s.sandboxID)).toEqual([b.sandboxID, a.sandboxID]);
+  expect(listed[1]).toEqual({
+    templateID: 'base',
+    alias: 'base',
+    sandboxID: a.sandboxID,
+    clientID: a.sandboxID,
+    startedAt: expect.any(String),
+    endAt: expect.any(String),
+    cpuCount: 2,
+    memoryMB: 512,
+    diskSizeMB: expect.any(Number),
+    metadata: { tag, n: 'a' },
+    state: 'running',
+    envdVersion: '0.7.0',
+    volumeMounts: [],
+  });
+  const filtered = await api(`/sandboxes?metadata=${encodeURIComponent(`tag=${tag}&n=b`)}`);
+  expect(((await filtered.json()) as Array<{ sandboxID: string }>).map((s) => s.sandboxID)).toEqual([b.sandboxID]);
+
+  // v1 connect on a paused sandbox resumes it (201); on a running one, 200.
+  await t.control.pauseSandbox(a.sandboxID);
+  expect((await legacyList()).map((s) => s.sandboxID)).toEqual([b.sandboxID]);
+  const resumed = await api(`/sandboxes/${a.sandboxID}/connect`, { method: 'POST', body: { timeout: 60 } });
+  expect(resumed.status).toBe(201);
+  expect(await resumed.json()).toMatchObject({ sandboxID: a.sandboxID, templateID: 'base', envdAccessToken: a.envdAccessToken });
+  expect((await t.control.getSandbox(a.sandboxID)).state).toBe('running');
+  expect((await proxyHealth(a.sandboxID)).status).toBe(204);
+  const again = await api(`/sandboxes/${a.sandboxID}/connect`, { method: 'POST', body: { timeout: 60 } });
+  expect(again.status).toBe(200);
+  expect((await legacyList()).map((s) => s.sandboxID)).toEqual([b.sandboxID, a.sandboxID]);
+
+  // v1 logs: plain lines and structured entries; `start` (ms) and `limit` narrow them.
+  type V1Logs = { logs: Array<{ timestamp: string; line: string }>; logEntries: Array<{ timestamp: string; message: string; level: string }> };
+  const logsRes = await api(`/sandboxes/${a.sandboxID}/logs`);
+  expect(logsRes.status).toBe(200);
+  const logs = (await logsRes.json()) as V1Logs;
+  expect(logs.logs.map((l) => l.line)).toEqual(['sandbox created', 'sandbox paused with its memory', 'sandbox resumed']);
+  expect(logs.logEntries.map((l) => [l.message, l.level])).toEqual([
+    ['sandbox created', 'info'],
+    ['sandbox paused with its memory', 'info'],
+    ['sandbox resumed', 'info'],
+  ]);
+  expect(logs.logs.map((l) => l.timestamp)).toEqual(logs.logEntries.map((l) => l.timestamp));
+  const pausedAt = Date.parse(logs.logs[1]!.timestamp);
+  const fromPause = (await (await api(`/sandboxes/${a.sandboxID}/logs?start=${pausedAt}`)).json()) as V1Logs;
+  expect(fromPause.logs.map((l) => l.line)).toEqual(['sandbox paused with its memory', 'sandbox resumed']);
+  const one = (await (await api(`/sandboxes/${a.sandboxID}/logs?limit=1`)).json()) as V1Logs;
+  expect(one.logs.map((l) => l.line)).toEqual(['sandbox created']);
+
+  // Latest metrics of several sandboxes at once: the comma-separated form the
+  // SDKs send, and the repeated-parameter form; unknown ids are left out.
+  type Batch = { sandboxes: Record<string, { cpuCount: number; memTotal: number; timestampUnix: number }> };
+  const batch = async (query: string) => {
+    const res = await api(`/sandboxes/metrics?${query}`);
+    expect(res.status).toBe(200);
+    return (await res.json()) as Batch;
+  };
+  const comma = `sandbox_ids=${a.sandboxID},${b.sandboxID},nosuchsandbox`;
+  await eventually(async () => Object.keys((await batch(comma)).sandboxes).length === 2, 'samples of both sandboxes', 5000);
+  const both = await batch(comma);
+  expect(Object.keys(both.sandboxes).sort()).toEqual([a.sandboxID, b.sandboxID].sort());
+  for (const m of Object.values(both.sandboxes)) {
+    expect(m).toMatchObject({ cpuCount: 2, memTotal: 512 * 1024 * 1024, timestampUnix: expect.any(Number) });
+  }
+  expect(Object.keys((await batch(`sandbox_ids=${a.sandboxID}&sandbox_ids=${b.sandboxID}`)).sandboxes).sort()).toEqual([a.sandboxID, b.sandboxID].sort());
+  expect(Object.keys((await batch(`sandbox_ids=${b.sandboxID}`)).sandboxes)).toEqual([b.sandboxID]);
+
+  for (const s of [a, b]) expect((await api(`/sandboxes/${s.sandboxID}`, { method: 'DELETE' })).status).toBe(204);
 });
