@@ -57,8 +57,15 @@ test('connect and refresh only ever extend the expiry; POST /timeout sets it eit
   expect(await endAt()).toBe(initial);
   await t.control.refresh(s.sandboxID, { duration: 10 });
   expect(await endAt()).toBe(initial);
+  // A refresh past the current end moves the end to now + duration.
+  const before = Date.now();
+  await t.control.refresh(s.sandboxID, { duration: 900 });
+  const after = Date.now();
+  const refreshed = await endAt();
+  expect(refreshed).toBeGreaterThanOrEqual(before + 900_000);
+  expect(refreshed).toBeLessThanOrEqual(after + 900_000);
   await t.control.connectSandbox(s.sandboxID, { timeout: 1200 });
-  expect(await endAt()).toBeGreaterThan(initial);
+  expect(await endAt()).toBeGreaterThan(refreshed);
   await t.control.setTimeout(s.sandboxID, { timeout: 30 });
   expect(await endAt()).toBeLessThan(initial);
   await t.control.killSandbox(s.sandboxID);
@@ -119,6 +126,14 @@ test('listing filters by metadata, state and template, orders, and pages with X-
   const running = (await t.control.listSandboxes({ metadata: { tag }, state: ['running', 'paused'], template: 'base' })).items;
   expect(running).toHaveLength(5);
   expect((await t.control.listSandboxes({ metadata: { tag }, template: 'no-such-template' })).items).toEqual([]);
+  // startedAfter keeps only the sandboxes started strictly after the given time.
+  const third = (await t.control.getSandbox(made[2]!)).startedAt;
+  expect((await t.control.listSandboxes({ metadata: { tag }, startedAfter: third })).items.map((s) => s.sandboxID)).toEqual([made[4], made[3]]);
+  const firstStart = Date.parse((await t.control.getSandbox(made[0]!)).startedAt);
+  // A millisecond before the first start, written with a +02:00 offset.
+  const offset = new Date(firstStart - 1 + 2 * 3600_000).toISOString().replace('Z', '+02:00');
+  expect((await t.control.listSandboxes({ metadata: { tag }, startedAfter: offset })).items).toHaveLength(5);
+  expect((await t.control.listSandboxes({ metadata: { tag }, startedAfter: new Date(Date.now() + 3600_000) })).items).toEqual([]);
   const raw = await fetch(`${t.server.apiUrl}/v2/sandboxes?state=paused,running&limit=1`, { headers: { 'X-API-Key': API_KEY } });
   expect(raw.headers.get('x-next-token')).toEqual(expect.any(String));
   expect(Number(raw.headers.get('x-total-running'))).toBeGreaterThanOrEqual(4);
@@ -154,7 +169,14 @@ test('network rules are validated, naming the bad entry, and stored', async () =
   for (const [body, message] of bad) {
     await expect(t.control.updateNetwork(s.sandboxID, body as never)).rejects.toMatchObject({ status: 400, serverMessage: message });
   }
-  await expect(t.control.createSandbox({ templateID: 'base', network: { denyOut: ['*.evil.com'] } })).rejects.toMatchObject({ status: 400 });
+  await expect(t.control.createSandbox({ templateID: 'base', network: { denyOut: ['10.0.0.0/8', '*.evil.com'] } })).rejects.toMatchObject({
+    status: 400,
+    serverMessage: "denyOut[1] '*.evil.com' is not a CIDR block or an IP address (domains are allowed only in allowOut)",
+  });
+  await expect(t.control.createSandbox({ templateID: 'base', network: { allowOut: ['pypi.org', 'bad host'] } })).rejects.toMatchObject({
+    status: 400,
+    serverMessage: "allowOut[1] 'bad host' is not a CIDR block, an IP address or a domain name",
+  });
   await t.control.killSandbox(s.sandboxID);
 });
 
@@ -286,3 +308,4 @@ test('v1 routes: create answers 201, the legacy list shows running sandboxes wit
 
   for (const s of [a, b]) expect((await api(`/sandboxes/${s.sandboxID}`, { method: 'DELETE' })).status).toBe(204);
 });
+
