@@ -1,7 +1,8 @@
 // The sandbox lifecycle through the control API and the proxy, on real
 // sandboxes: create, run, pause, connect, timeouts, expiry, listing, metrics.
 import { ControlApiError } from '@paddock/control-client';
-import { API_KEY, eventually, run, sleep, testServer, type TestServer } from './harness.js';
+import { Signal } from '@paddock/models';
+import { API_KEY, envd, eventually, run, sleep, testServer, type TestServer } from './harness.js';
 
 let t: TestServer;
 beforeAll(async () => {
@@ -309,3 +310,29 @@ test('v1 routes: create answers 201, the legacy list shows running sandboxes wit
   for (const s of [a, b]) expect((await api(`/sandboxes/${s.sandboxID}`, { method: 'DELETE' })).status).toBe(204);
 });
 
+test('process output streams through the proxy as it is written, not when the process ends', async () => {
+  const s = await t.control.createSandbox({ templateID: 'base' });
+  const { proc } = envd(t.server, s.sandboxID, s.envdAccessToken);
+  const events: string[] = [];
+  let pid = 0;
+  for await (const r of proc.start({ process: { cmd: '/bin/bash', args: ['-c', 'echo first; sleep 30; echo second'] }, stdin: false })) {
+    const ev = r.event?.event;
+    if (ev?.case === 'start') {
+      pid = ev.value.pid;
+      events.push('start');
+    } else if (ev?.case === 'data' && ev.value.output.case === 'stdout') {
+      const text = Buffer.from(ev.value.output.value).toString();
+      events.push(`stdout ${text}`);
+      if (text.includes('first')) {
+        // The line is here while the command still sleeps: it is listed,
+        // and it is this client that ends it, so no end event can be queued yet.
+        expect((await proc.list({})).processes.map((p) => p.pid)).toContain(pid);
+        await proc.sendSignal({ process: { selector: { case: 'pid', value: pid } }, signal: Signal.SIGKILL });
+      }
+    } else if (ev?.case === 'end') {
+      events.push(`end ${ev.value.status}`);
+    }
+  }
+  expect(events).toEqual(['start', 'stdout first\n', 'end signal: killed']);
+  await t.control.killSandbox(s.sandboxID);
+});
