@@ -4,6 +4,8 @@
 import { Code, ConnectError } from '@connectrpc/connect';
 import { request } from 'node:http';
 import { readFileSync } from 'node:fs';
+import { connect } from 'node:net';
+import { networkInterfaces } from 'node:os';
 import { join } from 'node:path';
 import { fileSignature } from '@paddock/envd';
 import { API_KEY, envd, eventually, run, testServer, type TestServer } from './harness.js';
@@ -23,6 +25,28 @@ test('the control API needs a valid X-API-Key everywhere but /health', async () 
   }
   expect((await fetch(`${t.server.apiUrl}/health`)).status).toBe(204);
   expect((await fetch(`${t.server.apiUrl}/templates`, { headers: { 'x-api-key': API_KEY } })).status).toBe(200);
+});
+
+test('by default the proxy, like the API, listens on 127.0.0.1 only', async () => {
+  // The harness sets neither apiHost nor proxyHost.
+  expect(new URL(t.server.proxyUrl).hostname).toBe('127.0.0.1');
+  expect(new URL(t.server.apiUrl).hostname).toBe('127.0.0.1');
+  expect(t.server.config.proxyHost).toBe('127.0.0.1');
+  // Through another address of this host, the proxy's port is closed.
+  const external = Object.values(networkInterfaces())
+    .flat()
+    .find((a) => a && a.family === 'IPv4' && !a.internal);
+  if (external) {
+    const refused = await new Promise<string>((resolve) => {
+      const sock = connect(t.server.config.proxyPort, external.address);
+      sock.once('connect', () => {
+        sock.destroy();
+        resolve('connected');
+      });
+      sock.once('error', (err: NodeJS.ErrnoException) => resolve(err.code ?? err.message));
+    });
+    expect(refused).toBe('ECONNREFUSED');
+  }
 });
 
 test('API keys are stored as hashes only', async () => {
