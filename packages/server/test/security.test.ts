@@ -79,6 +79,43 @@ test("another sandbox's envd token does not open this sandbox", async () => {
   await t.control.killSandbox(b.sandboxID);
 });
 
+test('secure: false gives no envd token and envd answers without one; by default a request without the token is 401', async () => {
+  const open = await t.control.createSandbox({ templateID: 'base', secure: false });
+  const closed = await t.control.createSandbox({ templateID: 'base' });
+  expect(open).not.toHaveProperty('envdAccessToken');
+  expect(await t.control.getSandbox(open.sandboxID)).not.toHaveProperty('envdAccessToken');
+  expect(closed.envdAccessToken).toEqual(expect.any(String));
+
+  const headers = (id: string, extra: Record<string, string> = {}) => ({ 'E2b-Sandbox-Id': id, 'E2b-Sandbox-Port': '49983', ...extra });
+  const file = (id: string) => fetch(`${t.server.proxyUrl}/files?path=/etc/hostname`, { headers: headers(id) });
+  const listProcesses = (id: string) =>
+    fetch(`${t.server.proxyUrl}/process.Process/List`, {
+      method: 'POST',
+      headers: headers(id, { 'content-type': 'application/json', 'connect-protocol-version': '1' }),
+      body: '{}',
+    });
+
+  // No X-Access-Token anywhere: RPCs, streams and files all work.
+  expect(await run(t.server, open.sandboxID, undefined, 'echo open')).toEqual({ stdout: 'open\n', exitCode: 0 });
+  expect((await file(open.sandboxID)).status).toBe(200);
+  expect((await listProcesses(open.sandboxID)).status).toBe(200);
+
+  // The same requests to a secure sandbox are refused.
+  const deniedFile = await file(closed.sandboxID);
+  expect([deniedFile.status, await deniedFile.json()]).toEqual([401, { code: 401, message: 'missing or invalid access token' }]);
+  const deniedRpc = await listProcesses(closed.sandboxID);
+  expect(deniedRpc.status).toBe(401);
+  expect(await deniedRpc.json()).toMatchObject({ code: 'unauthenticated' });
+  const err = await envd(t.server, closed.sandboxID, undefined)
+    .fs.stat({ path: '/' })
+    .catch((e: unknown) => ConnectError.from(e));
+  expect(err).toMatchObject({ code: Code.Unauthenticated });
+  expect((await run(t.server, closed.sandboxID, closed.envdAccessToken, 'echo closed')).stdout).toBe('closed\n');
+
+  await t.control.killSandbox(open.sandboxID);
+  await t.control.killSandbox(closed.sandboxID);
+});
+
 test('a signed URL reads its own path, without any header, and no other', async () => {
   const s = await t.control.createSandbox({ templateID: 'base' });
   await run(t.server, s.sandboxID, s.envdAccessToken, 'echo one > ~/one.txt; echo two > ~/two.txt');
