@@ -12,10 +12,14 @@ import { API_KEY, eventually, run, sleep } from './harness.js';
 import type { PaddockServer } from '../src/index.js';
 
 const home = mkdtempSync(join(tmpdir(), 'paddock-srv-restart-'));
+/** Servers started by this file; one a failed test left running is killed in afterAll. */
+const children = new Set<ChildProcess>();
 
 async function serverProcess(): Promise<{ child: ChildProcess; apiUrl: string; proxyUrl: string; control: ControlClient }> {
   const options = { home, apiPort: 0, proxyPort: 0, warmPoolSize: 0, metricsIntervalMs: 500, initialApiKey: API_KEY };
   const child = spawn(process.execPath, [join(import.meta.dirname, 'fixtures/server-process.mjs'), JSON.stringify(options)], { stdio: ['ignore', 'pipe', 'inherit'] });
+  children.add(child);
+  child.once('exit', () => children.delete(child));
   const urls = await new Promise<{ apiUrl: string; proxyUrl: string }>((resolve, reject) => {
     createInterface({ input: child.stdout! }).once('line', (l) => resolve(JSON.parse(l) as { apiUrl: string; proxyUrl: string }));
     child.once('exit', (code) => reject(new Error(`server exited with ${code}`)));
@@ -30,6 +34,7 @@ async function kill9(child: ChildProcess): Promise<void> {
 }
 
 afterAll(async () => {
+  for (const child of children) await kill9(child);
   const runtime = new RuncRuntime({ dataDir: join(home, 'runtime') });
   await runtime.removeEverything();
   expect(await runtime.leftovers()).toEqual([]);
@@ -42,21 +47,50 @@ test('SIGKILL of the server: sandboxes keep their state, tokens and files; expir
   const paused = await first.control.createSandbox({ templateID: 'base', metadata: { which: 'paused' } });
   const fsOnly = await first.control.createSandbox({ templateID: 'base', metadata: { which: 'fs-only' } });
   const expiring = await first.control.createSandbox({ templateID: 'base', timeout: 3 });
+  const vanished = await first.control.createSandbox({ templateID: 'base', metadata: { which: 'vanished' } });
+  const stoppedBehind = await first.control.createSandbox({ templateID: 'base', metadata: { which: 'stopped' } });
   const srv1 = { proxyUrl: first.proxyUrl } as PaddockServer;
   for (const s of [running, paused, fsOnly]) {
     expect((await run(srv1, s.sandboxID, s.envdAccessToken, `echo ${s.sandboxID} > ~/id; (sleep 1000 &)`)).exitCode).toBe(0);
   }
   await first.control.pauseSandbox(paused.sandboxID);
   await first.control.pauseSandbox(fsOnly.sandboxID, { memory: false });
+  expect((await run(srv1, stoppedBehind.sandboxID, stoppedBehind.envdAccessToken, 'echo kept > ~/f')).exitCode).toBe(0);
   await kill9(first.child);
-  // The expiring sandbox's time runs out while no server is up.
+  // While no server is up: one sandbox is removed from the host behind the
+  // store's back, another's container is stopped (as a host reboot would),
+  // and the expiring sandbox's time runs out.
+  const host = new RuncRuntime({ dataDir: join(home, 'runtime') });
+  await host.destroy(vanished.sandboxID);
+  await host.stop(stoppedBehind.sandboxID);
+  expect(await host.get(vanished.sandboxID)).toBeUndefined();
+  expect((await host.get(stoppedBehind.sandboxID))?.status).toBe('stopped');
   await sleep(3500);
 
   const second = await serverProcess();
   const srv2 = { proxyUrl: second.proxyUrl } as PaddockServer;
   const states = Object.fromEntries((await second.control.listSandboxes({ limit: 100 })).items.map((s) => [s.sandboxID, s.state]));
-  expect(states).toEqual({ [running.sandboxID]: 'running', [paused.sandboxID]: 'paused', [fsOnly.sandboxID]: 'paused' });
+  // The vanished sandbox is marked killed (gone from the list, 404, 502 through
+  // the proxy); the stopped one is paused and keeps its files.
+  expect(states).toEqual({
+    [running.sandboxID]: 'running',
+    [paused.sandboxID]: 'paused',
+    [fsOnly.sandboxID]: 'paused',
+    [stoppedBehind.sandboxID]: 'paused',
+  });
   await expect(second.control.getSandbox(expiring.sandboxID)).rejects.toMatchObject({ status: 404 });
+  await expect(second.control.getSandbox(vanished.sandboxID)).rejects.toMatchObject({ status: 404 });
+  expect((await second.control.listSandboxes({ state: ['running'] })).items.map((s) => s.sandboxID)).not.toContain(vanished.sandboxID);
+  const gone = await fetch(`${second.proxyUrl}/health`, { headers: { 'E2b-Sandbox-Id': vanished.sandboxID, 'E2b-Sandbox-Port': '49983' } });
+  expect([gone.status, await gone.json()]).toEqual([502, { code: 502, message: `sandbox '${vanished.sandboxID}' is not running` }]);
+  expect((await second.control.getSandboxLogs(vanished.sandboxID, {})).logs.map((l) => l.message)).toContain(
+    'sandbox vanished from the host while the server was down',
+  );
+  expect((await second.control.getSandboxLogs(stoppedBehind.sandboxID, {})).logs.map((l) => l.message)).toContain(
+    'sandbox found stopped after a restart; marked paused',
+  );
+  await second.control.connectSandbox(stoppedBehind.sandboxID, { timeout: 60 });
+  expect((await run(srv2, stoppedBehind.sandboxID, stoppedBehind.envdAccessToken, 'cat ~/f')).stdout).toBe('kept\n');
 
   // The old token still opens the running sandbox; its process survived.
   expect((await run(srv2, running.sandboxID, running.envdAccessToken, 'cat ~/id; pgrep -x sleep | wc -l')).stdout).toBe(`${running.sandboxID}\n1\n`);

@@ -4,6 +4,8 @@
 import { Code, ConnectError } from '@connectrpc/connect';
 import { request } from 'node:http';
 import { readFileSync } from 'node:fs';
+import { connect } from 'node:net';
+import { networkInterfaces } from 'node:os';
 import { join } from 'node:path';
 import { fileSignature } from '@paddock/envd';
 import { API_KEY, envd, eventually, run, testServer, type TestServer } from './harness.js';
@@ -23,6 +25,28 @@ test('the control API needs a valid X-API-Key everywhere but /health', async () 
   }
   expect((await fetch(`${t.server.apiUrl}/health`)).status).toBe(204);
   expect((await fetch(`${t.server.apiUrl}/templates`, { headers: { 'x-api-key': API_KEY } })).status).toBe(200);
+});
+
+test('by default the proxy, like the API, listens on 127.0.0.1 only', async () => {
+  // The harness sets neither apiHost nor proxyHost.
+  expect(new URL(t.server.proxyUrl).hostname).toBe('127.0.0.1');
+  expect(new URL(t.server.apiUrl).hostname).toBe('127.0.0.1');
+  expect(t.server.config.proxyHost).toBe('127.0.0.1');
+  // Through another address of this host, the proxy's port is closed.
+  const external = Object.values(networkInterfaces())
+    .flat()
+    .find((a) => a && a.family === 'IPv4' && !a.internal);
+  if (external) {
+    const refused = await new Promise<string>((resolve) => {
+      const sock = connect(t.server.config.proxyPort, external.address);
+      sock.once('connect', () => {
+        sock.destroy();
+        resolve('connected');
+      });
+      sock.once('error', (err: NodeJS.ErrnoException) => resolve(err.code ?? err.message));
+    });
+    expect(refused).toBe('ECONNREFUSED');
+  }
 });
 
 test('API keys are stored as hashes only', async () => {
@@ -53,6 +77,43 @@ test("another sandbox's envd token does not open this sandbox", async () => {
   expect((await envd(t.server, b.sandboxID, b.envdAccessToken).fs.stat({ path: '/' })).entry?.path).toBe('/');
   await t.control.killSandbox(a.sandboxID);
   await t.control.killSandbox(b.sandboxID);
+});
+
+test('secure: false gives no envd token and envd answers without one; by default a request without the token is 401', async () => {
+  const open = await t.control.createSandbox({ templateID: 'base', secure: false });
+  const closed = await t.control.createSandbox({ templateID: 'base' });
+  expect(open).not.toHaveProperty('envdAccessToken');
+  expect(await t.control.getSandbox(open.sandboxID)).not.toHaveProperty('envdAccessToken');
+  expect(closed.envdAccessToken).toEqual(expect.any(String));
+
+  const headers = (id: string, extra: Record<string, string> = {}) => ({ 'E2b-Sandbox-Id': id, 'E2b-Sandbox-Port': '49983', ...extra });
+  const file = (id: string) => fetch(`${t.server.proxyUrl}/files?path=/etc/hostname`, { headers: headers(id) });
+  const listProcesses = (id: string) =>
+    fetch(`${t.server.proxyUrl}/process.Process/List`, {
+      method: 'POST',
+      headers: headers(id, { 'content-type': 'application/json', 'connect-protocol-version': '1' }),
+      body: '{}',
+    });
+
+  // No X-Access-Token anywhere: RPCs, streams and files all work.
+  expect(await run(t.server, open.sandboxID, undefined, 'echo open')).toEqual({ stdout: 'open\n', exitCode: 0 });
+  expect((await file(open.sandboxID)).status).toBe(200);
+  expect((await listProcesses(open.sandboxID)).status).toBe(200);
+
+  // The same requests to a secure sandbox are refused.
+  const deniedFile = await file(closed.sandboxID);
+  expect([deniedFile.status, await deniedFile.json()]).toEqual([401, { code: 401, message: 'missing or invalid access token' }]);
+  const deniedRpc = await listProcesses(closed.sandboxID);
+  expect(deniedRpc.status).toBe(401);
+  expect(await deniedRpc.json()).toMatchObject({ code: 'unauthenticated' });
+  const err = await envd(t.server, closed.sandboxID, undefined)
+    .fs.stat({ path: '/' })
+    .catch((e: unknown) => ConnectError.from(e));
+  expect(err).toMatchObject({ code: Code.Unauthenticated });
+  expect((await run(t.server, closed.sandboxID, closed.envdAccessToken, 'echo closed')).stdout).toBe('closed\n');
+
+  await t.control.killSandbox(open.sandboxID);
+  await t.control.killSandbox(closed.sandboxID);
 });
 
 test('a signed URL reads its own path, without any header, and no other', async () => {

@@ -56,10 +56,25 @@ test('every operation of the spec becomes a route; `state` is a comma list; /hea
 test('configuration: options over PADDOCK_* variables over defaults', () => {
   const saved = { ...process.env };
   try {
+    delete process.env.PADDOCK_API_HOST;
+    delete process.env.PADDOCK_PROXY_HOST;
     process.env.PADDOCK_API_PORT = '4000';
     process.env.PADDOCK_HOME = '/srv/paddock';
     const c = resolveConfig({ proxyPort: 4001 });
-    expect(c).toMatchObject({ apiPort: 4000, proxyPort: 4001, home: '/srv/paddock', domain: 'localhost:4001', apiHost: '127.0.0.1', defaultTimeoutSeconds: 300 });
+    expect(c).toMatchObject({
+      apiPort: 4000,
+      proxyPort: 4001,
+      home: '/srv/paddock',
+      domain: 'localhost:4001',
+      apiHost: '127.0.0.1',
+      proxyHost: '127.0.0.1',
+      defaultTimeoutSeconds: 300,
+    });
+    // Either address opens up only when asked to.
+    process.env.PADDOCK_PROXY_HOST = '0.0.0.0';
+    expect(resolveConfig()).toMatchObject({ apiHost: '127.0.0.1', proxyHost: '0.0.0.0' });
+    expect(resolveConfig({ proxyHost: '::1' }).proxyHost).toBe('::1');
+    delete process.env.PADDOCK_PROXY_HOST;
     process.env.PADDOCK_API_PORT = 'many';
     expect(() => resolveConfig()).toThrow("PADDOCK_API_PORT='many' is not a non-negative number");
     delete process.env.PADDOCK_API_PORT;
