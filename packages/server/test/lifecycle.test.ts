@@ -127,9 +127,11 @@ test('listing filters by metadata, state and template, orders, and pages with X-
   const running = (await t.control.listSandboxes({ metadata: { tag }, state: ['running', 'paused'], template: 'base' })).items;
   expect(running).toHaveLength(5);
   expect((await t.control.listSandboxes({ metadata: { tag }, template: 'no-such-template' })).items).toEqual([]);
-  // startedAfter keeps only the sandboxes started strictly after the given time.
+  // startedAfter keeps the sandboxes started at or after the given time.
   const third = (await t.control.getSandbox(made[2]!)).startedAt;
-  expect((await t.control.listSandboxes({ metadata: { tag }, startedAfter: third })).items.map((s) => s.sandboxID)).toEqual([made[4], made[3]]);
+  expect((await t.control.listSandboxes({ metadata: { tag }, startedAfter: third })).items.map((s) => s.sandboxID)).toEqual([made[4], made[3], made[2]]);
+  const justAfterThird = new Date(Date.parse(third) + 1).toISOString();
+  expect((await t.control.listSandboxes({ metadata: { tag }, startedAfter: justAfterThird })).items.map((s) => s.sandboxID)).toEqual([made[4], made[3]]);
   const firstStart = Date.parse((await t.control.getSandbox(made[0]!)).startedAt);
   // A millisecond before the first start, written with a +02:00 offset.
   const offset = new Date(firstStart - 1 + 2 * 3600_000).toISOString().replace('Z', '+02:00');
