@@ -61,12 +61,9 @@ function handlers({ sandboxes, templates }: ApiDeps): Handlers {
       if (page.nextToken) headers['X-Next-Token'] = page.nextToken;
       return { status: 200, body: page.items, headers };
     },
-    // SDKs send `sandbox_ids=a,b` (upstream's style form, explode false);
-    // repeated `sandbox_ids=a&sandbox_ids=b` is taken as well.
-    getSandboxesMetrics: ({ query }) => ({
-      status: 200,
-      body: sandboxes.latestMetrics(query.sandbox_ids.flatMap((ids) => ids.split(',')).filter(Boolean)),
-    }),
+    // `sandbox_ids=a,b` (explode false in the spec) is split before validation,
+    // as is the repeated form `sandbox_ids=a&sandbox_ids=b`.
+    getSandboxesMetrics: ({ query }) => ({ status: 200, body: sandboxes.latestMetrics(query.sandbox_ids) }),
     getSandboxesSandboxID: ({ params }) => ({ status: 200, body: sandboxes.detail(params.sandboxID) }),
     deleteSandboxesSandboxID: async ({ params }) => {
       await sandboxes.kill(params.sandboxID);

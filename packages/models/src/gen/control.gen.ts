@@ -1922,7 +1922,7 @@ export interface operations {
     getSandboxesMetrics: {
         parameters: {
             query: {
-                /** @description IDs of the sandboxes to report on. */
+                /** @description IDs of the sandboxes to report on, comma-separated (`sandbox_ids=a,b`). */
                 sandbox_ids: string[];
             };
             header?: never;
