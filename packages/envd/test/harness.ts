@@ -1,95 +1,23 @@
-// Starts the built envd (dist/main.js) as a real process for a test: on a
-// free port, with a temporary directory holding the users' homes and the
-// passwd/group files it reads, and an access token.
+// envd's tests: a real envd started by tools/testing/local-envd.mjs (with an
+// access token unless told otherwise), Connect clients for it, and helpers.
 import { createClient, type Client, type Interceptor, type Transport } from '@connectrpc/connect';
 import { createConnectTransport } from '@connectrpc/connect-node';
-import { spawn, type ChildProcess } from 'node:child_process';
-import { chmodSync, chownSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { createInterface } from 'node:readline';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { Filesystem, Process } from '@paddock/models';
+import { startLocalEnvd, type RunningEnvd } from '../../../tools/testing/local-envd.mjs';
 
-export const envdMain = join(import.meta.dirname, '../dist/main.js');
-
-export interface RunningEnvd {
-  url: string;
-  port: number;
-  pid: number;
-  /** Temporary directory: homes under home/, the users' files, scratch space under work/. */
-  dir: string;
-  home: { root: string; user: string };
-  token: string | undefined;
-  logs: string[];
-  child: ChildProcess;
-  stop(): Promise<void>;
-}
+export type { RunningEnvd } from '../../../tools/testing/local-envd.mjs';
 
 export interface EnvdStartOptions {
+  /** The access token; `null` for none. */
   token?: string | null;
   port?: number;
   extraArgs?: string[];
 }
 
-export async function startEnvd(opts: EnvdStartOptions = {}): Promise<RunningEnvd> {
-  const dir = mkdtempSync(join(tmpdir(), 'envd-test-'));
-  // mkdtemp makes it 0700; the test users must be able to reach their homes.
-  chmodSync(dir, 0o755);
-  const home = { root: join(dir, 'home/root'), user: join(dir, 'home/user') };
-  mkdirSync(home.root, { recursive: true });
-  mkdirSync(home.user, { recursive: true });
-  chownSync(home.user, 1000, 1000);
-  mkdirSync(join(dir, 'work'), { mode: 0o777 });
-  writeFileSync(join(dir, 'passwd'), `root:x:0:0:root:${home.root}:/bin/bash\nuser:x:1000:1000::${home.user}:/bin/bash\n`);
-  writeFileSync(join(dir, 'group'), 'root:x:0:\nuser:x:1000:\n');
+export function startEnvd(opts: EnvdStartOptions = {}): Promise<RunningEnvd> {
   const token = opts.token === null ? undefined : (opts.token ?? 'test-token');
-  const args = [
-    envdMain,
-    '--port',
-    String(opts.port ?? 0),
-    '--passwd-file',
-    join(dir, 'passwd'),
-    '--group-file',
-    join(dir, 'group'),
-    ...(token ? ['--access-token', token] : []),
-    ...(opts.extraArgs ?? []),
-  ];
-  const child = spawn(process.execPath, args, { stdio: ['ignore', 'ignore', 'pipe'] });
-  const logs: string[] = [];
-  const port = await new Promise<number>((resolve, reject) => {
-    const rl = createInterface({ input: child.stderr! });
-    rl.on('line', (line) => {
-      logs.push(line);
-      try {
-        const msg = JSON.parse(line) as { msg?: string; port?: number };
-        if (msg.msg === 'ready' && msg.port) resolve(msg.port);
-      } catch {
-        // not JSON: keep it in the log
-      }
-    });
-    child.once('exit', (code) => reject(new Error(`envd exited with ${code} before it was ready:\n${logs.join('\n')}`)));
-  });
-  return {
-    url: `http://127.0.0.1:${port}`,
-    port,
-    pid: child.pid!,
-    dir,
-    home,
-    token,
-    logs,
-    child,
-    async stop() {
-      if (child.exitCode === null && child.signalCode === null) {
-        const exited = new Promise((r) => child.once('exit', r));
-        child.kill('SIGTERM');
-        // A test that found envd misbehaving must not leave it running.
-        const escalate = setTimeout(() => child.kill('SIGKILL'), 10_000);
-        await exited;
-        clearTimeout(escalate);
-      }
-      rmSync(dir, { recursive: true, force: true });
-    },
-  };
+  return startLocalEnvd({ prefix: 'envd-test-', token, port: opts.port, extraArgs: opts.extraArgs });
 }
 
 export interface ClientOptions {

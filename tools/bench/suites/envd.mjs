@@ -6,51 +6,20 @@ import { createConnectTransport } from '@connectrpc/connect-node';
 import { Filesystem, Process } from '@paddock/models';
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import {
-  chmodSync, chownSync, createReadStream, createWriteStream, lstatSync, mkdirSync, mkdtempSync, readdirSync, rmSync, watch, writeFileSync,
-} from 'node:fs';
+import { createReadStream, createWriteStream, lstatSync, mkdirSync, readdirSync, watch, writeFileSync } from 'node:fs';
 import { createServer, connect } from 'node:net';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createInterface } from 'node:readline';
 import { pipeline } from 'node:stream/promises';
+import { startLocalEnvd } from '../../testing/local-envd.mjs';
 import { row, throughput, throughputPair, timeit, timePair } from '../lib.mjs';
 
 const MiB = 1024 * 1024;
-const envdMain = new URL('../../../packages/envd/dist/main.js', import.meta.url).pathname;
 
+/** The built envd on the host, with Connect clients for its two services. */
 async function startEnvd() {
-  const dir = mkdtempSync(join(tmpdir(), 'bench-envd-'));
-  chmodSync(dir, 0o755);
-  const home = join(dir, 'home');
-  mkdirSync(home);
-  chownSync(home, 1000, 1000);
-  writeFileSync(join(dir, 'passwd'), `root:x:0:0:root:${dir}:/bin/bash\nuser:x:1000:1000::${home}:/bin/bash\n`);
-  writeFileSync(join(dir, 'group'), 'root:x:0:\nuser:x:1000:\n');
-  const child = spawn(process.execPath, [envdMain, '--port', '0', '--passwd-file', join(dir, 'passwd'), '--group-file', join(dir, 'group')], {
-    stdio: ['ignore', 'ignore', 'pipe'],
-  });
-  const port = await new Promise((resolve, reject) => {
-    createInterface({ input: child.stderr }).on('line', (line) => {
-      const msg = JSON.parse(line);
-      if (msg.msg === 'ready') resolve(msg.port);
-    });
-    child.once('exit', (code) => reject(new Error(`envd exited with ${code}`)));
-  });
-  const url = `http://127.0.0.1:${port}`;
-  const transport = createConnectTransport({ baseUrl: url, httpVersion: '1.1' });
-  return {
-    url,
-    dir,
-    home,
-    fs: createClient(Filesystem, transport),
-    proc: createClient(Process, transport),
-    async stop() {
-      child.kill('SIGTERM');
-      await new Promise((r) => child.once('exit', r));
-      rmSync(dir, { recursive: true, force: true });
-    },
-  };
+  const envd = await startLocalEnvd({ prefix: 'bench-envd-' });
+  const transport = createConnectTransport({ baseUrl: envd.url, httpVersion: '1.1' });
+  return { ...envd, fs: createClient(Filesystem, transport), proc: createClient(Process, transport) };
 }
 
 /** Runs a command through envd; resolves with the stdout byte count once it ended. */
@@ -70,8 +39,8 @@ function runLocally(envd, cmd, args) {
       stdio: ['ignore', 'pipe', 'pipe'],
       uid: 1000,
       gid: 1000,
-      cwd: envd.home,
-      env: { PATH: '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin', HOME: envd.home, USER: 'user', LOGNAME: 'user' },
+      cwd: envd.home.user,
+      env: { PATH: '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin', HOME: envd.home.user, USER: 'user', LOGNAME: 'user' },
     });
     let bytes = 0;
     child.stdout.on('data', (b) => (bytes += b.length));
