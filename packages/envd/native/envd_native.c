@@ -329,22 +329,6 @@ static napi_value remove_xattr(napi_env env, napi_callback_info info) {
   return r;
 }
 
-// ---------------------------------------------------------------- reaping
-
-// reap(pid) -> true when a zombie with that pid was collected.
-static napi_value reap(napi_env env, napi_callback_info info) {
-  size_t argc = 1;
-  napi_value argv[1];
-  CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
-  int32_t pid;
-  CHECK(napi_get_value_int32(env, argv[0], &pid));
-  int status;
-  pid_t r = waitpid(pid, &status, WNOHANG);
-  napi_value result;
-  napi_get_boolean(env, r == pid, &result);
-  return result;
-}
-
 // ---------------------------------------------------------------- spawn
 
 // Node's child_process.spawn forks: the kernel copies envd's page tables
@@ -591,7 +575,6 @@ static napi_value init(napi_env env, napi_value exports) {
       {"getXattrs", NULL, get_xattrs, NULL, NULL, NULL, napi_enumerable, NULL},
       {"setXattr", NULL, set_xattr, NULL, NULL, NULL, napi_enumerable, NULL},
       {"removeXattr", NULL, remove_xattr, NULL, NULL, NULL, napi_enumerable, NULL},
-      {"reap", NULL, reap, NULL, NULL, NULL, napi_enumerable, NULL},
       {"spawn", NULL, spawn, NULL, NULL, NULL, napi_enumerable, NULL},
       {"waitStatus", NULL, wait_status, NULL, NULL, NULL, napi_enumerable, NULL},
   };

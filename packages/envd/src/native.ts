@@ -24,8 +24,6 @@ export interface EnvdNative {
   getXattrs(path: string, prefix: string): Record<string, string>;
   setXattr(path: string, name: string, value: string): void;
   removeXattr(path: string, name: string): void;
-  /** Collects the zombie `pid` if it is one; true when it was. */
-  reap(pid: number): boolean;
   /**
    * Starts `argv` from the first of `candidates` that execs, in a session
    * of its own, as `uid`/`gid`, in `cwd`. Gives the pid and envd's ends of

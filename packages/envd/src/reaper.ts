@@ -30,7 +30,14 @@ export function startReaper(isTracked: (pid: number) => boolean): () => void {
   let scheduled = false;
   const sweep = () => {
     scheduled = false;
-    for (const pid of zombieChildren()) if (!isTracked(pid)) native.reap(pid);
+    for (const pid of zombieChildren()) {
+      if (isTracked(pid)) continue;
+      try {
+        native.waitStatus(pid);
+      } catch {
+        // collected by someone else meanwhile
+      }
+    }
   };
   const onChild = () => {
     if (!scheduled) {

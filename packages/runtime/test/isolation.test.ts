@@ -40,6 +40,20 @@ test('processes: ps shows only the sandbox; envd is pid 1', async () => {
   expect(res.stdout).not.toContain(String(process.pid));
 });
 
+test('envd, as pid 1, collects orphaned processes once they exit', async () => {
+  // The subshell exits at once, so its `sleep` children are handed to pid 1.
+  const orphaned = await exec(t.runtime, id, "(sleep 0.3 & sleep 0.3 &); ps -e -o ppid=,comm= | grep -c '^ *1 sleep$'");
+  expect(orphaned.stdout.trim()).toBe('2');
+  let zombies = '';
+  for (let i = 0; i < 100; i++) {
+    await sleep(100);
+    const ps = await exec(t.runtime, id, 'ps -e -o stat=,comm=');
+    zombies = ps.stdout.split('\n').filter((l) => l.trim().startsWith('Z')).join('\n');
+    if (!ps.stdout.includes('sleep') && zombies === '') break;
+  }
+  expect(zombies).toBe('');
+});
+
 test('the hostname is the sandbox id', async () => {
   expect((await exec(t.runtime, id, 'hostname')).stdout).toBe(`${id}\n`);
 });
