@@ -14,6 +14,14 @@ import type { User } from './users.js';
 
 const READ_CHUNK = 256 * 1024;
 
+/**
+ * Reads of a download. Each read is a round trip to libuv's thread pool,
+ * which on a busy machine costs more than copying the bytes: 1 MiB reads
+ * send a 1 MiB file in one read where 256 KiB reads took five (the last to
+ * find the end of the file).
+ */
+const DOWNLOAD_CHUNK = 1024 * 1024;
+
 interface WrittenEntry {
   name: string;
   path: string;
@@ -84,7 +92,15 @@ export async function getFile(req: IncomingMessage, res: ServerResponse, params:
   res.setHeader('Vary', 'Accept-Encoding');
   if (useGzip) res.setHeader('Content-Encoding', 'gzip');
   else res.setHeader('Content-Length', size);
-  const source = createReadStream('', { fd, highWaterMark: READ_CHUNK });
+  // What the file held when it was opened, and no more: Content-Length
+  // promised that many bytes, and reading to the end of a file that is
+  // still growing would send others.
+  if (size === 0) {
+    closeSync(fd);
+    res.end();
+    return;
+  }
+  const source = createReadStream('', { fd, start: 0, end: size - 1, highWaterMark: Math.min(size, DOWNLOAD_CHUNK) });
   await pipeline(useGzip ? [source, createGzip({ level: zc.Z_BEST_SPEED }), res] : [source, res]).catch(() => {
     // The client went away; the stream closed the file.
   });

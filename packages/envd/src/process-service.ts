@@ -8,9 +8,11 @@ import {
   ProcessInfoSchema,
   Signal,
   StartResponseSchema,
+  type ConnectRequest,
   type ConnectResponse,
   type ProcessEvent,
   type ProcessInput,
+  type StartRequest,
   type StartResponse,
 } from '@paddock/models';
 import { basicAuthUser } from './auth.js';
@@ -31,42 +33,27 @@ const signals: Partial<Record<Signal, NodeJS.Signals>> = {
   [Signal.SIGKILL]: 'SIGKILL',
 };
 
-/**
- * Streams a process's events to one client, with keepalives, until the
- * process ends or the client goes away (the process keeps running then).
- */
-async function* follow<T>(
-  queue: EventQueue<ProcessEvent>,
-  ctx: HandlerContext,
-  wrap: (ev: ProcessEvent) => T,
-): AsyncGenerator<T> {
-  queue.keepalive(keepaliveIntervalMs(ctx.requestHeader), () =>
-    create(ProcessEventSchema, { event: { case: 'keepalive', value: {} } }),
-  );
-  const stop = () => queue.close();
-  ctx.signal.addEventListener('abort', stop);
-  try {
-    for await (const ev of queue) yield wrap(ev);
-  } finally {
-    ctx.signal.removeEventListener('abort', stop);
-    queue.close();
-  }
+/** Start and Connect as calls, apart from how their events go out (see process-stream.ts). */
+export interface ProcessCalls {
+  /** Starts the process a Start request asks for; its events, from its start on, for one client. */
+  start(req: StartRequest, header: Headers, timeoutMs: number | undefined): Promise<EventQueue<ProcessEvent>>;
+  /** The events of the running process a Connect request names, for one client. */
+  connect(req: ConnectRequest, header: Headers): EventQueue<ProcessEvent>;
 }
 
-export function processService(state: EnvdState, manager: ProcessManager): ServiceImpl<typeof Process> {
-  return {
-    list() {
-      return {
-        processes: manager.list().map((p: ManagedProcess) =>
-          create(ProcessInfoSchema, { pid: p.pid, tag: p.tag, config: p.config }),
-        ),
-      };
-    },
+/** A new client of `proc`, with keepalives at the rate its headers ask for. */
+function follow(proc: ManagedProcess, header: Headers): EventQueue<ProcessEvent> {
+  const queue = proc.attach();
+  queue.keepalive(keepaliveIntervalMs(header), () => create(ProcessEventSchema, { event: { case: 'keepalive', value: {} } }));
+  return queue;
+}
 
-    async *start(req, ctx): AsyncIterable<StartResponse> {
+export function processCalls(state: EnvdState, manager: ProcessManager): ProcessCalls {
+  return {
+    async start(req, header, timeoutMs) {
       const cfg = req.process;
       if (!cfg || !cfg.cmd) throw new ConnectError('process.cmd is required', Code.InvalidArgument);
-      const user = state.rpcUser(basicAuthUser(ctx.requestHeader.get('authorization')));
+      const user = state.rpcUser(basicAuthUser(header.get('authorization')));
       // Without a cwd of its own the process starts in the default workdir
       // (from /init or --default-workdir), which may be written as `~/...` or
       // relative to the home too: resolved for the acting user, as any path.
@@ -85,17 +72,51 @@ export function processService(state: EnvdState, manager: ProcessManager): Servi
       // A deadline on Start bounds the process's life, as E2B's envd does,
       // whether or not the client is still reading; a client that merely
       // goes away leaves the process running.
-      const timeoutMs = ctx.timeoutMs();
       if (timeoutMs !== undefined) {
         const killer = setTimeout(() => proc.signal('SIGKILL'), Math.max(0, timeoutMs));
         void proc.ended$.then(() => clearTimeout(killer));
       }
-      yield* follow(proc.attach(), ctx, (event) => create(StartResponseSchema, { event }));
+      return follow(proc, header);
+    },
+
+    connect(req, header) {
+      return follow(manager.find(req.process?.selector ?? { case: undefined }), header);
+    },
+  };
+}
+
+/**
+ * Streams a client's events until the process ends or the client goes away
+ * (the process keeps running then).
+ */
+async function* stream<T>(queue: EventQueue<ProcessEvent>, ctx: HandlerContext, wrap: (ev: ProcessEvent) => T): AsyncGenerator<T> {
+  const stop = () => queue.close();
+  ctx.signal.addEventListener('abort', stop);
+  try {
+    for await (const ev of queue) yield wrap(ev);
+  } finally {
+    ctx.signal.removeEventListener('abort', stop);
+    queue.close();
+  }
+}
+
+export function processService(calls: ProcessCalls, manager: ProcessManager): ServiceImpl<typeof Process> {
+  return {
+    list() {
+      return {
+        processes: manager.list().map((p: ManagedProcess) =>
+          create(ProcessInfoSchema, { pid: p.pid, tag: p.tag, config: p.config }),
+        ),
+      };
+    },
+
+    async *start(req, ctx): AsyncIterable<StartResponse> {
+      const queue = await calls.start(req, ctx.requestHeader, ctx.timeoutMs());
+      yield* stream(queue, ctx, (event) => create(StartResponseSchema, { event }));
     },
 
     async *connect(req, ctx): AsyncIterable<ConnectResponse> {
-      const proc = manager.find(req.process?.selector ?? { case: undefined });
-      yield* follow(proc.attach(), ctx, (event) => create(ConnectResponseSchema, { event }));
+      yield* stream(calls.connect(req, ctx.requestHeader), ctx, (event) => create(ConnectResponseSchema, { event }));
     },
 
     update(req) {

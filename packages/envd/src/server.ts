@@ -11,7 +11,8 @@ import { filesystemService } from './filesystem-service.js';
 import { log } from './log.js';
 import { MetricsSampler } from './metrics.js';
 import { ProcessManager } from './process-manager.js';
-import { processService } from './process-service.js';
+import { processCalls, processService } from './process-service.js';
+import { serveProcessStream, servesDirectly } from './process-stream.js';
 import { EnvdState, type EnvdConfig } from './state.js';
 
 const MAX_INIT_BODY = 1024 * 1024;
@@ -66,6 +67,7 @@ export function createEnvd(config: EnvdConfig = {}): Envd {
   const state = new EnvdState(config);
   const processes = new ProcessManager();
   const sampler = new MetricsSampler();
+  const calls = processCalls(state, processes);
 
   const requireToken: Interceptor = (next) => async (req) => {
     if (state.accessToken !== undefined && !secretsEqual(req.header.get('x-access-token'), state.accessToken)) {
@@ -77,7 +79,7 @@ export function createEnvd(config: EnvdConfig = {}): Envd {
   const rpc = connectNodeAdapter({
     routes(router) {
       router.service(Filesystem, filesystemService(state));
-      router.service(Process, processService(state, processes));
+      router.service(Process, processService(calls, processes));
     },
     interceptors: [requireToken],
     jsonOptions: { ignoreUnknownFields: true },
@@ -177,6 +179,14 @@ export function createEnvd(config: EnvdConfig = {}): Envd {
 
   function handle(req: IncomingMessage, res: ServerResponse): void {
     const path = (req.url ?? '/').split('?')[0]!;
+    if ((path === '/process.Process/Start' || path === '/process.Process/Connect') && servesDirectly(req)) {
+      const method = path === '/process.Process/Start' ? 'start' : 'connect';
+      serveProcessStream(req, res, method, calls, tokenOk(req)).catch((err: unknown) => {
+        log.error('request failed', { method: req.method, url: req.url, error: String(err) });
+        res.destroy();
+      });
+      return;
+    }
     if (path.startsWith('/filesystem.Filesystem/') || path.startsWith('/process.Process/')) {
       rpc(req, res);
       return;
