@@ -109,10 +109,12 @@ function requestMessage(body: Buffer): Uint8Array {
 
 /** Writes `parts` as one piece of the response; resolves when more may be written. */
 function write(res: ServerResponse, parts: Uint8Array[]): Promise<void> | undefined {
-  res.cork();
+  // One chunk of HTTP/1.1's chunked encoding for all parts; HTTP/2's
+  // response (which shares this handler) has no cork and frames them itself.
+  res.cork?.();
   let ok = true;
   for (const p of parts) ok = res.write(p);
-  res.uncork();
+  res.uncork?.();
   if (ok || res.destroyed) return undefined;
   return new Promise((resolve) => {
     const done = () => {
@@ -137,7 +139,10 @@ export async function serveProcessStream(
   authorized: boolean,
 ): Promise<void> {
   const header = new Headers();
-  for (const [k, v] of Object.entries(req.headers)) if (typeof v === 'string') header.set(k, v);
+  for (const [k, v] of Object.entries(req.headers)) {
+    // HTTP/2's pseudo-headers (`:method`, ...) are not headers of the call.
+    if (!k.startsWith(':')) for (const value of Array.isArray(v) ? v : v === undefined ? [] : [v]) header.append(k, value);
+  }
   const closed = new AbortController();
   res.once('close', () => closed.abort());
   res.writeHead(200, { 'Content-Type': CONTENT_TYPE });
