@@ -9,10 +9,6 @@ export interface LocalEnvdOptions {
   token?: string;
   port?: number;
   extraArgs?: string[];
-  /** Options for node itself, before the script (e.g. `--cpu-prof`). */
-  nodeArgs?: string[];
-  /** envd's main.js to run (default: the built envd of this repository, `envdMain`). */
-  main?: string;
 }
 
 export interface RunningEnvd {

@@ -143,11 +143,12 @@ export async function serveProcessStream(
     // HTTP/2's pseudo-headers (`:method`, ...) are not headers of the call.
     if (!k.startsWith(':')) for (const value of Array.isArray(v) ? v : v === undefined ? [] : [v]) header.append(k, value);
   }
-  const closed = new AbortController();
-  res.once('close', () => closed.abort());
+  let queue: EventQueue<ProcessEvent> | undefined;
+  // A client that goes away stops its stream; the process keeps running.
+  // One gone before the queue exists is seen by the loop below.
+  res.once('close', () => queue?.close());
   res.writeHead(200, { 'Content-Type': CONTENT_TYPE });
 
-  let queue: EventQueue<ProcessEvent> | undefined;
   let deadline: NodeJS.Timeout | undefined;
   let failure: ConnectError | undefined;
   try {
@@ -163,7 +164,6 @@ export async function serveProcessStream(
       queue = calls.connect(parse(ConnectRequestSchema, message), header);
     }
     const q = queue;
-    closed.signal.addEventListener('abort', () => q.close());
     if (timeout.timeoutMs !== undefined) {
       deadline = setTimeout(() => {
         failure = new ConnectError('the operation timed out', Code.DeadlineExceeded);

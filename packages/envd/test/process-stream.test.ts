@@ -75,7 +75,7 @@ describe('requests', () => {
     expect(r.end.error).toMatchObject({ code: Code.InvalidArgument, rawMessage: expect.stringContaining('process.StartRequest') });
   });
 
-  test('a bad timeout header is invalid_argument; a missing token is unauthenticated, before anything runs', async () => {
+  test('a bad timeout header is invalid_argument; a wrong token is unauthenticated', async () => {
     expect((await start(request('/bin/true'), { 'connect-timeout-ms': 'soon' })).end.error).toMatchObject({ code: Code.InvalidArgument });
     const r = await start(request('/bin/true'), { 'x-access-token': 'wrong' });
     expect(r.end.error).toMatchObject({ code: Code.Unauthenticated, rawMessage: 'missing or invalid access token' });
