@@ -1,6 +1,6 @@
 // GET and POST /files: file contents over plain HTTP, streamed both ways.
 import Busboy from 'busboy';
-import { closeSync, createReadStream, createWriteStream, fstatSync, ftruncateSync, openSync, readSync, truncateSync, constants as fsc } from 'node:fs';
+import { closeSync, createReadStream, createWriteStream, fstatSync, ftruncateSync, openSync, read, readSync, truncateSync, constants as fsc } from 'node:fs';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { basename } from 'node:path';
 import { PassThrough, type Readable } from 'node:stream';
@@ -100,10 +100,39 @@ export async function getFile(req: IncomingMessage, res: ServerResponse, params:
     res.end();
     return;
   }
-  const source = createReadStream('', { fd, start: 0, end: size - 1, highWaterMark: Math.min(size, DOWNLOAD_CHUNK) });
+  if (!useGzip && size <= DOWNLOAD_CHUNK) {
+    await sendWhole(res, fd, size, target);
+    return;
+  }
+  const source = createReadStream('', { fd, start: 0, end: size - 1, highWaterMark: DOWNLOAD_CHUNK });
   await pipeline(useGzip ? [source, createGzip({ level: zc.Z_BEST_SPEED }), res] : [source, res]).catch(() => {
     // The client went away; the stream closed the file.
   });
+}
+
+/**
+ * A file of at most one read's size, read whole and sent in one write: no
+ * stream to set up and tear down, and one trip to the thread pool where a
+ * stream takes two (the read, then the close). Most downloads are this size.
+ */
+async function sendWhole(res: ServerResponse, fd: number, size: number, target: string): Promise<void> {
+  const buf = Buffer.allocUnsafe(size);
+  let got = 0;
+  try {
+    while (got < size) {
+      const n = await new Promise<number>((resolve, reject) => read(fd, buf, got, size - got, got, (err, bytes) => (err ? reject(err) : resolve(bytes))));
+      if (n === 0) break;
+      got += n;
+    }
+  } catch (err) {
+    throw fsHttpError(err, target);
+  } finally {
+    closeSync(fd);
+  }
+  // Cut short since it was opened: less than Content-Length promised, so
+  // the client must see the transfer fail rather than a whole short file.
+  if (got < size) res.destroy();
+  else res.end(buf);
 }
 
 async function writeOne(body: Readable, target: string, user: User, metadata: Record<string, string> | undefined): Promise<WrittenEntry> {

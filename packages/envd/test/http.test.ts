@@ -173,6 +173,18 @@ describe('files', () => {
     expect(await got.text()).toBe('');
   });
 
+  test('files up to one read (1 MiB) and just over it download exactly, with their length', async () => {
+    // Up to 1 MiB a download is one read and one write; above, a stream of reads.
+    for (const size of [1, MiB - 1, MiB, MiB + 1, 3 * MiB + 5]) {
+      const content = randomBytes(size);
+      writeFileSync(join(envd.home.user, 'sized.bin'), content);
+      const got = await fetch(url('/files', { path: 'sized.bin' }), { headers: { ...auth(), 'accept-encoding': 'identity' } });
+      expect(got.status).toBe(200);
+      expect(got.headers.get('content-length')).toBe(String(size));
+      expect(Buffer.from(await got.arrayBuffer()).equals(content)).toBe(true);
+    }
+  });
+
   test('a directory is 400, a missing file 404, a missing path 400, each with a JSON body', async () => {
     mkdirSync(join(envd.home.user, 'a-dir'), { recursive: true });
     const dir = await fetch(url('/files', { path: 'a-dir' }), { headers: auth() });
