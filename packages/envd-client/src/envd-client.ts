@@ -281,7 +281,7 @@ export class EnvdClient {
   async #post(
     path: string | undefined,
     user: string | undefined,
-    { body, streaming }: RequestBody,
+    { body, streaming, length }: RequestBody,
     headers: Record<string, string>,
     signal: AbortSignal | undefined,
     timeoutMs: number,
@@ -289,6 +289,7 @@ export class EnvdClient {
     const url = endpointUrl(this.#envdUrl, '/files', filesQuery(path, user));
     const call = startCall(signal, timeoutMs);
     try {
+      if (length !== undefined) headers = { ...headers, 'Content-Length': String(length) };
       const init: RequestInit = { method: 'POST', headers, body, signal: call.signal };
       if (streaming) init.duplex = 'half';
       const response = await this.#fetch(url, init);

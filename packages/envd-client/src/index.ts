@@ -32,4 +32,4 @@ export {
 } from './headers.js';
 export { MAX_METADATA_BYTES, MAX_METADATA_KEY_BYTES, metadataHeaders } from './metadata.js';
 export { fileSignature, fileUrl, type FileOperation, type FileSignatureInput, type FileUrlOptions } from './signature.js';
-export type { UploadData } from './upload-body.js';
+export { isInMemory, type UploadData } from './upload-body.js';

@@ -121,6 +121,24 @@ describe('multipart uploads', () => {
     expect(upload.headers['content-length']).toBeDefined();
   });
 
+  test('a large in-memory file goes with a known length too, every byte in place', async () => {
+    const uploads: ReceivedUpload[] = [];
+    server = await multipartServer(uploads);
+    const c = new EnvdClient({ envdUrl: server.url });
+    const data = Uint8Array.from({ length: 2 * 1024 * 1024 + 3 }, (_, i) => (i * 7) & 0xff);
+    await c.upload([
+      { path: '/big.bin', data },
+      { path: '/small.txt', data: 'small' },
+    ]);
+    const upload = uploads[0] as ReceivedUpload;
+    expect(upload.headers['content-length']).toBeDefined();
+    expect(upload.headers['transfer-encoding']).toBeUndefined();
+    expect(upload.files).toEqual([
+      { field: 'file', filename: '/big.bin', size: data.length, sha256: sha256(data) },
+      { field: 'file', filename: '/small.txt', size: 5, sha256: sha256('small') },
+    ]);
+  });
+
   test('a stream is sent as it is read: a server that stops reading stops the producer', async () => {
     let produced = 0;
     let producedWhilePaused = -1;
@@ -178,6 +196,22 @@ describe('octet-stream uploads', () => {
     expect(r?.headers['content-encoding']).toBe('gzip');
     expect(r?.headers['transfer-encoding']).toBe('chunked');
     expect(r?.headers['x-access-token']).toBe('tok');
+  });
+
+  test('bytes of every size arrive intact with their Content-Length, never chunked', async () => {
+    // From 64 KiB on, Node sends bytes as a stream of slices of the caller's
+    // array; below, whole. Either way the length is declared up front.
+    const received: { length: string | undefined; chunked: boolean; sha256: string; size: number }[] = [];
+    server = await serve(async (req, res) => {
+      const h = await sha256Of(req);
+      received.push({ length: req.headers['content-length'], chunked: req.headers['transfer-encoding'] === 'chunked', ...h });
+      sendJson(res, 200, entries([new URL(req.url ?? '/', 'http://x').searchParams.get('path') ?? '?']));
+    });
+    const c = new EnvdClient({ envdUrl: server.url });
+    const sizes = [64 * 1024 - 1, 64 * 1024, 3 * 1024 * 1024 + 7];
+    const payloads = sizes.map((n) => Uint8Array.from({ length: n }, (_, i) => (i * 31 + n) & 0xff));
+    for (const data of payloads) await c.upload('/data/sized.bin', data, { encoding: 'octet-stream' });
+    expect(received).toEqual(payloads.map((p) => ({ length: String(p.length), chunked: false, sha256: sha256(p), size: p.length })));
   });
 
   test('several files go as one request each, each with its path', async () => {
