@@ -9,6 +9,7 @@ export const MIN_ENVD_VERSION = '0.4.0';
 /** First envd version of each feature the SDK gates. */
 export const ENVD_FEATURES = {
   closeStdin: '0.5.2',
+  octetStreamUpload: '0.5.7',
   fileMetadata: '0.6.2',
   watchEntryInfo: '0.6.3',
   watchNetworkMounts: '0.6.4',

@@ -1,11 +1,11 @@
 // `sandbox.files`: the sandbox's filesystem, through envd's filesystem
 // service and its `/files` HTTP route.
 import { Code, ConnectError } from '@connectrpc/connect';
-import { withUser, type UploadData } from '@paddock/envd-client';
+import { isInMemory, withUser, type UploadData } from '@paddock/envd-client';
 import type { RequestOpts } from './config.js';
 import { httpOptions, rpcOptions, type SandboxContext } from './context.js';
 import { toEntryInfo, toEntryInfos, toWatchMessage, toWriteInfo } from './convert.js';
-import { ENVD_FEATURES, requireEnvd } from './envd-version.js';
+import { ENVD_FEATURES, atLeast, requireEnvd } from './envd-version.js';
 import { fromEnvdHttpError, fromRpcError } from './error-mapping.js';
 import { InvalidArgumentError, SandboxError } from './errors.js';
 import { openStream } from './stream.js';
@@ -40,7 +40,12 @@ export interface FilesystemWriteOpts extends FilesystemRequestOpts {
   metadata?: Record<string, string>;
   /** Compress each file on the way (implies `useOctetStream`). */
   gzip?: boolean;
-  /** One raw request per file instead of a single multipart request. */
+  /**
+   * One raw request per file (sent side by side) instead of one multipart
+   * request for all. By default raw when there is one file or a stream
+   * among them, multipart for several in-memory files. Needs envd 0.5.7; an
+   * older envd gets multipart, uncompressed.
+   */
   useOctetStream?: boolean;
 }
 
@@ -111,13 +116,16 @@ export class Filesystem {
     if (opts.metadata && Object.keys(opts.metadata).length > 0) {
       requireEnvd(this.#context.envdVersion, ENVD_FEATURES.fileMetadata, 'file metadata');
     }
+    const raw =
+      atLeast(this.#context.envdVersion, ENVD_FEATURES.octetStreamUpload) &&
+      (opts.gzip || (opts.useOctetStream ?? (files.length === 1 || files.some((f) => !isInMemory(f.data)))));
     const written = await this.#context.envd
       .upload(files, {
         ...httpOptions(this.#context, opts),
         user: opts.user,
         metadata: opts.metadata,
-        gzip: opts.gzip ?? false,
-        encoding: opts.gzip || opts.useOctetStream ? 'octet-stream' : 'multipart',
+        gzip: raw && opts.gzip === true,
+        encoding: raw ? 'octet-stream' : 'multipart',
       })
       .then(
         (entries) => entries.map(toWriteInfo),

@@ -4,6 +4,7 @@
 // against the real server are in e2e-server.test.ts.
 import { fromBinary, toJson, type DescMessage } from '@bufbuild/protobuf';
 import { StartRequestSchema, WatchDirRequestSchema } from '@paddock/models';
+import { gunzipSync } from 'node:zlib';
 import {
   AuthenticationError,
   RateLimitError,
@@ -286,6 +287,86 @@ describe('process streams on the wire', () => {
     const [watch] = only('POST', '/filesystem.Filesystem/WatchDir');
     expect(watch?.headers).toMatchObject({ 'keepalive-ping-interval': '50', 'connect-timeout-ms': '60000' });
     expect(message(watch, WatchDirRequestSchema)).toEqual({ path: '/tmp', recursive: true });
+  });
+});
+
+describe('file uploads on the wire', () => {
+  /** The stand-in answers an upload as envd does: the files written, by `path` or by the parts' filenames. */
+  const sandboxFor = async (envdVersion: string) => {
+    api.answer((req, res) => {
+      if (req.url.pathname === '/v2/sandboxes') return reply(res, 201, record(`sbx-up-${envdVersion.replace(/\./g, '')}`, { envdVersion }));
+      const named = req.url.searchParams.get('path');
+      const paths = named ? [named] : [...req.body.matchAll(/filename="([^"]*)"/g)].map((m) => m[1]!);
+      reply(res, 200, paths.map((path) => ({ name: path, path: `/home/user/${path}`, type: 'file' })));
+    });
+    return Sandbox.create({ ...opts(), sandboxUrl: api.url });
+  };
+  /** Each POST /files sent: its content type (no parameters), path, encoding and body. */
+  const uploads = () =>
+    only('POST', '/files').map((r) => ({
+      type: String(r.headers['content-type']).split(';')[0],
+      path: r.url.searchParams.get('path'),
+      encoding: r.headers['content-encoding'],
+      body: r.body,
+    }));
+  const chunks = (...parts: string[]) => ReadableStream.from(parts.map((p) => new TextEncoder().encode(p)));
+  let sbx: Sandbox;
+  let old: Sandbox;
+
+  beforeAll(async () => {
+    sbx = await sandboxFor('0.7.0');
+    old = await sandboxFor('0.5.6');
+  });
+
+  test('one file is sent raw, with its path in the query', async () => {
+    expect(await sbx.files.write('one.txt', 'hello')).toMatchObject({ path: '/home/user/one.txt' });
+    expect(uploads()).toEqual([{ type: 'application/octet-stream', path: 'one.txt', encoding: undefined, body: 'hello' }]);
+  });
+
+  test('several files in memory go as one multipart request; with a stream among them, raw side by side', async () => {
+    const ab = await sbx.files.write([
+      { path: 'a.txt', data: 'A' },
+      { path: 'b.txt', data: 'B' },
+    ]);
+    expect(ab.map((w) => w.name)).toEqual(['a.txt', 'b.txt']);
+    const [multi] = uploads();
+    expect(uploads()).toHaveLength(1);
+    expect(multi).toMatchObject({ type: 'multipart/form-data', path: null });
+    expect(multi?.body).toContain('filename="a.txt"');
+    expect(multi?.body).toContain('filename="b.txt"');
+
+    api.seen.length = 0;
+    const cd = await sbx.files.write([
+      { path: 'c.txt', data: 'C' },
+      { path: 'd.txt', data: chunks('D', 'D') },
+    ]);
+    expect(cd.map((w) => w.name)).toEqual(['c.txt', 'd.txt']);
+    const raw = uploads().sort((x, y) => String(x.path).localeCompare(String(y.path)));
+    expect(raw).toEqual([
+      { type: 'application/octet-stream', path: 'c.txt', encoding: undefined, body: 'C' },
+      { type: 'application/octet-stream', path: 'd.txt', encoding: undefined, body: 'DD' },
+    ]);
+  });
+
+  test('useOctetStream: false keeps one file multipart; gzip compresses the raw body', async () => {
+    await expect(sbx.files.write('m.txt', 'x', { useOctetStream: false })).resolves.toBeDefined();
+    await expect(sbx.files.write('g.txt', 'zipped', { gzip: true })).resolves.toBeDefined();
+    const [multi, gz] = uploads();
+    expect(multi).toMatchObject({ type: 'multipart/form-data', path: 'm.txt' });
+    expect(gz).toMatchObject({ type: 'application/octet-stream', path: 'g.txt', encoding: 'gzip' });
+    expect(gunzipSync(only('POST', '/files')[1]!.raw).toString()).toBe('zipped');
+  });
+
+  test('an envd older than 0.5.7 gets multipart, uncompressed, even when asked for raw or gzip', async () => {
+    await expect(old.files.write('s.txt', chunks('S'))).resolves.toBeDefined();
+    await expect(old.files.write('r.txt', 'r', { useOctetStream: true, gzip: true })).resolves.toBeDefined();
+    const sent = uploads();
+    expect(sent.map((u) => [u.type, u.path, u.encoding])).toEqual([
+      ['multipart/form-data', 's.txt', undefined],
+      ['multipart/form-data', 'r.txt', undefined],
+    ]);
+    expect(sent[0]?.body).toContain('\r\n\r\nS\r\n');
+    expect(sent[1]?.body).toContain('\r\n\r\nr\r\n');
   });
 });
 
