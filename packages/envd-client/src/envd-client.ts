@@ -6,7 +6,7 @@ import { EnvdArgumentError, EnvdHttpError, errorFromFailure, errorFromResponse }
 import { connectionHeaders, envdInterceptor, type EnvdHeaderConfig } from './headers.js';
 import { metadataHeaders } from './metadata.js';
 import { endpointUrl, fileUrl, filesQuery } from './signature.js';
-import { isInMemory, multipartBody, newBoundary, octetStreamBody, type RequestBody, type UploadData } from './upload-body.js';
+import { builtinFetchSlicesBytes, isInMemory, multipartBody, newBoundary, octetStreamBody, type RequestBody, type UploadData } from './upload-body.js';
 
 export const DEFAULT_REQUEST_TIMEOUT_MS = 60_000;
 
@@ -110,6 +110,8 @@ export class EnvdClient {
   readonly #user: string | undefined;
   readonly #headers: Record<string, string>;
   readonly #fetch: FetchFunction;
+  /** Send large in-memory uploads as slices: only through the built-in fetch, known to take a stream body. */
+  readonly #sliceBytes: boolean;
   readonly #timeoutMs: number;
 
   constructor(options: EnvdClientOptions) {
@@ -118,6 +120,7 @@ export class EnvdClient {
     this.#user = options.user;
     this.#headers = connectionHeaders(options);
     this.#fetch = options.fetch ?? ((input, init) => fetch(input, init));
+    this.#sliceBytes = options.fetch === undefined && builtinFetchSlicesBytes;
     this.#timeoutMs = options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
     this.transport = (options.createTransport ?? defaultTransport)({
       baseUrl: options.envdUrl,
@@ -207,7 +210,7 @@ export class EnvdClient {
       headers['Content-Type'] = `multipart/form-data; boundary=${boundary}`;
       // `path` names the target only of a lone file; with several, each part's filename does.
       const target = files.length === 1 ? files[0]?.path : undefined;
-      return this.#post(target, user, multipartBody(files, boundary), headers, options.signal, timeoutMs);
+      return this.#post(target, user, multipartBody(files, boundary, this.#sliceBytes), headers, options.signal, timeoutMs);
     }
 
     headers['Content-Type'] = 'application/octet-stream';
@@ -220,7 +223,7 @@ export class EnvdClient {
     const signal = options.signal ? AbortSignal.any([options.signal, siblings.signal]) : siblings.signal;
     const results = await Promise.all(
       files.map((f) =>
-        this.#post(f.path, user, octetStreamBody(f.data, gzip), headers, signal, timeoutMs).catch((err: unknown) => {
+        this.#post(f.path, user, octetStreamBody(f.data, gzip, this.#sliceBytes), headers, signal, timeoutMs).catch((err: unknown) => {
           siblings.abort(err);
           throw err;
         }),

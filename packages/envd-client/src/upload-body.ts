@@ -87,29 +87,29 @@ export interface RequestBody {
  * with a Blob among them as a Blob. Any stream among them: a stream that
  * pulls from each piece only as fast as the connection takes it.
  */
-function concatBody(pieces: Piece[]): RequestBody {
+function concatBody(pieces: Piece[], sliceBytes: boolean): RequestBody {
   if (pieces.some(isStreamPiece)) return { body: pullStream(concatChunks(pieces)), streaming: true };
   if (pieces.every((p) => ArrayBuffer.isView(p))) {
     const bytes = pieces as Uint8Array[];
     const length = bytes.reduce((n, p) => n + p.length, 0);
-    if (canStreamBodies && length >= STREAM_FROM) return { body: pullStream(slices(bytes)), streaming: true, length };
+    if (sliceBytes && length >= STREAM_FROM) return { body: pullStream(slices(bytes)), streaming: true, length };
     return { body: concatBytes(bytes), streaming: false };
   }
   return { body: new Blob(pieces as (Uint8Array | Blob)[]), streaming: false };
 }
 
 /**
- * Whether this fetch sends a stream body over HTTP/1.1, as Node's does.
- * Browsers' fetch streams request bodies over HTTP/2 at best, so there
- * bytes go to fetch whole.
+ * Whether the built-in fetch sends a stream body, with a declared length,
+ * over HTTP/1.1, as Node's does. Browsers' fetch streams request bodies
+ * over HTTP/2 at best, so there bytes go to fetch whole.
  */
-const canStreamBodies = typeof process !== 'undefined' && typeof process.versions?.node === 'string';
+export const builtinFetchSlicesBytes = typeof process !== 'undefined' && typeof process.versions?.node === 'string';
 
 /**
- * Bytes from this size on are sent as a stream of slices of the caller's
- * arrays, with their length declared. Node's fetch copies a byte body twice
- * before it sends it (two fresh 256 MiB arrays for a 256 MiB file, the
- * slowest part of the upload); slices are views, never copies.
+ * With `sliceBytes`, bytes from this size on are sent as a stream of slices
+ * of the caller's arrays, with their length declared. Node's fetch copies a
+ * byte body twice before it sends it (two fresh 256 MiB arrays for a 256 MiB
+ * file, the slowest part of the upload); slices are views, never copies.
  */
 const STREAM_FROM = 64 * 1024;
 const SLICE = 1024 * 1024;
@@ -153,8 +153,8 @@ function pullStream(chunks: AsyncIterable<Uint8Array> | Iterable<Uint8Array>): R
 }
 
 /** Body of an `application/octet-stream` upload, gzip-compressed on the fly when asked. */
-export function octetStreamBody(data: UploadData, gzip: boolean): RequestBody {
-  const body = concatBody([toPiece(data)]);
+export function octetStreamBody(data: UploadData, gzip: boolean, sliceBytes: boolean): RequestBody {
+  const body = concatBody([toPiece(data)], sliceBytes);
   if (!gzip) return body;
   const source = body.streaming ? (body.body as ReadableStream<Uint8Array>) : new Blob([body.body as Uint8Array | Blob]).stream();
   return { body: source.pipeThrough(new CompressionStream('gzip')), streaming: true };
@@ -169,7 +169,7 @@ export interface MultipartFile {
  * A `multipart/form-data` body with one part per file, each named `file`
  * with the target path as its filename, as envd expects.
  */
-export function multipartBody(files: MultipartFile[], boundary: string): RequestBody {
+export function multipartBody(files: MultipartFile[], boundary: string, sliceBytes: boolean): RequestBody {
   const pieces: Piece[] = [];
   for (const file of files) {
     pieces.push(
@@ -182,7 +182,7 @@ export function multipartBody(files: MultipartFile[], boundary: string): Request
     );
   }
   pieces.push(encoder.encode(`--${boundary}--\r\n`));
-  return concatBody(pieces);
+  return concatBody(pieces, sliceBytes);
 }
 
 /** Escapes a filename the way browsers do in form-data (WHATWG HTML): `"`, CR and LF percent-encoded. */

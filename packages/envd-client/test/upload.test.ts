@@ -210,8 +210,38 @@ describe('octet-stream uploads', () => {
     const c = new EnvdClient({ envdUrl: server.url });
     const sizes = [64 * 1024 - 1, 64 * 1024, 3 * 1024 * 1024 + 7];
     const payloads = sizes.map((n) => Uint8Array.from({ length: n }, (_, i) => (i * 31 + n) & 0xff));
-    for (const data of payloads) await c.upload('/data/sized.bin', data, { encoding: 'octet-stream' });
+    // The global fetch, watched: what kind of body it is handed.
+    const builtin = globalThis.fetch;
+    const kinds: string[] = [];
+    globalThis.fetch = (input, init) => {
+      kinds.push(init?.body instanceof ReadableStream ? 'slices' : 'whole');
+      return builtin(input, init);
+    };
+    try {
+      for (const data of payloads) await c.upload('/data/sized.bin', data, { encoding: 'octet-stream' });
+    } finally {
+      globalThis.fetch = builtin;
+    }
+    expect(kinds).toEqual(['whole', 'slices', 'slices']);
     expect(received).toEqual(payloads.map((p) => ({ length: String(p.length), chunked: false, sha256: sha256(p), size: p.length })));
+  });
+
+  test('through a fetch of the caller\'s own, bytes go whole: it may not take a stream body', async () => {
+    server = await serve(async (req, res) => {
+      await drain(req);
+      sendJson(res, 200, entries(['/data/own.bin']));
+    });
+    const bodies: unknown[] = [];
+    const c = new EnvdClient({
+      envdUrl: server.url,
+      fetch: (input, init) => {
+        bodies.push(init?.body);
+        return fetch(input, init);
+      },
+    });
+    const data = new Uint8Array(256 * 1024).fill(9);
+    await c.upload('/data/own.bin', data, { encoding: 'octet-stream' });
+    expect(bodies).toEqual([data]);
   });
 
   test('several files go as one request each, each with its path', async () => {
