@@ -1,25 +1,15 @@
 // The filesystem.Filesystem service over the wire, JSON and binary.
-import { Code, ConnectError } from '@connectrpc/connect';
+import { Code } from '@connectrpc/connect';
 import { lstatSync, mkdirSync, readlinkSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { FileType } from '@paddock/models';
-import { filesystem, startEnvd, type RunningEnvd } from './harness.js';
+import { failure, filesystem, startEnvd, type RunningEnvd } from './harness.js';
 
 let envd: RunningEnvd;
 beforeAll(async () => {
   envd = await startEnvd();
 });
 afterAll(() => envd.stop());
-
-async function codeOf(p: Promise<unknown>): Promise<{ code: Code; message: string }> {
-  try {
-    await p;
-  } catch (err) {
-    const e = ConnectError.from(err);
-    return { code: e.code, message: e.rawMessage };
-  }
-  throw new Error('expected the call to fail');
-}
 
 describe.each([
   ['JSON', false],
@@ -33,7 +23,7 @@ describe.each([
     expect(res.entry).toMatchObject({ name: 'b', type: FileType.DIRECTORY, path: dir, owner: 'user', group: 'user', mode: 0o755 });
     expect(res.entry?.permissions).toBe('drwxr-xr-x');
     expect(lstatSync(join(envd.dir, `work/mk-${binary}`)).uid).toBe(1000);
-    const again = await codeOf(fs().makeDir({ path: dir }));
+    const again = await failure(fs().makeDir({ path: dir }));
     expect(again.code).toBe(Code.AlreadyExists);
     expect(again.message).toContain(dir);
   });
@@ -44,7 +34,7 @@ describe.each([
     const { entry } = await fs().stat({ path: file });
     expect(entry).toMatchObject({ name: `stat-${binary}.txt`, type: FileType.FILE, size: 12n, owner: 'root', permissions: '-rw-r--r--' });
     expect(Number(entry!.modifiedTime!.seconds)).toBeGreaterThan(Date.now() / 1000 - 60);
-    const missing = await codeOf(fs().stat({ path: join(envd.dir, 'nope') }));
+    const missing = await failure(fs().stat({ path: join(envd.dir, 'nope') }));
     expect(missing).toEqual({ code: Code.NotFound, message: `path '${join(envd.dir, 'nope')}' does not exist` });
   });
 });
@@ -78,8 +68,8 @@ test('ListDir on a file is invalid_argument, on a missing path not_found', async
   const file = join(envd.dir, 'work/plain');
   writeFileSync(file, 'x');
   const fs = filesystem(envd);
-  expect(await codeOf(fs.listDir({ path: file }))).toEqual({ code: Code.InvalidArgument, message: `path '${file}' is not a directory` });
-  expect((await codeOf(fs.listDir({ path: join(envd.dir, 'missing') }))).code).toBe(Code.NotFound);
+  expect(await failure(fs.listDir({ path: file }))).toEqual({ code: Code.InvalidArgument, message: `path '${file}' is not a directory` });
+  expect((await failure(fs.listDir({ path: join(envd.dir, 'missing') }))).code).toBe(Code.NotFound);
 });
 
 test('symlinks are listed as such with an absolute target, and not followed', async () => {
@@ -101,8 +91,8 @@ test('Move renames, creating the destination\'s parents, and answers not_found f
   const fs = filesystem(envd);
   const { entry } = await fs.move({ source: src, destination: dst });
   expect(entry).toMatchObject({ path: dst, name: 'moved', size: 4n });
-  expect((await codeOf(fs.stat({ path: src }))).code).toBe(Code.NotFound);
-  expect((await codeOf(fs.move({ source: src, destination: dst }))).code).toBe(Code.NotFound);
+  expect((await failure(fs.stat({ path: src }))).code).toBe(Code.NotFound);
+  expect((await failure(fs.move({ source: src, destination: dst }))).code).toBe(Code.NotFound);
 });
 
 test('Remove deletes trees and succeeds for missing paths', async () => {
@@ -111,7 +101,7 @@ test('Remove deletes trees and succeeds for missing paths', async () => {
   writeFileSync(join(root, 'a/b/f'), 'x');
   const fs = filesystem(envd);
   await fs.remove({ path: root });
-  expect((await codeOf(fs.stat({ path: root }))).code).toBe(Code.NotFound);
+  expect((await failure(fs.stat({ path: root }))).code).toBe(Code.NotFound);
   await expect(fs.remove({ path: root })).resolves.toBeDefined();
   // A symlink goes, not what it points to.
   const target = join(envd.dir, 'work/remove-target');
@@ -129,7 +119,7 @@ test('Move onto a directory that is not empty is failed_precondition naming it',
   mkdirSync(src);
   mkdirSync(dst);
   writeFileSync(join(dst, 'occupant'), 'x');
-  expect(await codeOf(filesystem(envd).move({ source: src, destination: dst }))).toEqual({
+  expect(await failure(filesystem(envd).move({ source: src, destination: dst }))).toEqual({
     code: Code.FailedPrecondition,
     message: `directory '${dst}' is not empty`,
   });
@@ -139,22 +129,22 @@ test('Move onto a directory that is not empty is failed_precondition naming it',
 test('MakeDir over an existing file is invalid_argument', async () => {
   const file = join(envd.dir, 'work/a-file');
   writeFileSync(file, 'x');
-  expect(await codeOf(filesystem(envd).makeDir({ path: file }))).toEqual({
+  expect(await failure(filesystem(envd).makeDir({ path: file }))).toEqual({
     code: Code.InvalidArgument,
     message: `path '${file}' exists and is not a directory`,
   });
 });
 
 test('an unknown user is invalid_argument naming the user', async () => {
-  expect(await codeOf(filesystem(envd, { user: 'mallory' }).stat({ path: '/' }))).toEqual({
+  expect(await failure(filesystem(envd, { user: 'mallory' }).stat({ path: '/' }))).toEqual({
     code: Code.InvalidArgument,
     message: "user 'mallory' does not exist",
   });
 });
 
 test('a missing or wrong access token is unauthenticated', async () => {
-  expect((await codeOf(filesystem(envd, { token: null }).stat({ path: '/' }))).code).toBe(Code.Unauthenticated);
-  expect((await codeOf(filesystem(envd, { token: 'wrong' }).stat({ path: '/' }))).code).toBe(Code.Unauthenticated);
+  expect((await failure(filesystem(envd, { token: null }).stat({ path: '/' }))).code).toBe(Code.Unauthenticated);
+  expect((await failure(filesystem(envd, { token: 'wrong' }).stat({ path: '/' }))).code).toBe(Code.Unauthenticated);
 });
 
 test('unknown JSON fields in requests are ignored', async () => {

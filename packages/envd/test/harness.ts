@@ -1,6 +1,6 @@
 // envd's tests: a real envd started by tools/testing/local-envd.mjs (with an
 // access token unless told otherwise), Connect clients for it, and helpers.
-import { createClient, type Client, type Interceptor, type Transport } from '@connectrpc/connect';
+import { ConnectError, createClient, type Code, type Client, type Interceptor, type Transport } from '@connectrpc/connect';
 import { createConnectTransport } from '@connectrpc/connect-node';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { Filesystem, Process } from '@paddock/models';
@@ -74,4 +74,15 @@ export async function collect<T>(stream: AsyncIterable<T>, until: (item: T, all:
     if (until(item, all)) break;
   }
   return all;
+}
+
+/** The code and message of a call that must fail; throws when it succeeds. */
+export async function failure(call: Promise<unknown>): Promise<{ code: Code; message: string }> {
+  try {
+    await call;
+  } catch (err) {
+    const e = ConnectError.from(err);
+    return { code: e.code, message: e.rawMessage };
+  }
+  throw new Error('expected the call to fail');
 }

@@ -5,11 +5,11 @@
 // never stop it (a user can read a root-only file through envd, as through
 // E2B's envd). These tests use what stops root too: an immutable directory
 // and file (chattr +i), and a write-only kernel attribute under /sys.
-import { Code, ConnectError } from '@connectrpc/connect';
+import { Code } from '@connectrpc/connect';
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, readdirSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { filesystem, startEnvd, type RunningEnvd } from './harness.js';
+import { failure, filesystem, startEnvd, type RunningEnvd } from './harness.js';
 
 let envd: RunningEnvd;
 let locked: string;
@@ -38,16 +38,6 @@ afterAll(async () => {
   }
   await envd.stop();
 });
-
-async function failure(call: Promise<unknown>): Promise<{ code: Code; message: string }> {
-  try {
-    await call;
-  } catch (err) {
-    const e = ConnectError.from(err);
-    return { code: e.code, message: e.rawMessage };
-  }
-  throw new Error('expected the call to fail');
-}
 
 /** A kernel attribute that can be written and never read, whoever asks. */
 function writeOnlyAttribute(): string {
