@@ -8,6 +8,7 @@ import { chmodSync, chownSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } f
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
+import { envdNodeFlags } from '@paddock/envd';
 
 /** The built envd of this repository. */
 export const envdMain = new URL('../../packages/envd/dist/main.js', import.meta.url).pathname;
@@ -26,7 +27,7 @@ export async function startLocalEnvd({ prefix = 'local-envd-', token, port = 0, 
   writeFileSync(join(dir, 'group'), 'root:x:0:\nuser:x:1000:\n');
   const args = [envdMain, '--port', String(port), '--passwd-file', join(dir, 'passwd'), '--group-file', join(dir, 'group')];
   if (token) args.push('--access-token', token);
-  const child = spawn(process.execPath, [...args, ...extraArgs], { stdio: ['ignore', 'ignore', 'pipe'] });
+  const child = spawn(process.execPath, [...envdNodeFlags, ...args, ...extraArgs], { stdio: ['ignore', 'ignore', 'pipe'] });
   const logs = [];
   let listening;
   try {

@@ -1,4 +1,5 @@
 // The OCI runtime configuration (config.json) of a sandbox's container.
+import { envdNodeFlags } from '@paddock/envd';
 import { readFileSync } from 'node:fs';
 import { IN_SANDBOX, SANDBOX_USER } from './base-template.js';
 import type { Limits } from './runtime.js';
@@ -49,8 +50,7 @@ export function ociConfig(c: ConfigInput): object {
       user: { uid: 0, gid: 0 },
       args: [
         IN_SANDBOX.node,
-        // A small heap keeps envd's footprint low; it never holds file data.
-        '--max-old-space-size=96',
+        ...envdNodeFlags,
         `${IN_SANDBOX.envd}/main.js`,
         '--socket',
         `${IN_SANDBOX.run}/envd.sock`,
