@@ -1,4 +1,4 @@
-#!/usr/bin/env node
+#!/usr/bin/env -S node --initial-old-space-size=64
 // paddock: runs the Paddock service on this machine and works with sandboxes.
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
 import { resolveConfig } from '@paddock/server';
