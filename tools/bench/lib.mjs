@@ -1,6 +1,7 @@
 // Measuring helpers shared by the benchmark suites. Benchmarks report
 // ratios to a baseline measured in the same run; absolute numbers are
 // printed for context, never asserted.
+import { connect, createServer } from 'node:net';
 import { cpus, totalmem, release } from 'node:os';
 
 export function percentile(sorted, p) {
@@ -85,6 +86,26 @@ export async function timePair(subject, baseline, { warmup = 3, iterations = 20 
 export async function throughputPair(subject, baseline, { warmup = 1, iterations = 3 } = {}) {
   const [a, b] = await alternate(subject, baseline, { warmup, iterations }, rated);
   return [summarizeRates(a), summarizeRates(b)];
+}
+
+/**
+ * Sends `size` bytes over loopback TCP from one socket to another in this
+ * process, in 1 MiB writes; resolves with `size` once the receiver saw the end.
+ */
+export async function loopbackTcp(size) {
+  const server = createServer((sock) => sock.resume());
+  await new Promise((r) => server.listen(0, '127.0.0.1', r));
+  const chunk = Buffer.alloc(MiB);
+  const done = new Promise((resolve) => server.once('connection', (sock) => sock.once('end', resolve)));
+  const client = connect(server.address().port, '127.0.0.1');
+  await new Promise((r) => client.once('connect', r));
+  for (let sent = 0; sent < size; sent += chunk.length) {
+    if (!client.write(chunk)) await new Promise((r) => client.once('drain', r));
+  }
+  client.end();
+  await done;
+  server.close();
+  return size;
 }
 
 export function machine() {

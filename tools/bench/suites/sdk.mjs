@@ -2,15 +2,14 @@
 // driven through @paddock/sdk, and the same workload through the official
 // e2b SDK, each next to a baseline measured in the same run.
 import { Sandbox } from '@paddock/sdk';
-import { startServer } from '@paddock/server';
 import { spawn } from 'node:child_process';
 import { createReadStream, createWriteStream, mkdirSync, mkdtempSync, rmSync, watch, writeFileSync } from 'node:fs';
-import { createServer, connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { randomBytes } from 'node:crypto';
-import { row, summarize, throughput, throughputPair, timeit, timePair } from '../lib.mjs';
+import { loopbackTcp, row, summarize, throughput, throughputPair, timePair, timeit } from '../lib.mjs';
+import { startServerProcess } from '../server-process.mjs';
 import { bareRunc } from './runtime.mjs';
 
 const KEY = 'e2b_' + 'd'.repeat(40);
@@ -18,13 +17,12 @@ const MiB = 1024 * 1024;
 
 async function withServer(poolSize, fn) {
   const home = mkdtempSync(join(tmpdir(), 'paddock-bench-sdk-'));
-  const server = await startServer({ home, apiPort: 0, proxyPort: 0, warmPoolSize: poolSize, initialApiKey: KEY, metricsIntervalMs: 60_000 });
+  const server = await startServerProcess({ home, warmPoolSize: poolSize, initialApiKey: KEY, metricsIntervalMs: 60_000 });
   const opts = { apiUrl: server.apiUrl, apiKey: KEY, sandboxUrl: server.proxyUrl };
   try {
     return await fn(server, opts, home);
   } finally {
     await server.close();
-    await server.runtime.removeEverything();
     rmSync(home, { recursive: true, force: true });
   }
 }
@@ -47,20 +45,6 @@ function spawnAsUser(cmd, args, home, count = false) {
   });
 }
 
-async function loopbackTcp(size) {
-  const server = createServer((sock) => sock.resume());
-  await new Promise((r) => server.listen(0, '127.0.0.1', r));
-  const chunk = Buffer.alloc(MiB);
-  const done = new Promise((resolve) => server.once('connection', (sock) => sock.once('end', resolve)));
-  const client = connect(server.address().port, '127.0.0.1');
-  await new Promise((r) => client.once('connect', r));
-  for (let sent = 0; sent < size; sent += chunk.length) if (!client.write(chunk)) await new Promise((r) => client.once('drain', r));
-  client.end();
-  await done;
-  server.close();
-  return size;
-}
-
 export async function sdkSuite({ quick, log }) {
   const rows = [];
   const n = quick ? 10 : 30;
@@ -80,7 +64,7 @@ export async function sdkSuite({ quick, log }) {
         const bare = await bareRunc(join(home, 'runtime'), n);
         const samples = [];
         for (let i = 0; i < n + 2; i++) {
-          if (pool) await server.runtime.poolReady();
+          if (pool) await server.poolReady();
           const t = performance.now();
           const sbx = await Sandbox.create(opts);
           await sbx.commands.run('true');
@@ -93,7 +77,7 @@ export async function sdkSuite({ quick, log }) {
         rows.push(row({ suite: 'sdk', name: `Sandbox.create + commands.run('true'), ${label}`, unit: 'ms', value, baseline: spawnTrue, baselineName: "child_process.spawn('true')" }));
 
         log(`sdk: 20 concurrent creates, ${label}`);
-        if (pool) await server.runtime.poolReady();
+        if (pool) await server.poolReady();
         const t = performance.now();
         const made = await Promise.all(
           Array.from({ length: 20 }, async () => {
@@ -239,11 +223,11 @@ export async function sdkSuite({ quick, log }) {
       const ours = [];
       const theirs = [];
       for (let i = 0; i < n + 2; i++) {
-        await server.runtime.poolReady();
+        await server.poolReady();
         let t = performance.now();
         await workload(() => Sandbox.create(opts));
         if (i >= 2) ours.push(performance.now() - t);
-        await server.runtime.poolReady();
+        await server.poolReady();
         t = performance.now();
         await workload(() => E2bSandbox.create());
         if (i >= 2) theirs.push(performance.now() - t);

@@ -1,23 +1,22 @@
 // The control plane: `POST /v2/sandboxes` until envd answers through the
 // proxy, one at a time and 20 at once, with and without the warm pool,
 // next to a bare `runc run true` on the same root filesystem.
-import { startServer } from '@paddock/server';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { row, summarize } from '../lib.mjs';
+import { startServerProcess } from '../server-process.mjs';
 import { bareRunc } from './runtime.mjs';
 
 const KEY = 'e2b_' + 'b'.repeat(40);
 
 async function withServer(poolSize, fn) {
   const home = mkdtempSync(join(tmpdir(), 'paddock-bench-srv-'));
-  const server = await startServer({ home, apiPort: 0, proxyPort: 0, warmPoolSize: poolSize, initialApiKey: KEY, metricsIntervalMs: 60_000 });
+  const server = await startServerProcess({ home, warmPoolSize: poolSize, initialApiKey: KEY, metricsIntervalMs: 60_000 });
   try {
     return await fn(server, home);
   } finally {
     await server.close();
-    await server.runtime.removeEverything();
     rmSync(home, { recursive: true, force: true });
   }
 }
@@ -52,14 +51,14 @@ export async function serverSuite({ quick, log }) {
       const bare = await bareRunc(join(home, 'runtime'), iterations);
       const samples = [];
       for (let i = 0; i < iterations + 2; i++) {
-        if (pool) await server.runtime.poolReady();
+        if (pool) await server.poolReady();
         const { ms, id } = await createReady(server);
         if (i >= 2) samples.push(ms);
         await kill(server, id);
       }
       rows.push(row({ suite: 'server', name: `POST /v2/sandboxes to envd ready, ${label}`, unit: 'ms', value: summarize(samples), baseline: bare, baselineName: 'bare `runc run true`, same rootfs' }));
       log(`server: ${concurrent} concurrent creates, ${label}`);
-      if (pool) await server.runtime.poolReady();
+      if (pool) await server.poolReady();
       const t = performance.now();
       const made = await Promise.all(Array.from({ length: concurrent }, () => createReady(server)));
       const seconds = (performance.now() - t) / 1000;
