@@ -1,6 +1,7 @@
 // Overlay mounts of sandbox root filesystems, through mount(8): Node has no
 // mount(2), and one short command per sandbox start costs little.
-import { mkdirSync, readFileSync, rmSync } from 'node:fs';
+import { mkdirSync, readFileSync } from 'node:fs';
+import { rm } from 'node:fs/promises';
 import { run } from './exec.js';
 
 /** Mount points currently mounted, from /proc/self/mountinfo. */
@@ -41,7 +42,9 @@ export async function removeTree(dir: string): Promise<void> {
   if (inside.length) throw new Error(`refusing to delete '${dir}': ${inside.join(', ')} still mounted`);
   for (let attempt = 0; ; attempt++) {
     try {
-      rmSync(dir, { recursive: true, force: true });
+      // Not rmSync: a sandbox may hold many files, and the server must not
+      // stop answering while they go.
+      await rm(dir, { recursive: true, force: true });
       return;
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== 'EBUSY' || attempt >= 100) throw err;

@@ -1,6 +1,6 @@
 // Pause, resume, stop, start, destroy, stats, tunnels, snapshots and adoption
 // of real sandboxes.
-import { existsSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { request } from 'node:http';
 import { availableParallelism, totalmem } from 'node:os';
 import { join } from 'node:path';
@@ -72,6 +72,40 @@ test('destroy removes container, mounts, cgroups and directory; unknown ids are 
   await t.runtime.destroy(id);
   await t.runtime.destroy('no-such-sandbox');
   await expect(t.runtime.pause(id)).rejects.toBeInstanceOf(RuntimeError);
+});
+
+/** Live host processes whose command line is `sleep <seconds>`; zombies do not count. */
+function hostSleeps(seconds: string): number[] {
+  const found: number[] = [];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      if (readFileSync(`/proc/${entry}/cmdline`, 'utf8') !== `sleep\0${seconds}\0`) continue;
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      if (!/^[ZX]/.test(stat.slice(stat.lastIndexOf(')') + 2))) found.push(Number(entry));
+    } catch {
+      // gone while we looked
+    }
+  }
+  return found;
+}
+
+test('destroy kills every process of a running or paused sandbox, detached ones too', async () => {
+  for (const paused of [false, true]) {
+    const id = await create();
+    // An unusual duration marks this sandbox's sleeps among the host's processes.
+    const seconds = `${600 + (Date.now() % 1000)}.${paused ? 1 : 2}`;
+    await spawnDetached(t.runtime, id, `setsid sleep ${seconds} & trap '' TERM HUP; sleep ${seconds}`);
+    for (let i = 0; hostSleeps(seconds).length < 2; i++) {
+      if (i > 200) throw new Error(`the sandbox's sleeps did not start: ${hostSleeps(seconds).length} of 2`);
+      await sleep(10);
+    }
+    if (paused) await t.runtime.pause(id);
+    await t.runtime.destroy(id);
+    expect(hostSleeps(seconds)).toEqual([]);
+    expect(await t.runtime.get(id)).toBeUndefined();
+  }
+  expect(await sandboxLeftovers(t.runtime)).toEqual([]);
 });
 
 test('stats report cpu, memory and disk from the cgroup and the upper layer', async () => {
