@@ -69,7 +69,8 @@ function httpCall(url, options, body) {
 export async function envdSuite({ quick, log }) {
   const rows = [];
   const envd = await startEnvd();
-  const iterations = quick ? 15 : 60;
+  const iterations = quick ? 15 : 100;
+  const long = quick ? 2 : 11;
   try {
     log('envd: exec round trip');
     const bashTrue = ['/bin/bash', ['-l', '-c', 'true']];
@@ -81,7 +82,7 @@ export async function envdSuite({ quick, log }) {
     log('envd: stdout throughput');
     const size = quick ? 64 : 256;
     const head = ['/usr/bin/head', ['-c', `${size}M`, '/dev/zero']];
-    const [outEnvd, outLocal] = await throughputPair(() => runViaEnvd(envd, ...head), () => runLocally(envd, ...head), { warmup: 1, iterations: quick ? 2 : 5 });
+    const [outEnvd, outLocal] = await throughputPair(() => runViaEnvd(envd, ...head), () => runLocally(envd, ...head), { warmup: 1, iterations: long });
     rows.push(row({ suite: 'envd', name: `stdout throughput (head -c ${size}M)`, unit: 'MiB/s', value: outEnvd, baseline: outLocal, baselineName: 'local pipe', lowerIsBetter: false, target: { on: 'ratio', op: '>=', value: 0.25 } }));
 
     log('envd: file transfer');
@@ -100,7 +101,7 @@ export async function envdSuite({ quick, log }) {
         return fileSize;
       },
       tcp,
-      { warmup: 1, iterations: quick ? 2 : 5 },
+      { warmup: 1, iterations: long },
     );
     const [download, tcpDown] = await throughputPair(
       async () => {
@@ -109,7 +110,7 @@ export async function envdSuite({ quick, log }) {
         return res.bytes;
       },
       tcp,
-      { warmup: 1, iterations: quick ? 2 : 5 },
+      { warmup: 1, iterations: long },
     );
     const fsCopy = await throughput(
       async () => {
