@@ -48,6 +48,8 @@ function markdown(r) {
     'slowest-5% MiB/s (ratio = Paddock / baseline, higher is better). Absolute numbers depend on the machine.',
     'Rows with a ratio target measure Paddock and its baseline in alternation (A B, B A, ...), so that the',
     "shared machine's slow moments fall on both alike and the ratio holds still between runs.",
+    'The service runs in a process of its own, with the node options `paddock start` uses; in the SDK',
+    'comparison each SDK runs in a process of its own too, as in a user\'s program.',
     '',
     '| suite | benchmark | Paddock p50 | p95 | baseline | baseline p50 | ratio | target | met |',
     '|---|---|---|---|---|---|---|---|---|',
