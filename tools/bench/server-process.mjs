@@ -1,15 +1,16 @@
 // The service in a process of its own, as `paddock start` runs it and with
 // the same node options, so that a benchmark's client (the SDK, fetch) and
-// the server do not share one thread, as they never do for users. The
-// parent talks to the child over the IPC channel of fork() for the two
-// things the HTTP API does not offer: waiting for the warm pool to fill,
-// and removing every sandbox and runtime directory at the end.
+// the server do not share one thread, as they never do for users. Two calls
+// cover what the HTTP API does not offer: waiting for the warm pool to fill,
+// and removing every sandbox and runtime directory at the end (which also
+// happens should the bench die).
 //
 //   const server = await startServerProcess({ home, warmPoolSize: 2, initialApiKey });
 //   server.apiUrl, server.proxyUrl, await server.poolReady(), await server.close()
 import { serverNodeFlags } from '@paddock/server';
 import { fork } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import { answerCalls, callsTo } from './child-calls.mjs';
 
 const self = fileURLToPath(import.meta.url);
 
@@ -20,42 +21,14 @@ export async function startServerProcess(options) {
     // The options `paddock start` runs with; not this process's own.
     execArgv: [...serverNodeFlags],
   });
-  const pending = new Map();
-  let nextId = 1;
-  let exited = null;
-  const ready = new Promise((resolve, reject) => {
-    child.on('message', (m) => {
-      if (m.ready) return resolve(m);
-      const p = pending.get(m.id);
-      if (!p) return;
-      pending.delete(m.id);
-      if (m.error) p.reject(new Error(`server process: ${m.error}`));
-      else p.resolve();
-    });
-    child.once('exit', (code, signal) => {
-      exited = `server process exited (${signal ?? code})`;
-      reject(new Error(exited));
-      for (const p of pending.values()) p.reject(new Error(exited));
-      pending.clear();
-    });
-  });
-  const call = (op) =>
-    new Promise((resolve, reject) => {
-      if (exited) return reject(new Error(exited));
-      const id = nextId++;
-      pending.set(id, { resolve, reject });
-      child.send({ id, op });
-    });
-  const { apiUrl, proxyUrl } = await ready;
+  const { ready, call, closed } = await callsTo(child, 'server process');
   return {
-    apiUrl,
-    proxyUrl,
+    ...ready,
     pid: child.pid,
     poolReady: () => call('poolReady'),
     async close() {
-      const gone = new Promise((r) => (exited ? r() : child.once('exit', r)));
       await call('close');
-      await gone;
+      await closed;
     },
   };
 }
@@ -63,27 +36,16 @@ export async function startServerProcess(options) {
 async function serve(options) {
   const { startServer } = await import('@paddock/server');
   const server = await startServer(options);
-  const ops = {
-    poolReady: () => server.runtime.poolReady(),
-    async close() {
-      await server.close();
-      await server.runtime.removeEverything();
+  answerCalls(
+    {
+      poolReady: () => server.runtime.poolReady(),
+      async close() {
+        await server.close();
+        await server.runtime.removeEverything();
+      },
     },
-  };
-  let closing = null;
-  const close = () => (closing ??= ops.close());
-  process.on('message', async ({ id, op }) => {
-    try {
-      if (!ops[op]) throw new Error(`unknown operation '${op}'`);
-      await (op === 'close' ? close() : ops[op]());
-      process.send({ id }, () => op === 'close' && process.exit(0));
-    } catch (err) {
-      process.send({ id, error: err.message });
-    }
-  });
-  // The bench died or was stopped: leave no sandbox behind.
-  process.once('disconnect', () => void close().finally(() => process.exit(0)));
-  process.send({ ready: true, apiUrl: server.apiUrl, proxyUrl: server.proxyUrl });
+    { apiUrl: server.apiUrl, proxyUrl: server.proxyUrl },
+  );
 }
 
 if (process.argv[1] === self && process.argv[2] === '--serve') await serve(JSON.parse(process.argv[3]));

@@ -10,6 +10,7 @@
 import { fork } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
+import { answerCalls, callsTo } from './child-calls.mjs';
 
 const self = fileURLToPath(import.meta.url);
 const MiB = 1024 * 1024;
@@ -17,36 +18,15 @@ const MiB = 1024 * 1024;
 /** Starts the process for `sdk` ('paddock' or 'e2b'); resolves once it is ready. */
 export async function startWorkloadProcess(sdk, { apiUrl, apiKey, sandboxUrl }) {
   const env = { ...process.env, E2B_API_URL: apiUrl, E2B_SANDBOX_URL: sandboxUrl, E2B_API_KEY: apiKey };
+  // Default node options, as a user's program has.
   const child = fork(self, ['--workload', sdk, JSON.stringify({ apiUrl, apiKey, sandboxUrl })], { env, stdio: ['ignore', 'inherit', 'inherit', 'ipc'], execArgv: [] });
-  let waiting = null;
-  let exited = null;
-  child.on('message', (m) => {
-    const w = waiting;
-    waiting = null;
-    if (!w) return;
-    if (m.error) w.reject(new Error(`${sdk} workload: ${m.error}`));
-    else w.resolve(m);
-  });
-  child.once('exit', (code, signal) => {
-    exited = new Error(`${sdk} workload process exited (${signal ?? code})`);
-    waiting?.reject(exited);
-    waiting = null;
-  });
-  const ask = (msg) =>
-    new Promise((resolve, reject) => {
-      if (exited) return reject(exited);
-      waiting = { resolve, reject };
-      if (msg) child.send(msg);
-    });
-  await ask(null);
+  const { call, closed } = await callsTo(child, `${sdk} workload`);
   return {
     /** Runs the workload once; resolves with its duration in ms. */
-    run: async () => (await ask({ op: 'run' })).ms,
-    close: async () => {
-      if (exited) return;
-      const gone = new Promise((r) => child.once('exit', r));
-      child.disconnect();
-      await gone;
+    run: () => call('run'),
+    async close() {
+      await call('close');
+      await closed;
     },
   };
 }
@@ -57,8 +37,8 @@ async function serve(sdk, opts) {
       ? await import('e2b').then(({ Sandbox }) => () => Sandbox.create())
       : await import('@paddock/sdk').then(({ Sandbox }) => () => Sandbox.create(opts));
   const payload = randomBytes(MiB);
-  process.on('message', async () => {
-    try {
+  answerCalls({
+    async run() {
       const t = performance.now();
       const sbx = await create();
       await sbx.files.write('payload.bin', payload);
@@ -66,13 +46,10 @@ async function serve(sdk, opts) {
       if (back.length !== MiB) throw new Error(`read back ${back.length} bytes of ${MiB}`);
       await sbx.commands.run('echo hi');
       await sbx.kill();
-      process.send({ ms: performance.now() - t });
-    } catch (err) {
-      process.send({ error: err.message });
-    }
+      return performance.now() - t;
+    },
+    close() {},
   });
-  process.once('disconnect', () => process.exit(0));
-  process.send({ ready: true });
 }
 
 if (process.argv[1] === self && process.argv[2] === '--workload') await serve(process.argv[3], JSON.parse(process.argv[4]));
