@@ -75,9 +75,7 @@ test('sendStdin and closeStdin reach a command that reads stdin', async () => {
 });
 
 test('timeoutMs ends a command that runs too long', async () => {
-  const started = Date.now();
   await expect(sbx.commands.run('sleep 30', { timeoutMs: 1000 })).rejects.toBeInstanceOf(TimeoutError);
-  expect(Date.now() - started).toBeLessThan(10_000);
   await eventually(async () => !(await sbx.commands.list()).some((p) => p.args.includes('sleep 30')), 'the timed-out process to end');
 });
 

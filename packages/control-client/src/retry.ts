@@ -83,7 +83,18 @@ export interface SendOptions {
   timeoutMs: number;
   /** Client-wide signal, combined with the request's own. */
   signal: AbortSignal | undefined;
+  /** Time, waiting and jitter; the real ones unless a test drives them. */
+  clock?: RetryClock;
 }
+
+/** Where sendWithRetries reads the time, waits out a backoff, and draws its jitter. */
+export interface RetryClock {
+  now(): number;
+  sleep(ms: number, signal: AbortSignal): Promise<void>;
+  random(): number;
+}
+
+const realClock: RetryClock = { now: () => Date.now(), sleep, random: Math.random };
 
 /**
  * Sends `request`, retrying per `policy`, within one deadline. Rejections are
@@ -93,11 +104,12 @@ export interface SendOptions {
  */
 export async function sendWithRetries(request: Request, options: SendOptions): Promise<Response> {
   const { policy } = options;
+  const clock = options.clock ?? realClock;
   const signals = [request.signal];
   if (options.signal) signals.push(options.signal);
   if (options.timeoutMs > 0) signals.push(AbortSignal.timeout(options.timeoutMs));
   const signal = AbortSignal.any(signals);
-  const deadline = options.timeoutMs > 0 ? Date.now() + options.timeoutMs : Number.POSITIVE_INFINITY;
+  const deadline = options.timeoutMs > 0 ? clock.now() + options.timeoutMs : Number.POSITIVE_INFINITY;
   const retryable =
     policy.maxRetries > 0 && (options.idempotent || IDEMPOTENT_METHODS.has(request.method)) && canReplay(request);
 
@@ -110,18 +122,18 @@ export async function sendWithRetries(request: Request, options: SendOptions): P
       response = await options.fetch(outgoing, { signal });
     } catch (err) {
       if (lastAttempt || signal.aborted || !isConnectionFailure(err)) throw err;
-      const delay = backoffDelay(attempt, policy);
-      if (Date.now() + delay >= deadline) throw err;
-      await sleep(delay, signal);
+      const delay = backoffDelay(attempt, policy, clock.random);
+      if (clock.now() + delay >= deadline) throw err;
+      await clock.sleep(delay, signal);
       continue;
     }
     if (lastAttempt || !policy.statuses.includes(response.status)) return response;
     const retryAfter = retryAfterSeconds(response.headers);
-    const delay = retryAfter !== undefined ? retryAfter * 1000 : backoffDelay(attempt, policy);
-    if (Date.now() + delay >= deadline) return response;
+    const delay = retryAfter !== undefined ? retryAfter * 1000 : backoffDelay(attempt, policy, clock.random);
+    if (clock.now() + delay >= deadline) return response;
     // Release the connection: the body of an answer we retry is never read.
     await response.body?.cancel().catch(() => undefined);
-    await sleep(delay, signal);
+    await clock.sleep(delay, signal);
   }
 }
 

@@ -44,12 +44,10 @@ describe('what every call carries', () => {
   test('requestTimeoutMs bounds a call whose answer never comes', async () => {
     server = await startServer(() => undefined);
     const client = new ControlClient({ apiUrl: server.url, requestTimeoutMs: 150 });
-    const started = Date.now();
     const err = await client.getSandbox('sbx1').catch((e: unknown) => e);
     expect(err).toBeInstanceOf(ControlApiError);
     expect((err as ControlApiError).kind).toBe('timeout');
     expect((err as ControlApiError).message).toBe('GET /sandboxes/sbx1 timed out');
-    expect(Date.now() - started).toBeLessThan(2_000);
   });
 
   test('the per-call requestTimeoutMs also bounds a body that stalls', async () => {

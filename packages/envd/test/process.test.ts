@@ -2,7 +2,7 @@
 import { Code, ConnectError } from '@connectrpc/connect';
 import { createHash } from 'node:crypto';
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Signal, type ProcessEvent } from '@paddock/models';
 import type { MessageInitShape } from '@bufbuild/protobuf';
@@ -398,9 +398,7 @@ describe.each([
   });
 
   test('the deadline of Start ends the process', async () => {
-    const started = Date.now();
     await expect(run(bash('sleep 30; echo late', { tag: 'deadline' }), {}, { timeoutMs: 400 })).rejects.toMatchObject({ code: Code.DeadlineExceeded });
-    expect(Date.now() - started).toBeLessThan(10_000);
     for (let i = 0; i < 100; i++) {
       if (!(await processes(envd).list({})).processes.some((p) => p.tag === 'deadline')) return;
       await sleep(20);
@@ -446,11 +444,15 @@ describe.each([
   });
 
   test('a background child holding the pipes does not delay the end', async () => {
-    const started = Date.now();
-    const o = await run(bash('sleep 5 & echo parent-done'));
-    expect(o.stdout).toBe('parent-done\n');
+    // envd runs on the host here, so the child's pid is the host's.
+    const o = await run(bash('sleep 30 & echo $!'));
     expect(o.end?.exitCode).toBe(0);
-    expect(Date.now() - started).toBeLessThan(3000);
+    const child = Number(o.stdout.trim());
+    expect(child).toBeGreaterThan(1);
+    // The end came while the child still holds the pipes open.
+    const alive = existsSync(`/proc/${child}`);
+    process.kill(child, 'SIGKILL');
+    expect(alive).toBe(true);
   });
 
   test('List shows the config of running processes', async () => {
