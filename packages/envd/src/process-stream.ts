@@ -107,14 +107,31 @@ function requestMessage(body: Buffer): Uint8Array {
   return body.subarray(5);
 }
 
-/** Writes `parts` as one piece of the response; resolves when more may be written. */
+/**
+ * Holds back what is written to `res` until the end of this turn of the event
+ * loop, so that events that come together (a command's last output, its end
+ * event and the end of the stream) leave in one write instead of one each.
+ * HTTP/2's response (which shares this handler) frames them itself and has
+ * no cork.
+ */
+function holdUntilTurnEnds(res: ServerResponse, held: WeakSet<ServerResponse>): void {
+  if (!res.cork || held.has(res)) return;
+  held.add(res);
+  res.cork();
+  setImmediate(() => {
+    held.delete(res);
+    // end() has let everything out already, and the socket may be the next call's.
+    if (!res.writableEnded) res.uncork();
+  });
+}
+
+const heldResponses = new WeakSet<ServerResponse>();
+
+/** Writes `parts` to the response; resolves when more may be written. */
 function write(res: ServerResponse, parts: Uint8Array[]): Promise<void> | undefined {
-  // One chunk of HTTP/1.1's chunked encoding for all parts; HTTP/2's
-  // response (which shares this handler) has no cork and frames them itself.
-  res.cork?.();
+  holdUntilTurnEnds(res, heldResponses);
   let ok = true;
   for (const p of parts) ok = res.write(p);
-  res.uncork?.();
   if (ok || res.destroyed) return undefined;
   return new Promise((resolve) => {
     const done = () => {

@@ -53,6 +53,27 @@ function sendError(res: ServerResponse, status: number, message: string): void {
   res.end(body);
 }
 
+/**
+ * Returns a function that holds back what is written to `out` until the end of
+ * the current turn of the event loop. Called on every chunk that arrives, it
+ * makes what one read brought in leave in one write: a response's headers with
+ * its first frames, the last frames with the end of the chunked body. Written
+ * as they come, each piece is a packet of its own and a wakeup on the far side.
+ */
+function holderFor(out: { cork(): void; uncork(): void; readonly writableEnded: boolean }): () => void {
+  let holding = false;
+  return () => {
+    if (holding) return;
+    holding = true;
+    out.cork();
+    setImmediate(() => {
+      holding = false;
+      // end() has let everything out already, and the connection may be serving the next request.
+      if (!out.writableEnded) out.uncork();
+    });
+  };
+}
+
 function sameSecret(a: string, b: string): boolean {
   const x = Buffer.from(a);
   const y = Buffer.from(b);
@@ -163,9 +184,13 @@ export function createProxy({ runtime, store, sandboxes }: ProxyDeps): Server {
     const up = request({ ...options, method: req.method, path: req.url, headers }, (upRes) => {
       const out: IncomingHttpHeaders = {};
       for (const [k, v] of Object.entries(upRes.headers)) if (!HOP_BY_HOP.has(k)) out[k] = v;
+      const hold = holderFor(res);
+      hold();
       res.writeHead(upRes.statusCode ?? 502, out as Record<string, string | string[]>);
-      // Streams (process output, watches) must reach the client as they come.
+      // Streams (process output, watches) must reach the client as they come, so the
+      // headers leave at the end of this turn even when no body comes with them.
       res.flushHeaders();
+      upRes.on('data', hold);
       upRes.pipe(res);
       upRes.once('error', () => res.destroy());
     });
@@ -174,6 +199,7 @@ export function createProxy({ runtime, store, sandboxes }: ProxyDeps): Server {
     res.once('close', () => {
       if (!res.writableFinished) up.destroy();
     });
+    req.on('data', holderFor(up));
     req.pipe(up);
   }
 
