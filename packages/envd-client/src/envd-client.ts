@@ -1,10 +1,10 @@
 import type { Readable } from 'node:stream';
 import { createClient, type Client, type Interceptor, type Transport } from '@connectrpc/connect';
-import { createConnectTransport } from '@connectrpc/connect-node';
 import { Filesystem, Process, type envd } from '@paddock/models';
 import { EnvdArgumentError, EnvdHttpError, errorFromFailure, errorFromResponse } from './errors.js';
 import { connectionHeaders, envdInterceptor, type EnvdHeaderConfig } from './headers.js';
 import { metadataHeaders } from './metadata.js';
+import { createNodeTransport } from './node-transport.js';
 import { endpointUrl, fileUrl, filesQuery } from './signature.js';
 import { builtinFetchSlicesBytes, isInMemory, multipartBody, newBoundary, octetStreamBody, type RequestBody, type UploadData } from './upload-body.js';
 
@@ -35,7 +35,7 @@ export interface EnvdClientOptions extends EnvdHeaderConfig {
   useBinaryFormat?: boolean;
   /**
    * Builds the Connect transport, e.g. connect-web's `createConnectTransport`
-   * in a browser. Default: connect-node over HTTP/1.1.
+   * in a browser. Default: `createNodeTransport`, Connect over node:http (HTTP/1.1).
    */
   createTransport?: (options: TransportOptions) => Transport;
   /** fetch for the HTTP endpoints (`/files`, `/health`, `/metrics`); default the global one. */
@@ -92,7 +92,7 @@ export interface FileUrlRequest {
 }
 
 function defaultTransport(options: TransportOptions): Transport {
-  return createConnectTransport({ ...options, httpVersion: '1.1' });
+  return createNodeTransport(options);
 }
 
 /**

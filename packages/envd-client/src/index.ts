@@ -30,6 +30,7 @@ export {
   withUser,
   type EnvdHeaderConfig,
 } from './headers.js';
+export { createNodeTransport, type NodeTransportOptions } from './node-transport.js';
 export { MAX_METADATA_BYTES, MAX_METADATA_KEY_BYTES, metadataHeaders } from './metadata.js';
 export { fileSignature, fileUrl, type FileOperation, type FileSignatureInput, type FileUrlOptions } from './signature.js';
 export { isInMemory, type UploadData } from './upload-body.js';
