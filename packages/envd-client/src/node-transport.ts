@@ -346,10 +346,12 @@ function messagesOf<M>(res: IncomingMessage, signal: AbortSignal, handlers: Stre
   /** Cuts every complete envelope off the front of what has arrived. */
   const take = (): void => {
     while (buffered >= 5) {
-      if (chunks.length > 1) chunks = [Buffer.concat(chunks, buffered)];
-      const buf = chunks[0]!;
-      const length = buf.readUInt32BE(1);
+      // A header split across chunks is joined at once (a few bytes have arrived); the
+      // envelope itself only when all of it is here, so that each byte is copied once.
+      if (chunks[0]!.length < 5) chunks = [Buffer.concat(chunks, buffered)];
+      const length = chunks[0]!.readUInt32BE(1);
       if (buffered < 5 + length) return;
+      const buf = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, buffered);
       const flags = buf[0]!;
       const data = buf.subarray(5, 5 + length);
       const rest = buf.subarray(5 + length);

@@ -6,8 +6,10 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import { Code, ConnectError, createClient, type ConnectRouter, type Transport } from '@connectrpc/connect';
 import { connectNodeAdapter, createConnectTransport } from '@connectrpc/connect-node';
-import type { MessageInitShape } from '@bufbuild/protobuf';
-import { FileType, Filesystem, Process, type StreamInputRequestSchema } from '@paddock/models';
+import { create, toBinary, type MessageInitShape } from '@bufbuild/protobuf';
+import { encodeEnvelope } from '@connectrpc/connect/protocol';
+import { endStreamFlag } from '@connectrpc/connect/protocol-connect';
+import { FileType, Filesystem, Process, StartResponseSchema, type StreamInputRequestSchema } from '@paddock/models';
 import { createNodeTransport } from '../src/index.js';
 
 let server: Server;
@@ -267,6 +269,34 @@ describe('createNodeTransport only', () => {
     let n = 1;
     while (!(await it.next()).done) n += 1;
     expect(n).toBe(401);
+  });
+
+  test('envelopes cut anywhere, even inside their 5-byte header, are put back together', async () => {
+    const frames = [0, 1, 2].map((i) =>
+      encodeEnvelope(0, toBinary(StartResponseSchema, create(StartResponseSchema, { event: { event: { case: 'data', value: { output: { case: 'stdout', value: new TextEncoder().encode(`piece ${i}`) } } } } }))),
+    );
+    const body = Buffer.concat([...frames, encodeEnvelope(endStreamFlag, new TextEncoder().encode('{}'))]);
+    raw = (_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/connect+proto' });
+      // Pieces of 1, 2, 3 ... bytes, each in a write of its own after a pause, so they arrive apart.
+      let at = 0;
+      const next = (size: number): void => {
+        if (at >= body.length) {
+          res.end();
+          return;
+        }
+        res.write(body.subarray(at, at + size));
+        at += size;
+        setTimeout(() => next(size + 1), 2);
+      };
+      next(1);
+    };
+    const texts: string[] = [];
+    for await (const m of createClient(Process, createNodeTransport({ baseUrl: `${baseUrl}/raw`, useBinaryFormat: true })).start({ process: { cmd: 'x' } })) {
+      const ev = m.event?.event;
+      if (ev?.case === 'data' && ev.value.output.case === 'stdout') texts.push(new TextDecoder().decode(ev.value.output.value));
+    }
+    expect(texts).toEqual(['piece 0', 'piece 1', 'piece 2']);
   });
 
   test('leaving a stream early (break) closes it', async () => {
