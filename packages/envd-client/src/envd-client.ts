@@ -1,9 +1,11 @@
-import type { Readable } from 'node:stream';
+import type { IncomingMessage } from 'node:http';
+import { addAbortSignal, type Readable } from 'node:stream';
 import { createClient, type Client, type Interceptor, type Transport } from '@connectrpc/connect';
 import { Filesystem, Process, type envd } from '@paddock/models';
 import { EnvdArgumentError, EnvdHttpError, errorFromFailure, errorFromResponse } from './errors.js';
 import { connectionHeaders, envdInterceptor, type EnvdHeaderConfig } from './headers.js';
 import { metadataHeaders } from './metadata.js';
+import { readBody, sendRequest } from './node-http.js';
 import { createNodeTransport } from './node-transport.js';
 import { endpointUrl, fileUrl, filesQuery } from './signature.js';
 import { builtinFetchSlicesBytes, isInMemory, multipartBody, newBoundary, octetStreamBody, type RequestBody, type UploadData } from './upload-body.js';
@@ -38,7 +40,10 @@ export interface EnvdClientOptions extends EnvdHeaderConfig {
    * in a browser. Default: `createNodeTransport`, Connect over node:http (HTTP/1.1).
    */
   createTransport?: (options: TransportOptions) => Transport;
-  /** fetch for the HTTP endpoints (`/files`, `/health`, `/metrics`); default the global one. */
+  /**
+   * fetch for the HTTP endpoints (`/files`, `/health`, `/metrics`). Default: the global one, except that
+   * downloads (unless they ask for gzip or a Web stream) and uploads of bytes in memory go straight over node:http.
+   */
   fetch?: FetchFunction;
   /**
    * Deadline of an HTTP call; 0 for none. Default 60 000. A download in a
@@ -110,6 +115,8 @@ export class EnvdClient {
   readonly #user: string | undefined;
   readonly #headers: Record<string, string>;
   readonly #fetch: FetchFunction;
+  /** Transfer files with node:http rather than fetch: when no fetch of the caller's own was given. */
+  readonly #nodeHttp: boolean;
   /** Send large in-memory uploads as slices: only through the built-in fetch, known to take a stream body. */
   readonly #sliceBytes: boolean;
   readonly #timeoutMs: number;
@@ -121,6 +128,7 @@ export class EnvdClient {
     this.#headers = connectionHeaders(options);
     this.#fetch = options.fetch ?? ((input, init) => fetch(input, init));
     this.#sliceBytes = options.fetch === undefined && builtinFetchSlicesBytes;
+    this.#nodeHttp = options.fetch === undefined && /^https?:/i.test(options.envdUrl);
     this.#timeoutMs = options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
     this.transport = (options.createTransport ?? defaultTransport)({
       baseUrl: options.envdUrl,
@@ -154,6 +162,7 @@ export class EnvdClient {
     headers['Accept-Encoding'] = options.gzip ? 'gzip' : 'identity';
     const call = startCall(options.signal, options.requestTimeoutMs ?? this.#timeoutMs);
     try {
+      if (this.#nodeHttp && !options.gzip && format !== 'stream') return await this.#downloadOverNodeHttp(url, headers, format, call);
       const response = await this.#fetch(url, { headers, signal: call.signal });
       if (!response.ok) throw await errorFromResponse('GET', '/files', response);
       const body = response.headers.get('content-length') === '0' || response.body === null ? emptyStream() : response.body;
@@ -178,6 +187,29 @@ export class EnvdClient {
     } finally {
       if (format !== 'stream' && format !== 'node-stream') call.stopTimer();
     }
+  }
+
+  /**
+   * `download` without fetch: the body read straight from node:http. The
+   * formats and errors are the fetch path's; gzip and web streams stay there.
+   */
+  async #downloadOverNodeHttp(
+    url: string,
+    headers: Record<string, string>,
+    format: Exclude<DownloadFormat, 'stream'>,
+    call: Call,
+  ): Promise<string | Uint8Array | Blob | Readable> {
+    const res = await sendRequest(url, { method: 'GET', headers, signal: call.signal });
+    if (!isOk(res)) throw await errorFromResponse('GET', '/files', await asResponse(res, call.signal));
+    if (format === 'node-stream') {
+      call.stopTimer();
+      // The caller's signal still ends the stream, as it ends fetch's body.
+      return addAbortSignal(call.signal, res);
+    }
+    const bytes = await readBody(res, call.signal);
+    if (format === 'bytes') return bytes;
+    if (format === 'blob') return new Blob([bytes]);
+    return new TextDecoder().decode(bytes);
   }
 
   /**
@@ -284,7 +316,7 @@ export class EnvdClient {
   async #post(
     path: string | undefined,
     user: string | undefined,
-    { body, streaming, length }: RequestBody,
+    { body, streaming, length, pieces }: RequestBody,
     headers: Record<string, string>,
     signal: AbortSignal | undefined,
     timeoutMs: number,
@@ -292,10 +324,16 @@ export class EnvdClient {
     const url = endpointUrl(this.#envdUrl, '/files', filesQuery(path, user));
     const call = startCall(signal, timeoutMs);
     try {
-      if (length !== undefined) headers = { ...headers, 'Content-Length': String(length) };
-      const init: RequestInit = { method: 'POST', headers, body, signal: call.signal };
-      if (streaming) init.duplex = 'half';
-      const response = await this.#fetch(url, init);
+      let response: Response;
+      if (this.#nodeHttp && pieces) {
+        // Bytes in memory: straight to the socket. The answer is a short JSON list, read as a Response.
+        response = await asResponse(await sendRequest(url, { method: 'POST', headers, body: pieces, signal: call.signal }), call.signal);
+      } else {
+        if (length !== undefined) headers = { ...headers, 'Content-Length': String(length) };
+        const init: RequestInit = { method: 'POST', headers, body, signal: call.signal };
+        if (streaming) init.duplex = 'half';
+        response = await this.#fetch(url, init);
+      }
       if (!response.ok) throw await errorFromResponse('POST', '/files', response);
       const entries: unknown = await response.json().catch((err: unknown) => {
         throw invalidResponse('POST', '/files', response.status, 'a body that is not JSON', err);
@@ -342,6 +380,21 @@ function startCall(callerSignal: AbortSignal | undefined, timeoutMs: number): Ca
     stopTimer: () => clearTimeout(timer),
     callerAborted: () => callerSignal?.aborted ?? false,
   };
+}
+
+function isOk(res: IncomingMessage): boolean {
+  const status = res.statusCode ?? 0;
+  return status >= 200 && status <= 299;
+}
+
+/** A node:http answer, body read whole, as a fetch Response: for what reads a Response (errors, JSON). */
+async function asResponse(res: IncomingMessage, signal: AbortSignal): Promise<Response> {
+  const body = await readBody(res, signal);
+  const headers = new Headers();
+  for (let i = 0; i < res.rawHeaders.length; i += 2) headers.append(res.rawHeaders[i]!, res.rawHeaders[i + 1]!);
+  const status = res.statusCode ?? 0;
+  // A Response cannot carry a body with 204/304; envd sends none with them anyway.
+  return new Response(status === 204 || status === 304 ? null : body, { status, statusText: res.statusMessage, headers });
 }
 
 function emptyStream(): ReadableStream<Uint8Array> {

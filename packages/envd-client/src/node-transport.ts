@@ -35,8 +35,8 @@ import {
   type MethodSerializationLookup,
 } from '@connectrpc/connect/protocol';
 import { endStreamFlag, endStreamFromJson, errorFromJsonBytes, requestHeader, trailerDemux, validateResponse } from '@connectrpc/connect/protocol-connect';
-import { request as httpRequest, type ClientRequest, type IncomingMessage, type RequestOptions } from 'node:http';
-import { request as httpsRequest } from 'node:https';
+import type { IncomingMessage } from 'node:http';
+import { readBody, sendRequest } from './node-http.js';
 
 export interface NodeTransportOptions {
   baseUrl: string;
@@ -145,8 +145,8 @@ export function createNodeTransport(options: NodeTransportOptions): Transport {
           const res = await send(req.url, req.header, body, req.signal);
           const [resHeader, trailer] = trailerDemux(headersOf(res));
           const { isUnaryError, unaryError } = validateResponse(method.methodKind, binary, res.statusCode ?? 0, resHeader);
-          const bytes = await readAll(res, req.signal).catch((err: unknown) => {
-            throw fail(err);
+          const bytes = await readBody(res, req.signal).catch((err: unknown) => {
+            throw fail(req.signal.aborted ? err : fromNodeError(err as Error));
           });
           done();
           if (isUnaryError) {
@@ -239,41 +239,12 @@ export function createNodeTransport(options: NodeTransportOptions): Transport {
   };
 }
 
-/** Sends one request with its whole body; resolves with the response once its headers arrive. */
+/** Sends a call's request; a failure of the connection comes back as its ConnectError. */
 function send(url: string, header: Headers, body: Uint8Array, signal: AbortSignal): Promise<IncomingMessage> {
-  return new Promise((resolve, reject) => {
-    if (signal.aborted) {
-      reject(getAbortSignalReason(signal));
-      return;
-    }
-    const target = new URL(url);
-    const headers: Record<string, string> = {};
-    header.forEach((value, key) => (headers[key] = value));
-    headers['content-length'] = String(body.length);
-    const options: RequestOptions = {
-      protocol: target.protocol,
-      hostname: target.hostname.startsWith('[') ? target.hostname.slice(1, -1) : target.hostname,
-      port: target.port,
-      path: target.pathname + target.search,
-      method: 'POST',
-      headers,
-    };
-    if (target.username || target.password) options.auth = `${decodeURIComponent(target.username)}:${decodeURIComponent(target.password)}`;
-    const req: ClientRequest = (target.protocol === 'https:' ? httpsRequest : httpRequest)(options);
-    const onAbort = (): void => {
-      req.destroy();
-      reject(getAbortSignalReason(signal));
-    };
-    signal.addEventListener('abort', onAbort, { once: true });
-    req.once('response', (res) => {
-      signal.removeEventListener('abort', onAbort);
-      resolve(res);
-    });
-    req.once('error', (err) => {
-      signal.removeEventListener('abort', onAbort);
-      reject(signal.aborted ? getAbortSignalReason(signal) : fromNodeError(err));
-    });
-    req.end(body);
+  const headers: Record<string, string> = {};
+  header.forEach((value, key) => (headers[key] = value));
+  return sendRequest(url, { method: 'POST', headers, body, signal }).catch((err: unknown) => {
+    throw signal.aborted ? err : fromNodeError(err as Error);
   });
 }
 
@@ -282,27 +253,6 @@ function headersOf(res: IncomingMessage): Headers {
   const raw = res.rawHeaders;
   for (let i = 0; i < raw.length; i += 2) headers.append(raw[i]!, raw[i + 1]!);
   return headers;
-}
-
-function readAll(res: IncomingMessage, signal: AbortSignal): Promise<Uint8Array> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    const onAbort = (): void => {
-      res.destroy();
-      reject(getAbortSignalReason(signal));
-    };
-    if (signal.aborted) return onAbort();
-    signal.addEventListener('abort', onAbort, { once: true });
-    res.on('data', (c: Buffer) => chunks.push(c));
-    res.once('end', () => {
-      signal.removeEventListener('abort', onAbort);
-      resolve(Buffer.concat(chunks));
-    });
-    res.once('error', (err) => {
-      signal.removeEventListener('abort', onAbort);
-      reject(signal.aborted ? getAbortSignalReason(signal) : fromNodeError(err));
-    });
-  });
 }
 
 interface StreamHandlers<M> {

@@ -78,6 +78,8 @@ export interface RequestBody {
   streaming: boolean;
   /** Byte length of a stream body known in advance: sent as Content-Length instead of chunked. */
   length?: number;
+  /** The same body when it is all bytes in memory, as the arrays it is made of (views, not copies). */
+  pieces?: Uint8Array[];
 }
 
 /**
@@ -92,8 +94,8 @@ function concatBody(pieces: Piece[], sliceBytes: boolean): RequestBody {
   if (pieces.every((p) => ArrayBuffer.isView(p))) {
     const bytes = pieces as Uint8Array[];
     const length = bytes.reduce((n, p) => n + p.length, 0);
-    if (sliceBytes && length >= STREAM_FROM) return { body: pullStream(slices(bytes)), streaming: true, length };
-    return { body: concatBytes(bytes), streaming: false };
+    if (sliceBytes && length >= STREAM_FROM) return { body: pullStream(slices(bytes)), streaming: true, length, pieces: bytes };
+    return { body: concatBytes(bytes), streaming: false, pieces: bytes };
   }
   return { body: new Blob(pieces as (Uint8Array | Blob)[]), streaming: false };
 }
@@ -157,6 +159,7 @@ export function octetStreamBody(data: UploadData, gzip: boolean, sliceBytes: boo
   const body = concatBody([toPiece(data)], sliceBytes);
   if (!gzip) return body;
   const source = body.streaming ? (body.body as ReadableStream<Uint8Array>) : new Blob([body.body as Uint8Array | Blob]).stream();
+  // What is sent is the compressed stream, not the pieces.
   return { body: source.pipeThrough(new CompressionStream('gzip')), streaming: true };
 }
 

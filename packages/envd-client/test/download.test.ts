@@ -124,10 +124,16 @@ describe('streaming downloads', () => {
   });
 });
 
-describe('buffered downloads', () => {
+/** Downloads go over node:http unless the client was given a fetch; both must behave alike. */
+const paths: [string, { fetch?: (input: string, init?: RequestInit) => Promise<Response> }][] = [
+  ['over node:http', {}],
+  ['over fetch', { fetch: (input, init) => fetch(input, init) }],
+];
+
+describe.each(paths)('buffered downloads, %s', (_path, via) => {
   test('text (the default), bytes and blob', async () => {
-    server = await serve((_req, res) => res.writeHead(200, { 'content-length': '6' }).end('héllo'));
-    const c = new EnvdClient({ envdUrl: server.url });
+    server = await serve((_req, res) => res.writeHead(200, { 'content-length': '6', 'content-type': 'text/plain' }).end('héllo'));
+    const c = new EnvdClient({ ...via, envdUrl: server.url });
     await expect(c.download('/f')).resolves.toBe('héllo');
     const bytes = await c.download('/f', { format: 'bytes' });
     expect(Array.from(bytes)).toEqual(Array.from(Buffer.from('héllo')));
@@ -138,7 +144,7 @@ describe('buffered downloads', () => {
 
   test('the format may be chosen at run time', async () => {
     server = await serve((_req, res) => res.writeHead(200, { 'content-length': '2' }).end('ok'));
-    const c = new EnvdClient({ envdUrl: server.url });
+    const c = new EnvdClient({ ...via, envdUrl: server.url });
     const formats = ['text', 'bytes'] as const;
     const results = await Promise.all(formats.map((format) => c.download('/f', { format })));
     expect(results[0]).toBe('ok');
@@ -147,7 +153,7 @@ describe('buffered downloads', () => {
 
   test('an empty file (Content-Length: 0) gives an empty result in every format', async () => {
     server = await serve((_req, res) => res.writeHead(200, { 'content-length': '0', 'content-type': 'application/octet-stream' }).end());
-    const c = new EnvdClient({ envdUrl: server.url });
+    const c = new EnvdClient({ ...via, envdUrl: server.url });
     await expect(c.download('/empty')).resolves.toBe('');
     expect((await c.download('/empty', { format: 'bytes' })).length).toBe(0);
     expect((await c.download('/empty', { format: 'blob' })).size).toBe(0);
@@ -158,14 +164,33 @@ describe('buffered downloads', () => {
 
   test('a file that never comes is a timeout', async () => {
     server = await serve(() => undefined);
-    const c = new EnvdClient({ envdUrl: server.url, requestTimeoutMs: 100 });
+    const c = new EnvdClient({ ...via, envdUrl: server.url, requestTimeoutMs: 100 });
     const err = await c.download('/hang').catch((e: unknown) => e);
     expect(err).toMatchObject({ kind: 'timeout', message: 'GET /files timed out' });
   });
 
+  test('a Node stream gets the whole file; the caller\'s signal still ends it', async () => {
+    server = await fileServer({});
+    const c = new EnvdClient({ ...via, envdUrl: server.url });
+    expect(await sha256Of(await c.download('/big', { format: 'node-stream' }))).toEqual(await sha256Of(generatedBytes(SIZE, 64 * 1024, 5)));
+    const controller = new AbortController();
+    const stream = await c.download('/big', { format: 'node-stream', signal: controller.signal });
+    controller.abort();
+    await expect(sha256Of(stream)).rejects.toMatchObject({ name: 'AbortError' });
+  });
+
+  test('a refused connection is a network error that names the cause', async () => {
+    const closed = await serve(() => undefined);
+    const url = closed.url;
+    await closed.close();
+    const err = await new EnvdClient({ ...via, envdUrl: url }).download('/f').catch((e: unknown) => e);
+    expect(err).toMatchObject({ kind: 'network' });
+    expect((err as Error).message).toMatch(/^GET \/files failed: .*ECONNREFUSED/);
+  });
+
   test("the caller's signal aborts a download", async () => {
     server = await serve(() => undefined);
-    const c = new EnvdClient({ envdUrl: server.url });
+    const c = new EnvdClient({ ...via, envdUrl: server.url });
     const controller = new AbortController();
     setTimeout(() => controller.abort(), 50);
     const err = await c.download('/hang', { signal: controller.signal }).catch((e: unknown) => e);
@@ -173,10 +198,10 @@ describe('buffered downloads', () => {
   });
 });
 
-describe('download errors', () => {
+describe.each(paths)('download errors, %s', (_path, via) => {
   test('a missing file is not_found with envd\'s message', async () => {
     server = await serve((_req, res) => sendJson(res, 404, { code: 404, message: 'path /nope does not exist' }));
-    const err = await new EnvdClient({ envdUrl: server.url }).download('/nope').catch((e: unknown) => e);
+    const err = await new EnvdClient({ ...via, envdUrl: server.url }).download('/nope').catch((e: unknown) => e);
     expect(err).toBeInstanceOf(EnvdHttpError);
     expect(err).toMatchObject({ kind: 'not_found', status: 404, code: 404, serverMessage: 'path /nope does not exist' });
   });
@@ -187,7 +212,7 @@ describe('download errors', () => {
         ? sendJson(res, 400, { code: 400, message: 'path /dir is a directory' })
         : sendJson(res, 406, { code: 406, message: 'unsupported encoding' }),
     );
-    const c = new EnvdClient({ envdUrl: server.url });
+    const c = new EnvdClient({ ...via, envdUrl: server.url });
     await expect(c.download('/dir')).rejects.toMatchObject({ kind: 'bad_request', message: 'GET /files failed with 400: path /dir is a directory' });
     await expect(c.download('/x', { gzip: true })).rejects.toMatchObject({ kind: 'not_acceptable', status: 406 });
   });

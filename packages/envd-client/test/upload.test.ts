@@ -198,9 +198,9 @@ describe('octet-stream uploads', () => {
     expect(r?.headers['x-access-token']).toBe('tok');
   });
 
-  test('bytes of every size arrive intact with their Content-Length, never chunked', async () => {
-    // From 64 KiB on, Node sends bytes as a stream of slices of the caller's
-    // array; below, whole. Either way the length is declared up front.
+  test('bytes of every size arrive intact with their Content-Length, never chunked, without fetch', async () => {
+    // Bytes in memory go straight over node:http, as the caller's arrays
+    // (views, never copied into one); the global fetch is not used.
     const received: { length: string | undefined; chunked: boolean; sha256: string; size: number }[] = [];
     server = await serve(async (req, res) => {
       const h = await sha256Of(req);
@@ -208,22 +208,46 @@ describe('octet-stream uploads', () => {
       sendJson(res, 200, entries([new URL(req.url ?? '/', 'http://x').searchParams.get('path') ?? '?']));
     });
     const c = new EnvdClient({ envdUrl: server.url });
-    const sizes = [64 * 1024 - 1, 64 * 1024, 3 * 1024 * 1024 + 7];
+    const sizes = [0, 64 * 1024 - 1, 64 * 1024, 3 * 1024 * 1024 + 7];
     const payloads = sizes.map((n) => Uint8Array.from({ length: n }, (_, i) => (i * 31 + n) & 0xff));
-    // The global fetch, watched: what kind of body it is handed.
     const builtin = globalThis.fetch;
-    const kinds: string[] = [];
+    let fetched = 0;
     globalThis.fetch = (input, init) => {
-      kinds.push(init?.body instanceof ReadableStream ? 'slices' : 'whole');
+      fetched += 1;
       return builtin(input, init);
     };
     try {
       for (const data of payloads) await c.upload('/data/sized.bin', data, { encoding: 'octet-stream' });
+      await c.upload([{ path: '/data/a.txt', data: 'text' }, { path: '/data/b.bin', data: payloads[3]! }]);
     } finally {
       globalThis.fetch = builtin;
     }
-    expect(kinds).toEqual(['whole', 'slices', 'slices']);
-    expect(received).toEqual(payloads.map((p) => ({ length: String(p.length), chunked: false, sha256: sha256(p), size: p.length })));
+    expect(fetched).toBe(0);
+    expect(received.slice(0, 4)).toEqual(payloads.map((p) => ({ length: String(p.length), chunked: false, sha256: sha256(p), size: p.length })));
+    expect(received[4]).toMatchObject({ chunked: false, length: String(received[4]!.size) });
+  });
+
+  test('gzipped bytes from 64 KiB on go to the built-in fetch as a stream of slices of the caller\'s array', async () => {
+    const received: string[] = [];
+    server = await serve(async (req, res) => {
+      received.push((await sha256Of(req.pipe(createGunzip()))).sha256);
+      sendJson(res, 200, entries(['/data/z.bin']));
+    });
+    const c = new EnvdClient({ envdUrl: server.url });
+    const data = Uint8Array.from({ length: 3 * 1024 * 1024 }, (_, i) => (i * 7) & 0xff);
+    const builtin = globalThis.fetch;
+    const kinds: string[] = [];
+    globalThis.fetch = (input, init) => {
+      kinds.push(init?.body instanceof ReadableStream ? 'stream' : 'whole');
+      return builtin(input, init);
+    };
+    try {
+      await c.upload('/data/z.bin', data, { gzip: true });
+    } finally {
+      globalThis.fetch = builtin;
+    }
+    expect(kinds).toEqual(['stream']);
+    expect(received).toEqual([sha256(data)]);
   });
 
   test('through a fetch of the caller\'s own, bytes go whole: it may not take a stream body', async () => {
@@ -313,6 +337,15 @@ describe('metadata', () => {
 });
 
 describe('upload errors', () => {
+  test('an answer that never comes is a timeout; the caller\'s signal aborts', async () => {
+    server = await serve((req) => void req.resume());
+    const c = new EnvdClient({ envdUrl: server.url, requestTimeoutMs: 100 });
+    await expect(c.upload('/data/t.txt', 'text')).rejects.toMatchObject({ kind: 'timeout', message: 'POST /files timed out' });
+    const controller = new AbortController();
+    setTimeout(() => controller.abort(), 50);
+    await expect(new EnvdClient({ envdUrl: server.url }).upload('/data/t.txt', 'text', { signal: controller.signal })).rejects.toMatchObject({ kind: 'aborted' });
+  });
+
   test('envd {code, message} errors become EnvdHttpError of the matching kind', async () => {
     server = await serve((_req, res) => sendJson(res, 507, { code: 507, message: 'no space left on device' }));
     const err = await new EnvdClient({ envdUrl: server.url }).upload('/f', 'x').catch((e: unknown) => e);
