@@ -36,6 +36,11 @@ function fmt(n) {
   return n >= 100 ? n.toFixed(0) : n >= 10 ? n.toFixed(1) : n.toFixed(2);
 }
 
+/** Three significant digits: a ratio just under its target (0.499) must not print as the target (0.50). */
+function fmtRatio(n) {
+  return n >= 100 ? n.toFixed(0) : n.toPrecision(3);
+}
+
 function markdown(r) {
   const m = r.machine;
   const lines = [
@@ -58,7 +63,7 @@ function markdown(r) {
     const target = x.target ? `${x.target.on === 'ratio' ? 'ratio' : x.unit} ${x.target.op} ${x.target.value}` : '';
     const met = x.met === null ? '' : x.met ? 'yes' : '**no**';
     lines.push(
-      `| ${x.suite} | ${x.name} | ${fmt(x.value.p50)} ${x.unit} | ${fmt(x.value.p95)} | ${x.baselineName ?? '–'} | ${x.baseline ? `${fmt(x.baseline.p50)} ${x.unit}` : '–'} | ${x.ratio === null ? '–' : fmt(x.ratio) + '×'} | ${target} | ${met} |`,
+      `| ${x.suite} | ${x.name} | ${fmt(x.value.p50)} ${x.unit} | ${fmt(x.value.p95)} | ${x.baselineName ?? '–'} | ${x.baseline ? `${fmt(x.baseline.p50)} ${x.unit}` : '–'} | ${x.ratio === null ? '–' : fmtRatio(x.ratio) + '×'} | ${target} | ${met} |`,
     );
   }
   lines.push('', 'Raw numbers: `tools/bench/results/latest.json`.', '');
