@@ -58,6 +58,13 @@ test('write a string, bytes, a stream and several files; read them as text, byte
   expect(await sbx.files.read('w/empty.txt')).toBe('');
 });
 
+test('files of /proc in the sandbox read with their text (they report a size of 0)', async () => {
+  const version = await sbx.files.read('/proc/version');
+  expect(version).toMatch(/^Linux version /);
+  // The sandbox's own pid namespace: its init is envd.
+  expect(await sbx.files.read('/proc/1/cmdline')).toMatch(/node/);
+});
+
 test('metadata written with a file comes back in getInfo', async () => {
   await sbx.files.write('meta.txt', 'm', { metadata: { owner: 'alice', purpose: 'demo' } });
   expect((await sbx.files.getInfo('meta.txt')).metadata).toEqual({ owner: 'alice', purpose: 'demo' });

@@ -3,7 +3,7 @@ import Busboy from 'busboy';
 import { closeSync, createReadStream, createWriteStream, fstatSync, ftruncateSync, openSync, read, readSync, truncateSync, constants as fsc } from 'node:fs';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { basename } from 'node:path';
-import { PassThrough, type Readable } from 'node:stream';
+import { PassThrough, Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { constants as zc, createGunzip, createGzip, gzipSync } from 'node:zlib';
 import { HttpError, fsHttpError } from './errors.js';
@@ -82,24 +82,45 @@ export async function getFile(req: IncomingMessage, res: ServerResponse, params:
     closeSync(fd);
     throw new HttpError(406, 'the file can be sent as gzip or unencoded, and the client accepts neither');
   }
+  // A size of 0 is also what /proc and /sys report for files whose text is
+  // made when read. Those are read to their end and go chunked; a file that
+  // is empty indeed still answers Content-Length: 0.
+  let first: Buffer | undefined;
+  if (size === 0) {
+    first = await readAt(fd, DOWNLOAD_CHUNK, 0).catch((err: unknown) => {
+      closeSync(fd);
+      throw fsHttpError(err, target);
+    });
+    if (first.length === 0) first = undefined;
+  }
   // Accept-Encoding states what the client can take, not what it needs:
   // compress only what compresses. Gzip of incompressible data runs at a
-  // few tens of MB/s and would make every download slow.
-  const useGzip = enc.gzip && size > 0 && (!enc.identity || compresses(fd, size));
+  // few tens of MB/s and would make every download slow. (An empty file is
+  // sent as it is whatever the client said: there is nothing to encode.)
+  const useGzip = enc.gzip && (first ? !enc.identity : size > 0 && (!enc.identity || compresses(fd, size)));
   res.statusCode = 200;
   res.setHeader('Content-Type', 'application/octet-stream');
   res.setHeader('Content-Disposition', `attachment; filename*=UTF-8''${encodeURIComponent(basename(target))}`);
   res.setHeader('Vary', 'Accept-Encoding');
   if (useGzip) res.setHeader('Content-Encoding', 'gzip');
-  else res.setHeader('Content-Length', size);
+  else if (!first) res.setHeader('Content-Length', size);
+  if (first) {
+    const head = first;
+    const rest = createReadStream('', { fd, start: head.length, highWaterMark: DOWNLOAD_CHUNK });
+    const source = Readable.from(
+      (async function* () {
+        yield head;
+        yield* rest;
+      })(),
+    );
+    await pipeline(useGzip ? [source, createGzip({ level: zc.Z_BEST_SPEED }), res] : [source, res]).catch(() => {
+      // The client went away, or the file could not be read on: the transfer ends unfinished.
+    });
+    return;
+  }
   // What the file held when it was opened, and no more: Content-Length
   // promised that many bytes, and reading to the end of a file that is
   // still growing would send others.
-  if (size === 0) {
-    closeSync(fd);
-    res.end();
-    return;
-  }
   if (!useGzip && size <= DOWNLOAD_CHUNK) {
     await sendWhole(res, fd, size, target);
     return;
@@ -108,6 +129,13 @@ export async function getFile(req: IncomingMessage, res: ServerResponse, params:
   await pipeline(useGzip ? [source, createGzip({ level: zc.Z_BEST_SPEED }), res] : [source, res]).catch(() => {
     // The client went away; the stream closed the file.
   });
+}
+
+/** Up to `max` bytes of `fd` from `position`: fewer at its end, none past it. */
+async function readAt(fd: number, max: number, position: number): Promise<Buffer> {
+  const buf = Buffer.allocUnsafe(max);
+  const n = await new Promise<number>((resolve, reject) => read(fd, buf, 0, max, position, (err, bytes) => (err ? reject(err) : resolve(bytes))));
+  return buf.subarray(0, n);
 }
 
 /**

@@ -173,6 +173,22 @@ describe('files', () => {
     expect(await got.text()).toBe('');
   });
 
+  test('files of /proc, which report a size of 0, download whole (chunked), gzipped too', async () => {
+    for (const file of ['/proc/version', '/proc/self/status']) {
+      const got = await fetch(url('/files', { path: file }), { headers: { ...auth(), 'accept-encoding': 'identity' } });
+      expect(got.status).toBe(200);
+      expect(got.headers.get('content-length')).toBeNull();
+      const text = await got.text();
+      expect(text.length).toBeGreaterThan(0);
+      if (file === '/proc/version') expect(text).toBe(readFileSync(file, 'utf8'));
+      else expect(text).toMatch(/^Name:\s+node/m);
+    }
+    // Identity is acceptable unless refused; refused, the text comes gzipped.
+    const zipped = await fetch(url('/files', { path: '/proc/version' }), { headers: { ...auth(), 'accept-encoding': 'gzip, identity;q=0' } });
+    expect(zipped.headers.get('content-encoding')).toBe('gzip');
+    expect(await zipped.text()).toBe(readFileSync('/proc/version', 'utf8'));
+  });
+
   test('files up to one read (1 MiB) and just over it download exactly, with their length', async () => {
     // Up to 1 MiB a download is one read and one write; above, a stream of reads.
     for (const size of [1, MiB - 1, MiB, MiB + 1, 3 * MiB + 5]) {
