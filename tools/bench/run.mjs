@@ -7,21 +7,16 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { machine } from './lib.mjs';
-import { envdSuite } from './suites/envd.mjs';
-import { runtimeSuite } from './suites/runtime.mjs';
-import { sdkSuite } from './suites/sdk.mjs';
-import { serverSuite } from './suites/server.mjs';
-
-const suites = { sdk: sdkSuite, envd: envdSuite, runtime: runtimeSuite, server: serverSuite };
+import { runSuiteProcess, suiteNames } from './suite-process.mjs';
 
 const { values } = parseArgs({ options: { quick: { type: 'boolean', default: false }, only: { type: 'string' } } });
-const selected = values.only ? values.only.split(',') : Object.keys(suites);
-for (const name of selected) if (!suites[name]) throw new Error(`unknown suite '${name}' (have: ${Object.keys(suites).join(', ')})`);
+const selected = values.only ? values.only.split(',') : suiteNames;
+for (const name of selected) if (!suiteNames.includes(name)) throw new Error(`unknown suite '${name}' (have: ${suiteNames.join(', ')})`);
 
-const log = (msg) => process.stderr.write(`[bench] ${msg}\n`);
 const started = new Date();
 const rows = [];
-for (const name of selected) rows.push(...(await suites[name]({ quick: values.quick, log })));
+// Each suite in a fresh process: what one suite leaves in memory must not weigh on the next one's baselines.
+for (const name of selected) rows.push(...(await runSuiteProcess(name, { quick: values.quick })));
 
 const result = { date: started.toISOString(), quick: values.quick, machine: machine(), rows };
 const root = new URL('../..', import.meta.url).pathname;
@@ -54,7 +49,8 @@ function markdown(r) {
     'Rows with a ratio target measure Paddock and its baseline in alternation (A B, B A, ...), so that the',
     "shared machine's slow moments fall on both alike and the ratio holds still between runs.",
     'The service runs in a process of its own, with the node options `paddock start` uses; in the SDK',
-    'comparison each SDK runs in a process of its own too, as in a user\'s program.',
+    'comparison each SDK runs in a process of its own too, as in a user\'s program. Each suite starts in a',
+    'fresh process, so that what one suite left in memory does not slow the next one\'s local baselines.',
     '',
     '| suite | benchmark | Paddock p50 | p95 | baseline | baseline p50 | ratio | target | met |',
     '|---|---|---|---|---|---|---|---|---|',

@@ -1,0 +1,41 @@
+// Runs one benchmark suite in a process of its own and sends its rows to the
+// parent (run.mjs). A suite that moved hundreds of MiB leaves a big heap
+// behind, and every local spawn of the next suite's baselines forks that
+// heap's page tables: in one shared process the envd suite's `bash -l -c
+// true` baseline went from 5 to 13 ms between two runs.
+//
+//   const rows = await runSuiteProcess('envd', { quick })
+import { fork } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+
+export const suiteNames = ['sdk', 'envd', 'runtime', 'server'];
+
+const self = fileURLToPath(import.meta.url);
+
+export function runSuiteProcess(name, { quick }) {
+  return new Promise((resolve, reject) => {
+    const child = fork(self, ['--suite', name, ...(quick ? ['--quick'] : [])], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+    let rows;
+    child.once('message', (m) => (rows = m.rows));
+    child.once('error', reject);
+    child.once('exit', (code, signal) => {
+      if (code === 0 && rows) resolve(rows);
+      else reject(new Error(`suite '${name}' ended with ${signal ?? `code ${code}`} before it reported its rows`));
+    });
+  });
+}
+
+async function main(name, quick) {
+  const modules = {
+    sdk: async () => (await import('./suites/sdk.mjs')).sdkSuite,
+    envd: async () => (await import('./suites/envd.mjs')).envdSuite,
+    runtime: async () => (await import('./suites/runtime.mjs')).runtimeSuite,
+    server: async () => (await import('./suites/server.mjs')).serverSuite,
+  };
+  const suite = await modules[name]();
+  const log = (msg) => process.stderr.write(`[bench] ${msg}\n`);
+  const rows = await suite({ quick, log });
+  process.send({ rows }, () => process.disconnect());
+}
+
+if (process.argv[1] === self && process.argv[2] === '--suite') await main(process.argv[3], process.argv.includes('--quick'));
