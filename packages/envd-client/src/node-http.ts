@@ -1,7 +1,7 @@
 // Requests over node:http(s) for the client's own plumbing: the Connect
 // transport and the /files endpoints. In Node, fetch (undici) moves a body
 // through web streams and promises chunk by chunk; for a 1 MiB download
-// through the sandbox proxy that cost about 11 ms of client CPU, against 2 ms
+// through the sandbox proxy that cost 11-13 ms of client CPU, against 2-4 ms
 // for the same GET with node:http.
 //
 // Both functions fail with the signal's reason once it has fired (so a

@@ -5,7 +5,7 @@
 // envelopes, compression, parsing) and ends it by aborting a signal with a
 // fresh ConnectError. For the short calls an SDK makes all the time that is
 // most of the client's work: starting `bash -l -c true` in a sandbox through
-// the proxy cost 1.8-1.9 ms of client CPU per call with connect-node, 1.2-1.3
+// the proxy cost 1.8-1.9 ms of client CPU per call with connect-node, 1.0-1.3
 // ms with this transport, and 0.7 ms as a bare node:http request.
 //
 // Here a unary or server-streaming call is one request whose body is known up
