@@ -179,9 +179,10 @@ export function createEnvd(config: EnvdConfig = {}): Envd {
 
   function handle(req: IncomingMessage, res: ServerResponse): void {
     const path = (req.url ?? '/').split('?')[0]!;
-    if ((path === '/process.Process/Start' || path === '/process.Process/Connect') && servesDirectly(req)) {
+    const format = path === '/process.Process/Start' || path === '/process.Process/Connect' ? servesDirectly(req) : undefined;
+    if (format) {
       const method = path === '/process.Process/Start' ? 'start' : 'connect';
-      serveProcessStream(req, res, method, calls, tokenOk(req)).catch((err: unknown) => {
+      serveProcessStream(req, res, method, calls, tokenOk(req), format).catch((err: unknown) => {
         log.error('request failed', { method: req.method, url: req.url, error: String(err) });
         res.destroy();
       });

@@ -1,12 +1,13 @@
-// envd's own writer of binary Start and Connect streams (process-stream.ts):
-// its data frames are byte for byte what protobuf-es and connect write, and
-// requests it cannot take end as connect ends them.
-import { create, toBinary } from '@bufbuild/protobuf';
+// envd's own writer of Start and Connect streams (process-stream.ts), in
+// both of Connect's formats: its data frames are byte for byte what
+// protobuf-es and connect write, and requests it cannot take end as connect
+// ends them.
+import { create, toBinary, toJsonString } from '@bufbuild/protobuf';
 import { Code } from '@connectrpc/connect';
 import { encodeEnvelope } from '@connectrpc/connect/protocol';
 import { endStreamFromJson } from '@connectrpc/connect/protocol-connect';
 import { ConnectResponseSchema, StartRequestSchema, StartResponseSchema } from '@paddock/models';
-import { dataFrameHeader } from '../src/process-stream.js';
+import { dataFrameHeader, jsonDataFrame } from '../src/process-stream.js';
 import { processes, startEnvd, type RunningEnvd } from './harness.js';
 
 describe('data frames', () => {
@@ -25,6 +26,28 @@ describe('data frames', () => {
       }
     });
   }
+});
+
+describe('JSON data frames', () => {
+  const sizes = [0, 1, 2, 3, 4, 57, 1000, 65_536, 3_000_000];
+  for (const stream of ['stdout', 'stderr', 'pty'] as const) {
+    test(`a ${stream} frame equals the envelope of the JSON protobuf-es writes, for every length`, () => {
+      for (const size of sizes) {
+        const bytes = new Uint8Array(size).map((_, i) => (i * 7) % 256);
+        const event = { event: { case: 'data' as const, value: { output: { case: stream, value: bytes } } } };
+        const json = (text: string) => encodeEnvelope(0, new TextEncoder().encode(text));
+        expect(Buffer.compare(jsonDataFrame(stream, bytes), json(toJsonString(StartResponseSchema, create(StartResponseSchema, { event }))))).toBe(0);
+        expect(Buffer.compare(jsonDataFrame(stream, bytes), json(toJsonString(ConnectResponseSchema, create(ConnectResponseSchema, { event }))))).toBe(0);
+      }
+    });
+  }
+
+  test('a view into a larger buffer encodes only its own bytes', () => {
+    const whole = new Uint8Array([1, 2, 3, 4, 5, 6]);
+    const event = { event: { case: 'data' as const, value: { output: { case: 'stdout' as const, value: whole.subarray(2, 5) } } } };
+    const expected = encodeEnvelope(0, new TextEncoder().encode(toJsonString(StartResponseSchema, create(StartResponseSchema, { event }))));
+    expect(Buffer.compare(jsonDataFrame('stdout', whole.subarray(2, 5)), expected)).toBe(0);
+  });
 });
 
 describe('requests', () => {
@@ -99,5 +122,40 @@ describe('requests', () => {
       if (ev.case === 'data' && ev.value.output.case === 'stdout') out += Buffer.from(ev.value.output.value).toString();
     }
     expect(out).toBe('done\n');
+  });
+
+  /** POSTs `body` to Start in JSON; returns the status, content type, the data and the end-of-stream message. */
+  async function startJson(body: string, headers: Record<string, string> = {}) {
+    const res = await fetch(`${envd.url}/process.Process/Start`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/connect+json', 'x-access-token': envd.token!, ...headers },
+      body: encodeEnvelope(0, new TextEncoder().encode(body)),
+    });
+    const bytes = new Uint8Array(await res.arrayBuffer());
+    const messages: { flags: number; json: unknown }[] = [];
+    for (let at = 0; at < bytes.length; ) {
+      const length = new DataView(bytes.buffer, at + 1, 4).getUint32(0);
+      messages.push({ flags: bytes[at]!, json: JSON.parse(new TextDecoder().decode(bytes.subarray(at + 5, at + 5 + length))) });
+      at += 5 + length;
+    }
+    return { status: res.status, type: res.headers.get('content-type'), messages };
+  }
+
+  test('in JSON, as the e2b SDK sends it: start, output in base64, end, an empty end-of-stream', async () => {
+    const r = await startJson(JSON.stringify({ process: { cmd: '/bin/sh', args: ['-c', 'printf hi'] }, futureField: 1 }));
+    expect(r.status).toBe(200);
+    expect(r.type).toBe('application/connect+json');
+    const [start, ...rest] = r.messages;
+    expect(start).toMatchObject({ flags: 0, json: { event: { start: { pid: expect.any(Number) } } } });
+    expect(rest).toContainEqual({ flags: 0, json: { event: { data: { stdout: Buffer.from('hi').toString('base64') } } } });
+    expect(rest.at(-2)).toMatchObject({ flags: 0, json: { event: { end: { exited: true, status: 'exit status 0' } } } });
+    expect(rest.at(-1)).toEqual({ flags: 2, json: {} });
+  });
+
+  test('in JSON, a body that is not a StartRequest is invalid_argument', async () => {
+    for (const body of ['{"process":', '{"process":{"cmd":7}}']) {
+      const r = await startJson(body);
+      expect(r.messages.at(-1)).toMatchObject({ flags: 2, json: { error: { code: 'invalid_argument', message: expect.stringContaining('process.StartRequest') } } });
+    }
   });
 });
