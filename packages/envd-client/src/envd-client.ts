@@ -5,7 +5,7 @@ import { Filesystem, Process, type envd } from '@paddock/models';
 import { EnvdArgumentError, EnvdHttpError, errorFromFailure, errorFromResponse } from './errors.js';
 import { connectionHeaders, envdInterceptor, type EnvdHeaderConfig } from './headers.js';
 import { metadataHeaders } from './metadata.js';
-import { readBody, sendRequest } from './node-http.js';
+import { headersOf, readBody, sendRequest } from './node-http.js';
 import { createNodeTransport } from './node-transport.js';
 import { endpointUrl, fileUrl, filesQuery } from './signature.js';
 import { builtinFetchSlicesBytes, isInMemory, multipartBody, newBoundary, octetStreamBody, type RequestBody, type UploadData } from './upload-body.js';
@@ -390,11 +390,9 @@ function isOk(res: IncomingMessage): boolean {
 /** A node:http answer, body read whole, as a fetch Response: for what reads a Response (errors, JSON). */
 async function asResponse(res: IncomingMessage, signal: AbortSignal): Promise<Response> {
   const body = await readBody(res, signal);
-  const headers = new Headers();
-  for (let i = 0; i < res.rawHeaders.length; i += 2) headers.append(res.rawHeaders[i]!, res.rawHeaders[i + 1]!);
   const status = res.statusCode ?? 0;
   // A Response cannot carry a body with 204/304; envd sends none with them anyway.
-  return new Response(status === 204 || status === 304 ? null : body, { status, statusText: res.statusMessage, headers });
+  return new Response(status === 204 || status === 304 ? null : body, { status, statusText: res.statusMessage, headers: headersOf(res) });
 }
 
 function emptyStream(): ReadableStream<Uint8Array> {

@@ -96,3 +96,11 @@ export function readBody(res: IncomingMessage, signal: AbortSignal): Promise<Uin
     });
   });
 }
+
+/** The headers of a node:http answer as a fetch Headers, repeated ones kept. */
+export function headersOf(res: IncomingMessage): Headers {
+  const headers = new Headers();
+  const raw = res.rawHeaders;
+  for (let i = 0; i < raw.length; i += 2) headers.append(raw[i]!, raw[i + 1]!);
+  return headers;
+}

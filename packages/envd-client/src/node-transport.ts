@@ -36,7 +36,7 @@ import {
 } from '@connectrpc/connect/protocol';
 import { endStreamFlag, endStreamFromJson, errorFromJsonBytes, requestHeader, trailerDemux, validateResponse } from '@connectrpc/connect/protocol-connect';
 import type { IncomingMessage } from 'node:http';
-import { readBody, sendRequest } from './node-http.js';
+import { headersOf, readBody, sendRequest } from './node-http.js';
 
 export interface NodeTransportOptions {
   baseUrl: string;
@@ -246,13 +246,6 @@ function send(url: string, header: Headers, body: Uint8Array, signal: AbortSigna
   return sendRequest(url, { method: 'POST', headers, body, signal }).catch((err: unknown) => {
     throw signal.aborted ? err : fromNodeError(err as Error);
   });
-}
-
-function headersOf(res: IncomingMessage): Headers {
-  const headers = new Headers();
-  const raw = res.rawHeaders;
-  for (let i = 0; i < raw.length; i += 2) headers.append(raw[i]!, raw[i + 1]!);
-  return headers;
 }
 
 interface StreamHandlers<M> {

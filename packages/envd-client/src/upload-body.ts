@@ -73,7 +73,8 @@ export function isInMemory(data: UploadData): boolean {
 }
 
 export interface RequestBody {
-  body: Uint8Array | Blob | ReadableStream<Uint8Array>;
+  /** The body as fetch takes it (made when read, where that costs a copy). */
+  readonly body: Uint8Array | Blob | ReadableStream<Uint8Array>;
   /** fetch needs `duplex: 'half'` for a stream body. */
   streaming: boolean;
   /** Byte length of a stream body known in advance: sent as Content-Length instead of chunked. */
@@ -95,7 +96,14 @@ function concatBody(pieces: Piece[], sliceBytes: boolean): RequestBody {
     const bytes = pieces as Uint8Array[];
     const length = bytes.reduce((n, p) => n + p.length, 0);
     if (sliceBytes && length >= STREAM_FROM) return { body: pullStream(slices(bytes)), streaming: true, length, pieces: bytes };
-    return { body: concatBytes(bytes), streaming: false, pieces: bytes };
+    // Joined only if fetch sends it: over node:http the pieces go as they are.
+    return {
+      get body() {
+        return concatBytes(bytes);
+      },
+      streaming: false,
+      pieces: bytes,
+    };
   }
   return { body: new Blob(pieces as (Uint8Array | Blob)[]), streaming: false };
 }

@@ -156,6 +156,9 @@ function requestMessage(body: Buffer): Uint8Array {
   return body.subarray(5);
 }
 
+/** Responses whose writes are held until the end of this turn. */
+const held = new WeakSet<ServerResponse>();
+
 /**
  * Holds back what is written to `res` until the end of this turn of the event
  * loop, so that events that come together (a command's last output, its end
@@ -163,7 +166,7 @@ function requestMessage(body: Buffer): Uint8Array {
  * HTTP/2's response (which shares this handler) frames them itself and has
  * no cork.
  */
-function holdUntilTurnEnds(res: ServerResponse, held: WeakSet<ServerResponse>): void {
+function holdUntilTurnEnds(res: ServerResponse): void {
   if (!res.cork || held.has(res)) return;
   held.add(res);
   res.cork();
@@ -174,11 +177,9 @@ function holdUntilTurnEnds(res: ServerResponse, held: WeakSet<ServerResponse>): 
   });
 }
 
-const heldResponses = new WeakSet<ServerResponse>();
-
 /** Writes `parts` to the response; resolves when more may be written. */
 function write(res: ServerResponse, parts: Uint8Array[]): Promise<void> | undefined {
-  holdUntilTurnEnds(res, heldResponses);
+  holdUntilTurnEnds(res);
   let ok = true;
   for (const p of parts) ok = res.write(p);
   if (ok || res.destroyed) return undefined;
