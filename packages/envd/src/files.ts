@@ -1,9 +1,9 @@
 // GET and POST /files: file contents over plain HTTP, streamed both ways.
 import Busboy from 'busboy';
-import { closeSync, createReadStream, createWriteStream, fstatSync, ftruncateSync, openSync, read, readSync, truncateSync, constants as fsc } from 'node:fs';
+import { closeSync, createReadStream, fstatSync, ftruncateSync, openSync, read, readSync, writev, constants as fsc } from 'node:fs';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { basename } from 'node:path';
-import { PassThrough, Readable } from 'node:stream';
+import { PassThrough, Readable, Writable, finished } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { constants as zc, createGunzip, createGzip, gzipSync } from 'node:zlib';
 import { HttpError, fsHttpError } from './errors.js';
@@ -21,6 +21,15 @@ const READ_CHUNK = 256 * 1024;
  * find the end of the file).
  */
 const DOWNLOAD_CHUNK = 1024 * 1024;
+
+/**
+ * Writes of an upload. What one socket read brings is 64 KiB, and written as
+ * it comes each of those is a round trip to libuv's thread pool; the trips
+ * cost more than the copies. Gathered into 1 MiB writes, a MiB uploaded cost
+ * envd a quarter less CPU (0.87 against 1.12-1.17 ms, measured against a
+ * bare Node server receiving 1 MiB bodies).
+ */
+const WRITE_BATCH = 1024 * 1024;
 
 interface WrittenEntry {
   name: string;
@@ -163,6 +172,102 @@ async function sendWhole(res: ServerResponse, fd: number, size: number, target: 
   else res.end(buf);
 }
 
+/**
+ * Writes what it is given to `fd` from offset 0, in writes of WRITE_BATCH
+ * bytes (the last may be shorter). The file descriptor stays the caller's;
+ * once the writer has closed, no write of it is under way.
+ */
+class BatchedFileWriter extends Writable {
+  #chunks: Buffer[] = [];
+  #size = 0;
+  #writing: Promise<void> | undefined;
+  /** Bytes that reached the file. */
+  bytesWritten = 0;
+
+  constructor(private readonly fd: number) {
+    super({ highWaterMark: WRITE_BATCH });
+  }
+
+  override _write(chunk: Buffer, _encoding: BufferEncoding, done: (err?: Error | null) => void): void {
+    this.#chunks.push(chunk);
+    this.#size += chunk.length;
+    if (this.#size < WRITE_BATCH) done();
+    else this.#flush(done);
+  }
+
+  override _final(done: (err?: Error | null) => void): void {
+    this.#flush(done);
+  }
+
+  override _destroy(err: Error | null, done: (err?: Error | null) => void): void {
+    // The caller closes the descriptor once this writer has closed: a write
+    // still queued for the thread pool must not find the number reused.
+    if (this.#writing) void this.#writing.then(() => done(err));
+    else done(err);
+  }
+
+  #flush(done: (err?: Error | null) => void): void {
+    const chunks = this.#chunks;
+    this.#chunks = [];
+    this.#size = 0;
+    if (chunks.length === 0) {
+      done();
+      return;
+    }
+    this.#writing = this.#writeAll(chunks).then(
+      () => {
+        this.#writing = undefined;
+        done();
+      },
+      (err: Error) => {
+        this.#writing = undefined;
+        done(err);
+      },
+    );
+  }
+
+  async #writeAll(chunks: Buffer[]): Promise<void> {
+    let rest = chunks;
+    while (rest.length > 0) {
+      const n = await new Promise<number>((resolve, reject) => writev(this.fd, rest, this.bytesWritten, (err, written) => (err ? reject(err) : resolve(written))));
+      this.bytesWritten += n;
+      // A short write (a full disk says so at the next one): go on from where it stopped.
+      let skip = n;
+      while (rest.length > 0 && skip >= rest[0]!.length) skip -= rest.shift()!.length;
+      if (skip > 0) rest = [rest[0]!.subarray(skip), ...rest.slice(1)];
+    }
+  }
+}
+
+/**
+ * Pipes `body` into `out`; settles once `out` has finished, or with the first
+ * failure of either. Unlike `pipeline`, a failure of `out` (a full disk)
+ * leaves `body` to be read to its end and dropped. That was found with a full
+ * disk: `pipeline` destroyed the request half read, the kept-alive connection
+ * stalled, and the client waited for an answer that never came.
+ */
+function pour(body: Readable, out: Writable): Promise<void> {
+  return new Promise((resolve, reject) => {
+    // A body that fails or stops short fails the file.
+    const stopWatchingBody = finished(body, (err) => {
+      if (err) out.destroy(err);
+    });
+    finished(out, (err) => {
+      stopWatchingBody();
+      if (!err) {
+        resolve();
+        return;
+      }
+      body.unpipe(out);
+      // The answer is decided; what else the body does has nowhere to go.
+      body.on('error', () => {});
+      body.resume();
+      reject(err);
+    });
+    body.pipe(out);
+  });
+}
+
 async function writeOne(body: Readable, target: string, user: User, metadata: Record<string, string> | undefined): Promise<WrittenEntry> {
   let fd: number;
   try {
@@ -171,33 +276,32 @@ async function writeOne(body: Readable, target: string, user: User, metadata: Re
     body.resume();
     throw fsHttpError(err, target);
   }
-  // The file stays open after the last write: openForWrite left the cut to
-  // its new length to us, and it must happen before anyone can see the file
-  // closed with the tail of what it held before.
-  const out = createWriteStream('', { fd, highWaterMark: READ_CHUNK, autoClose: false });
+  // The file is cut to its new length after the last write, not at open: it
+  // must not be seen closed with the tail of what it held before, and on
+  // ext4 a file cut to nothing and written again is flushed to disk when it
+  // is closed, which made a rewrite of 1 MiB take a millisecond more.
+  const out = new BatchedFileWriter(fd);
+  let failure: unknown;
   try {
-    await pipeline(body, out);
+    await pour(body, out);
   } catch (err) {
-    // A failed stream closes its file itself. What was written is the file
-    // then, as if it had been truncated at open.
     if (!out.closed) await new Promise<void>((resolve) => out.destroy().once('close', () => resolve()));
-    try {
-      truncateSync(target, out.bytesWritten);
-    } catch {
-      // Gone meanwhile: nothing to cut.
-    }
-    if ((err as NodeJS.ErrnoException).code === 'Z_DATA_ERROR') throw new HttpError(400, 'the request body is not valid gzip');
-    throw fsHttpError(err, target);
+    failure = err;
   }
   try {
     try {
+      // After a failure what was written is the file, as if it had been cut at open.
       ftruncateSync(fd, out.bytesWritten);
     } finally {
       closeSync(fd);
     }
-    if (metadata) writeMetadata(target, metadata);
+    if (failure === undefined && metadata) writeMetadata(target, metadata);
   } catch (err) {
-    throw fsHttpError(err, target);
+    failure ??= err;
+  }
+  if (failure !== undefined) {
+    if ((failure as NodeJS.ErrnoException).code === 'Z_DATA_ERROR') throw new HttpError(400, 'the request body is not valid gzip');
+    throw fsHttpError(failure, target);
   }
   return { name: basename(target), path: target, type: 'file', ...(metadata ? { metadata } : {}) };
 }
@@ -273,15 +377,23 @@ function multipart(req: IncomingMessage, body: Readable, params: URLSearchParams
 }
 
 export async function postFile(req: IncomingMessage, res: ServerResponse, params: URLSearchParams, user: User): Promise<void> {
-  const metadata = metadataFromHeaders(req.headers);
-  const body = decodedBody(req);
-  const type = (req.headers['content-type'] ?? '').toLowerCase();
   let written: WrittenEntry[];
-  if (type.startsWith('multipart/form-data')) {
-    written = await multipart(req, body, params, user, metadata);
-  } else {
-    const target = resolveUserPath(requirePath(params), user);
-    written = [await writeOne(body, target, user, metadata)];
+  try {
+    const metadata = metadataFromHeaders(req.headers);
+    const body = decodedBody(req);
+    const type = (req.headers['content-type'] ?? '').toLowerCase();
+    if (type.startsWith('multipart/form-data')) {
+      written = await multipart(req, body, params, user, metadata);
+    } else {
+      const target = resolveUserPath(requirePath(params), user);
+      written = [await writeOne(body, target, user, metadata)];
+    }
+  } catch (err) {
+    // What is left of the request is read and dropped, so that the answer
+    // reaches the client and the connection can serve the next request.
+    req.unpipe();
+    req.resume();
+    throw err;
   }
   const json = JSON.stringify(written);
   res.writeHead(200, { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(json) });

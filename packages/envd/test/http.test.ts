@@ -1,4 +1,5 @@
 // envd's plain HTTP routes: health, metrics, envs, init and files.
+import { execFileSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { createReadStream, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { request } from 'node:http';
@@ -152,17 +153,45 @@ describe('files', () => {
     }
   });
 
-  test('a failed rewrite leaves what was written, none of what the file held before', async () => {
+  test('a failed rewrite leaves what was written, none of what the file held before; every answer comes', async () => {
     const path = join(envd.home.user, 'failed.bin');
-    writeFileSync(path, randomBytes(MiB));
-    // Valid gzip of 256 KiB, then garbage: the first part is written, then the body fails.
+    // Valid gzip of 256 KiB, then 8 MiB of garbage: the first part is written, then the body
+    // fails with most of the request still unread, which is dropped so that the answer comes.
     const part = randomBytes(256 * 1024);
-    const body = Buffer.concat([gzipSync(part).subarray(0, -8), Buffer.from('not the end of a gzip stream')]);
-    const res = await post({ path: 'failed.bin' }, body, { 'content-encoding': 'gzip' });
-    expect(res.status).toBe(400);
-    const left = readFileSync(path);
-    expect(left.length).toBeLessThanOrEqual(part.length);
-    expect(left.equals(part.subarray(0, left.length))).toBe(true);
+    const body = Buffer.concat([gzipSync(part).subarray(0, -8), Buffer.from('not the end of a gzip stream'), randomBytes(8 * MiB)]);
+    for (let round = 0; round < 6; round++) {
+      writeFileSync(path, randomBytes(MiB));
+      const res = await post({ path: 'failed.bin' }, body, { 'content-encoding': 'gzip' });
+      expect([res.status, await res.json()]).toEqual([400, { code: 400, message: 'the request body is not valid gzip' }]);
+      const left = readFileSync(path);
+      expect(left.length).toBeLessThanOrEqual(part.length);
+      expect(left.equals(part.subarray(0, left.length))).toBe(true);
+    }
+  });
+
+  test('a full disk is 507 naming the file, which keeps what fit of the upload; a smaller one then succeeds', async () => {
+    // A filesystem of 1.5 MiB under the user's home (envd runs as root here, as in a sandbox):
+    // uploads are written 1 MiB at a time, so the second write is cut short and the third fails.
+    const dir = join(envd.home.user, 'small-disk');
+    mkdirSync(dir);
+    execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=1536k,uid=1000,gid=1000', 'tmpfs', dir]);
+    try {
+      // Each answer must come, on a kept-alive connection too: once a request left half read
+      // held its connection, and every second upload waited for an answer forever.
+      const content = randomBytes(40 * MiB);
+      for (let round = 0; round < 6; round++) {
+        for (const size of [3 * MiB, 40 * MiB]) {
+          const res = await post({ path: 'small-disk/big.bin' }, content.subarray(0, size));
+          expect([res.status, await res.json()]).toEqual([507, { code: 507, message: `no space left on device writing '${join(dir, 'big.bin')}'` }]);
+          expect(readFileSync(join(dir, 'big.bin')).equals(content.subarray(0, 1536 * 1024))).toBe(true);
+        }
+      }
+      // The space is there again once the file is small.
+      expect((await post({ path: 'small-disk/big.bin' }, 'fits')).status).toBe(200);
+      expect(readFileSync(join(dir, 'big.bin'), 'utf8')).toBe('fits');
+    } finally {
+      execFileSync('umount', [dir]);
+    }
   });
 
   test('an empty file downloads with content-length 0', async () => {
