@@ -3,6 +3,7 @@ import { execFileSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { createReadStream, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { request } from 'node:http';
+import { connect } from 'node:http2';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
@@ -227,6 +228,40 @@ describe('files', () => {
       expect(got.status).toBe(200);
       expect(got.headers.get('content-length')).toBe(String(size));
       expect(Buffer.from(await got.arrayBuffer()).equals(content)).toBe(true);
+    }
+  });
+
+  test('a client that reads slowly gets every byte as it was, over HTTP/1.1 and h2c', async () => {
+    // Its socket stays full, so what envd writes waits in Node by reference: a buffer
+    // filled again before its bytes had left would send other bytes in their place.
+    const content = randomBytes(12 * MiB + 5);
+    writeFileSync(join(envd.home.user, 'slow.bin'), content);
+    const slowly = (res: Readable, done: (body: Buffer) => void) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => {
+        chunks.push(c);
+        res.pause();
+        setTimeout(() => res.resume(), 1);
+      });
+      res.on('end', () => done(Buffer.concat(chunks)));
+    };
+    const overHttp1 = await new Promise<Buffer>((resolve, reject) => {
+      request(url('/files', { path: 'slow.bin' }), { headers: { ...auth(), 'accept-encoding': 'identity' } }, (res) => slowly(res, resolve))
+        .on('error', reject)
+        .end();
+    });
+    expect(overHttp1.equals(content)).toBe(true);
+    const session = connect(envd.url);
+    try {
+      const overH2c = await new Promise<Buffer>((resolve, reject) => {
+        const stream = session.request({ ':path': `/files?${new URLSearchParams({ path: 'slow.bin' })}`, ...auth() });
+        stream.on('error', reject);
+        slowly(stream, resolve);
+        stream.end();
+      });
+      expect(overH2c.equals(content)).toBe(true);
+    } finally {
+      session.close();
     }
   });
 
