@@ -100,7 +100,7 @@ export class Runc {
     try {
       const state = await this.state(id);
       if (!state) return;
-      if (state.status === 'running' && (await this.killAndWait(id, state.pid))) {
+      if (state.status === 'running' && (await this.killAndWait(state.pid))) {
         try {
           await this.call(['delete', id]);
           return;
@@ -115,14 +115,18 @@ export class Runc {
     }
   }
 
-  /** SIGKILL to the container's init; true once that process is gone (within `waitMs`). */
-  private async killAndWait(id: string, pid: number, waitMs = 2_000): Promise<boolean> {
+  /**
+   * SIGKILL to the container's init; true once that process is gone (within
+   * `waitMs`). The signal is sent here rather than by `runc kill`, which does
+   * no more for a running container and cost a process start (6-11 ms here).
+   */
+  private async killAndWait(pid: number, waitMs = 2_000): Promise<boolean> {
     const started = processStart(pid);
     if (started === undefined) return true;
     try {
-      await this.call(['kill', id, 'KILL']);
+      process.kill(pid, 'SIGKILL');
     } catch {
-      // Stopped meanwhile, or runc could not signal it: the check below decides.
+      // Gone meanwhile: the check below sees it.
     }
     const deadline = Date.now() + waitMs;
     for (let pause = 1; ; pause = Math.min(pause * 2, 20)) {
