@@ -130,16 +130,12 @@ export async function getFile(req: IncomingMessage, res: ServerResponse, params:
   // What the file held when it was opened, and no more: Content-Length
   // promised that many bytes, and reading to the end of a file that is
   // still growing would send others.
-  if (!useGzip && size <= DOWNLOAD_CHUNK) {
-    await sendWhole(res, fd, size, target);
-    return;
-  }
   if (!useGzip) {
-    await sendRange(res, fd, size, target);
+    await (size <= DOWNLOAD_CHUNK ? sendWhole(res, fd, size, target) : sendRange(res, fd, size, target));
     return;
   }
   const source = createReadStream('', { fd, start: 0, end: size - 1, highWaterMark: DOWNLOAD_CHUNK });
-  await pipeline(useGzip ? [source, createGzip({ level: zc.Z_BEST_SPEED }), res] : [source, res]).catch(() => {
+  await pipeline(source, createGzip({ level: zc.Z_BEST_SPEED }), res).catch(() => {
     // The client went away; the stream closed the file.
   });
 }
@@ -164,7 +160,7 @@ async function sendRange(res: ServerResponse, fd: number, size: number, target: 
       const buf = buffers[turn]!;
       let n: number;
       try {
-        n = await new Promise<number>((resolve, reject) => read(fd, buf, 0, Math.min(DOWNLOAD_CHUNK, size - position), position, (err, bytes) => (err ? reject(err) : resolve(bytes))));
+        n = await readInto(fd, buf, 0, Math.min(DOWNLOAD_CHUNK, size - position), position);
       } catch (err) {
         // Headers (and a length) have gone: the transfer can only end unfinished.
         res.destroy(fsHttpError(err, target));
@@ -187,8 +183,12 @@ async function sendRange(res: ServerResponse, fd: number, size: number, target: 
 /** Up to `max` bytes of `fd` from `position`: fewer at its end, none past it. */
 async function readAt(fd: number, max: number, position: number): Promise<Buffer> {
   const buf = Buffer.allocUnsafe(max);
-  const n = await new Promise<number>((resolve, reject) => read(fd, buf, 0, max, position, (err, bytes) => (err ? reject(err) : resolve(bytes))));
-  return buf.subarray(0, n);
+  return buf.subarray(0, await readInto(fd, buf, 0, max, position));
+}
+
+/** fs.read as a promise: how many bytes went into `buf` at `offset`. */
+function readInto(fd: number, buf: Buffer, offset: number, length: number, position: number): Promise<number> {
+  return new Promise((resolve, reject) => read(fd, buf, offset, length, position, (err, bytes) => (err ? reject(err) : resolve(bytes))));
 }
 
 /**
@@ -201,7 +201,7 @@ async function sendWhole(res: ServerResponse, fd: number, size: number, target: 
   let got = 0;
   try {
     while (got < size) {
-      const n = await new Promise<number>((resolve, reject) => read(fd, buf, got, size - got, got, (err, bytes) => (err ? reject(err) : resolve(bytes))));
+      const n = await readInto(fd, buf, got, size - got, got);
       if (n === 0) break;
       got += n;
     }

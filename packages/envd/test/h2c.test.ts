@@ -39,11 +39,9 @@ test('files up and down over h2c: a download larger than one read arrives whole'
   try {
     const content = randomBytes(5 * 1024 * 1024 + 3);
     expect((await call('POST', '/files?path=h2.bin&username=user', content)).status).toBe(200);
-    for (let i = 0; i < 3; i++) {
-      const got = await call('GET', '/files?path=h2.bin&username=user');
-      expect([got.status, got.error, got.body.length]).toEqual([200, undefined, content.length]);
-      expect(got.body.equals(content)).toBe(true);
-    }
+    const got = await call('GET', '/files?path=h2.bin&username=user');
+    expect([got.status, got.error, got.body.length]).toEqual([200, undefined, content.length]);
+    expect(got.body.equals(content)).toBe(true);
   } finally {
     session.close();
   }
