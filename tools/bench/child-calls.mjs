@@ -1,11 +1,11 @@
 // Calls into a forked helper process over its IPC channel: the parent sends
-// `{ id, op }`, the child answers `{ id, value }` or `{ id, error }`. Used by
+// `{ id, op, arg }`, the child answers `{ id, value }` or `{ id, error }`. Used by
 // the bench to run the server, and each SDK of the comparison, in processes
 // of their own.
 
 /**
  * Parent side. Resolves, once the child said it is ready, with the value it
- * sent then, `call(op)` and `closed` (settles when the child has exited).
+ * sent then, `call(op, arg)` and `closed` (settles when the child has exited).
  */
 export function callsTo(child, name) {
   const pending = new Map();
@@ -32,28 +32,28 @@ export function callsTo(child, name) {
     });
   });
 
-  function call(op) {
+  function call(op, arg) {
     return new Promise((resolve, reject) => {
       if (exited) return reject(exited);
       const id = nextId++;
       pending.set(id, { resolve, reject });
-      child.send({ id, op });
+      child.send({ id, op, arg });
     });
   }
 }
 
 /**
- * Child side: answers calls with `ops[op]()`, then says it is ready with
+ * Child side: answers calls with `ops[op](arg)`, then says it is ready with
  * `value`. `ops.close`, if given, runs once, also when the parent goes away,
  * and the process exits after it.
  */
 export function answerCalls(ops, value) {
   let closing = null;
   const close = () => (closing ??= Promise.resolve(ops.close?.()));
-  process.on('message', async ({ id, op }) => {
+  process.on('message', async ({ id, op, arg }) => {
     try {
-      if (!ops[op]) throw new Error(`unknown operation '${op}'`);
-      const result = await (op === 'close' ? close() : ops[op]());
+      if (op !== 'close' && !ops[op]) throw new Error(`unknown operation '${op}'`);
+      const result = await (op === 'close' ? close() : ops[op](arg));
       process.send({ id, value: result }, () => op === 'close' && process.exit(0));
     } catch (err) {
       process.send({ id, error: err.message });

@@ -4,14 +4,13 @@
 import { createClient } from '@connectrpc/connect';
 import { createConnectTransport } from '@connectrpc/connect-node';
 import { Filesystem, Process } from '@paddock/models';
-import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { createReadStream, createWriteStream, lstatSync, mkdirSync, readdirSync, watch, writeFileSync } from 'node:fs';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { Agent, request } from 'node:http';
 import { join } from 'node:path';
-import { pipeline } from 'node:stream/promises';
 import { startLocalEnvd } from '../../testing/local-envd.mjs';
-import { loopbackTcp, row, throughput, throughputPair, timePair, timeit } from '../lib.mjs';
+import { startBaselineProcess } from '../baseline-process.mjs';
+import { row, summarize, throughput, throughputPair, timePair, timeit } from '../lib.mjs';
 
 const MiB = 1024 * 1024;
 
@@ -30,24 +29,6 @@ async function runViaEnvd(envd, cmd, args) {
     if (ev?.case === 'data' && ev.value.output.case === 'stdout') bytes += ev.value.output.value.length;
   }
   return bytes;
-}
-
-/** Spawns the command as envd's child would run: same user, home and environment. */
-function runLocally(envd, cmd, args) {
-  return new Promise((resolve, reject) => {
-    const child = spawn(cmd, args, {
-      stdio: ['ignore', 'pipe', 'pipe'],
-      uid: 1000,
-      gid: 1000,
-      cwd: envd.home.user,
-      env: { PATH: '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin', HOME: envd.home.user, USER: 'user', LOGNAME: 'user' },
-    });
-    let bytes = 0;
-    child.stdout.on('data', (b) => (bytes += b.length));
-    child.stderr.resume();
-    child.once('error', reject);
-    child.once('close', () => resolve(bytes));
-  });
 }
 
 const agent = new Agent({ keepAlive: true });
@@ -69,20 +50,23 @@ function httpCall(url, options, body) {
 export async function envdSuite({ quick, log }) {
   const rows = [];
   const envd = await startEnvd();
+  const base = await startBaselineProcess();
+  // Local commands run as envd runs them: as `user`, in its home.
+  const runLocally = (cmd, args) => base.spawn(cmd, args, { user: { uid: 1000, gid: 1000, home: envd.home.user } });
   const iterations = quick ? 15 : 100;
   const long = quick ? 2 : 11;
   try {
     log('envd: exec round trip');
     const bashTrue = ['/bin/bash', ['-l', '-c', 'true']];
-    const [viaEnvd, local] = await timePair(() => runViaEnvd(envd, ...bashTrue), () => runLocally(envd, ...bashTrue), { warmup: 5, iterations });
+    const [viaEnvd, local] = await timePair(() => runViaEnvd(envd, ...bashTrue), () => runLocally(...bashTrue), { warmup: 5, iterations });
     rows.push(row({ suite: 'envd', name: 'exec `bash -l -c true` round trip', unit: 'ms', value: viaEnvd, baseline: local, baselineName: 'local spawn of the same', target: { on: 'ratio', op: '<=', value: 1.5 } }));
-    const [plainEnvd, plainLocal] = await timePair(() => runViaEnvd(envd, '/bin/true', []), () => runLocally(envd, '/bin/true', []), { warmup: 5, iterations });
+    const [plainEnvd, plainLocal] = await timePair(() => runViaEnvd(envd, '/bin/true', []), () => runLocally('/bin/true', []), { warmup: 5, iterations });
     rows.push(row({ suite: 'envd', name: 'exec `/bin/true` round trip', unit: 'ms', value: plainEnvd, baseline: plainLocal, baselineName: 'local spawn of the same' }));
 
     log('envd: stdout throughput');
     const size = quick ? 64 : 256;
     const head = ['/usr/bin/head', ['-c', `${size}M`, '/dev/zero']];
-    const [outEnvd, outLocal] = await throughputPair(() => runViaEnvd(envd, ...head), () => runLocally(envd, ...head), { warmup: 1, iterations: long });
+    const [outEnvd, outLocal] = await throughputPair(() => runViaEnvd(envd, ...head), () => runLocally(...head), { warmup: 1, iterations: long });
     rows.push(row({ suite: 'envd', name: `stdout throughput (head -c ${size}M)`, unit: 'MiB/s', value: outEnvd, baseline: outLocal, baselineName: 'local pipe', lowerIsBetter: false, target: { on: 'ratio', op: '>=', value: 0.25 } }));
 
     log('envd: file transfer');
@@ -93,7 +77,7 @@ export async function envdSuite({ quick, log }) {
     const fileSize = size * MiB;
     const payload = randomBytes(fileSize);
     writeFileSync(src, payload);
-    const tcp = () => loopbackTcp(fileSize);
+    const tcp = () => base.loopbackTcp(fileSize);
     const [upload, tcpUp] = await throughputPair(
       async () => {
         const res = await httpCall(`${envd.url}/files?path=upload.bin`, { method: 'POST', headers: { 'content-type': 'application/octet-stream', 'content-length': fileSize } }, payload);
@@ -112,13 +96,7 @@ export async function envdSuite({ quick, log }) {
       tcp,
       { warmup: 1, iterations: long },
     );
-    const fsCopy = await throughput(
-      async () => {
-        await pipeline(createReadStream(src), createWriteStream(join(envd.dir, 'copy.bin')));
-        return fileSize;
-      },
-      { warmup: 1, iterations: quick ? 2 : 4 },
-    );
+    const fsCopy = await throughput(() => base.copyFile(src, join(envd.dir, 'copy.bin')), { warmup: 1, iterations: quick ? 2 : 4 });
     rows.push(row({ suite: 'envd', name: `upload ${size} MiB (POST /files)`, unit: 'MiB/s', value: upload, baseline: tcpUp, baselineName: 'loopback TCP in Node', lowerIsBetter: false, target: { on: 'ratio', op: '>=', value: 0.5 } }));
     rows.push(row({ suite: 'envd', name: `download ${size} MiB (GET /files)`, unit: 'MiB/s', value: download, baseline: tcpDown, baselineName: 'loopback TCP in Node', lowerIsBetter: false, target: { on: 'ratio', op: '>=', value: 0.5 } }));
     rows.push(row({ suite: 'envd', name: `download ${size} MiB (GET /files)`, unit: 'MiB/s', value: download, baseline: fsCopy, baselineName: 'fs stream copy', lowerIsBetter: false }));
@@ -132,9 +110,7 @@ export async function envdSuite({ quick, log }) {
         const { entries } = await envd.fs.listDir({ path: big, depth: 1 });
         if (entries.length !== 10_000) throw new Error(`ListDir returned ${entries.length}`);
       },
-      () => {
-        for (const name of readdirSync(big).sort()) lstatSync(join(big, name));
-      },
+      () => base.listDir(big),
       { warmup: 2, iterations: quick ? 5 : 15 },
     );
     rows.push(row({ suite: 'envd', name: 'ListDir of 10 000 entries', unit: 'ms', value: list, baseline: direct, baselineName: 'readdir + lstat each, in process' }));
@@ -143,10 +119,11 @@ export async function envdSuite({ quick, log }) {
     const wdir = join(envd.dir, 'watched');
     mkdirSync(wdir);
     const latency = await watchLatency(envd, wdir, quick ? 10 : 30);
-    const localLatency = await localWatchLatency(join(envd.dir, 'watched-local'), quick ? 10 : 30);
+    const localLatency = summarize(await base.watchLatency(join(envd.dir, 'watched-local'), 3, quick ? 10 : 30));
     rows.push(row({ suite: 'envd', name: 'watch latency (write → event)', unit: 'ms', value: latency, baseline: localLatency, baselineName: 'fs.watch in process' }));
   } finally {
     agent.destroy();
+    await base.close();
     await envd.stop();
   }
   return rows;
@@ -176,21 +153,5 @@ async function watchLatency(envd, dir, n) {
   }, { warmup: 3, iterations: n });
   abort.abort();
   await pump;
-  return result;
-}
-
-async function localWatchLatency(dir, n) {
-  mkdirSync(dir, { recursive: true });
-  let waiting;
-  const w = watch(dir, (_type, name) => {
-    if (waiting && name === waiting.name) waiting.resolve();
-  });
-  const result = await timeit(async (i) => {
-    const name = `f${i}-${Math.random()}`;
-    const seen = new Promise((resolve) => (waiting = { name, resolve }));
-    writeFileSync(join(dir, name), 'x');
-    await seen;
-  }, { warmup: 3, iterations: n });
-  w.close();
   return result;
 }

@@ -6,6 +6,7 @@ import { execFileSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { startBaselineProcess } from '../baseline-process.mjs';
 import { row, summarize, timeit } from '../lib.mjs';
 
 const MiB = 1024 * 1024;
@@ -17,13 +18,14 @@ function memAvailable() {
 /**
  * `runc run` of /bin/true in a bundle whose root is the same stack a sandbox
  * gets (base template layers over the host view), without envd or limits.
- * The layer paths are the runtime's on-disk layout.
+ * The layer paths are the runtime's on-disk layout. Each run is started
+ * from `base`, the baseline process.
  */
-export async function bareRunc(dataDir, iterations) {
+export async function bareRunc(base, dataDir, iterations) {
   const bundle = join(dataDir, 'bench-bundle');
   for (const d of ['upper', 'work', 'rootfs']) mkdirSync(join(bundle, d), { recursive: true, mode: 0o755 });
-  const base = join(dataDir, 'templates/base/base-v1');
-  const lowers = [join(base, 'layer'), join(base, 'mask'), join(dataDir, 'hostview')].join(':');
+  const template = join(dataDir, 'templates/base/base-v1');
+  const lowers = [join(template, 'layer'), join(template, 'mask'), join(dataDir, 'hostview')].join(':');
   execFileSync('mount', ['-t', 'overlay', 'overlay', '-o', `lowerdir=${lowers},upperdir=${join(bundle, 'upper')},workdir=${join(bundle, 'work')}`, join(bundle, 'rootfs')]);
   execFileSync('runc', ['spec', '--bundle', bundle]);
   const config = JSON.parse(readFileSync(join(bundle, 'config.json'), 'utf8'));
@@ -34,7 +36,7 @@ export async function bareRunc(dataDir, iterations) {
   writeFileSync(join(bundle, 'config.json'), JSON.stringify(config));
   const state = join(dataDir, 'bench-runc');
   try {
-    return await timeit((i) => execFileSync('runc', ['--root', state, 'run', '--bundle', bundle, `bench-${i}-${process.pid}`]), { warmup: 3, iterations });
+    return await timeit((i) => base.spawn('runc', ['--root', state, 'run', '--bundle', bundle, `bench-${i}-${process.pid}`]), { warmup: 3, iterations });
   } finally {
     execFileSync('umount', [join(bundle, 'rootfs')]);
     rmSync(bundle, { recursive: true, force: true });
@@ -51,7 +53,8 @@ export async function runtimeSuite({ quick, log }) {
     await runtime.prepare();
     await runtime.poolReady();
     log('runtime: bare runc run true');
-    const bare = await bareRunc(dataDir, iterations);
+    const base = await startBaselineProcess();
+    const bare = await bareRunc(base, dataDir, iterations).finally(() => base.close());
 
     log('runtime: cold create to envd ready');
     const cold = await timeit(

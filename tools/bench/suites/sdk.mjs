@@ -2,13 +2,12 @@
 // driven through @paddock/sdk, and the same workload through the official
 // e2b SDK, each next to a baseline measured in the same run.
 import { Sandbox } from '@paddock/sdk';
-import { spawn } from 'node:child_process';
-import { createReadStream, createWriteStream, mkdirSync, mkdtempSync, rmSync, watch, writeFileSync } from 'node:fs';
+import { chownSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { pipeline } from 'node:stream/promises';
 import { randomBytes } from 'node:crypto';
-import { loopbackTcp, row, summarize, throughput, throughputPair, timePair, timeit } from '../lib.mjs';
+import { startBaselineProcess } from '../baseline-process.mjs';
+import { row, summarize, throughput, throughputPair, timePair, timeit } from '../lib.mjs';
 import { startServerProcess } from '../server-process.mjs';
 import { startWorkloadProcess } from '../workload-process.mjs';
 import { bareRunc } from './runtime.mjs';
@@ -28,24 +27,6 @@ async function withServer(poolSize, fn) {
   }
 }
 
-/** Waits for a local child to exit; as the user envd runs commands as, in a home of its own. */
-function spawnAsUser(cmd, args, home, count = false) {
-  return new Promise((resolve, reject) => {
-    const child = spawn(cmd, args, {
-      stdio: ['ignore', 'pipe', 'pipe'],
-      uid: 1000,
-      gid: 1000,
-      cwd: home,
-      env: { PATH: '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin', HOME: home, USER: 'user', LOGNAME: 'user' },
-    });
-    let bytes = 0;
-    child.stdout.on('data', (b) => (bytes += count ? b.length : 0));
-    child.stderr.resume();
-    child.once('error', reject);
-    child.once('close', () => resolve(bytes));
-  });
-}
-
 export async function sdkSuite({ quick, log }) {
   const rows = [];
   const n = quick ? 10 : 30;
@@ -57,18 +38,19 @@ export async function sdkSuite({ quick, log }) {
   const long = quick ? 2 : 11;
   const localHome = mkdtempSync(join(tmpdir(), 'paddock-bench-local-'));
   mkdirSync(join(localHome, 'home'), { recursive: true });
-  const { chownSync } = await import('node:fs');
   chownSync(join(localHome, 'home'), 1000, 1000);
-  const userHome = join(localHome, 'home');
+  // Local commands run as the user envd runs them as, in a home of their own.
+  const user = { uid: 1000, gid: 1000, home: join(localHome, 'home') };
+  const base = await startBaselineProcess();
   try {
-    const spawnTrue = await timeit(() => spawnAsUser('/bin/true', [], userHome), { warmup: 5, iterations: n });
+    const spawnTrue = await timeit(() => base.spawn('/bin/true', [], { user }), { warmup: 5, iterations: n });
 
     // ---------------------------------------------------------- create + first command
     for (const pool of [0, 3]) {
       await withServer(pool, async (server, opts, home) => {
         const label = pool ? 'warm pool' : 'cold';
         log(`sdk: create + first command, ${label}`);
-        const bare = await bareRunc(join(home, 'runtime'), n);
+        const bare = await bareRunc(base, join(home, 'runtime'), n);
         const samples = [];
         for (let i = 0; i < n + 2; i++) {
           if (pool) await server.poolReady();
@@ -105,7 +87,7 @@ export async function sdkSuite({ quick, log }) {
       log('sdk: command round trip');
       const [rt, local] = await timePair(
         () => sbx.commands.run('true'),
-        () => spawnAsUser('/bin/bash', ['-l', '-c', 'true'], userHome),
+        () => base.spawn('/bin/bash', ['-l', '-c', 'true'], { user }),
         { warmup: 5, iterations: many },
       );
       rows.push(row({ suite: 'sdk', name: "commands.run('true') on a live sandbox", unit: 'ms', value: rt, baseline: local, baselineName: 'local spawn of `bash -l -c true`', target: { on: 'ratio', op: '<=', value: 1.5 } }));
@@ -119,7 +101,7 @@ export async function sdkSuite({ quick, log }) {
           await sbx.commands.run(head, { onStdout: (d) => void (bytes += d.length), timeoutMs: 0 });
           return bytes;
         },
-        () => spawnAsUser('/usr/bin/head', ['-c', `${size}M`, '/dev/zero'], userHome, true),
+        () => base.spawn('/usr/bin/head', ['-c', `${size}M`, '/dev/zero'], { user }),
         { warmup: 1, iterations: long },
       );
       rows.push(row({ suite: 'sdk', name: `stdout throughput (${head})`, unit: 'MiB/s', value: out, baseline: pipe, baselineName: 'the same command piped locally', lowerIsBetter: false, target: { on: 'ratio', op: '>=', value: 0.25 } }));
@@ -134,7 +116,7 @@ export async function sdkSuite({ quick, log }) {
         // The loopback baseline alone swings by ±40% from one transfer to the
         // next here (one thread sends and receives).
         const iterations = mib === 1 ? many : long;
-        const tcp = () => loopbackTcp(mib * MiB);
+        const tcp = () => base.loopbackTcp(mib * MiB);
         const [up, tcpUp] = await throughputPair(
           async () => {
             await sbx.files.write(`up-${mib}.bin`, payload);
@@ -153,10 +135,7 @@ export async function sdkSuite({ quick, log }) {
           tcp,
           { warmup: 1, iterations },
         );
-        const copy = await throughput(async () => {
-          await pipeline(createReadStream(src), createWriteStream(join(localHome, 'copy.bin')));
-          return mib * MiB;
-        }, { warmup: 1, iterations });
+        const copy = await throughput(() => base.copyFile(src, join(localHome, 'copy.bin')), { warmup: 1, iterations });
         const target = { on: 'ratio', op: '>=', value: 0.5 };
         rows.push(row({ suite: 'sdk', name: `files.write ${mib} MiB`, unit: 'MiB/s', value: up, baseline: tcpUp, baselineName: 'loopback TCP in Node', lowerIsBetter: false, target }));
         rows.push(row({ suite: 'sdk', name: `files.read ${mib} MiB`, unit: 'MiB/s', value: down, baseline: tcpDown, baselineName: 'loopback TCP in Node', lowerIsBetter: false, target }));
@@ -168,15 +147,12 @@ export async function sdkSuite({ quick, log }) {
       const localDir = join(localHome, 'many');
       mkdirSync(localDir);
       for (let i = 0; i < 10_000; i++) writeFileSync(join(localDir, `f${i}`), '');
-      const { readdirSync, lstatSync } = await import('node:fs');
       const [list, direct] = await timePair(
         async () => {
           const entries = await sbx.files.list('many');
           if (entries.length !== 10_000) throw new Error(`listed ${entries.length}`);
         },
-        () => {
-          for (const f of readdirSync(localDir).sort()) lstatSync(join(localDir, f));
-        },
+        () => base.listDir(localDir),
         { warmup: 2, iterations: quick ? 3 : 15 },
       );
       rows.push(row({ suite: 'sdk', name: 'files.list of 10 000 entries', unit: 'ms', value: list, baseline: direct, baselineName: 'readdir + lstat each, in process' }));
@@ -194,17 +170,7 @@ export async function sdkSuite({ quick, log }) {
         await seen;
       }, { warmup: 2, iterations: n });
       await handle.stop();
-      const localWatched = join(localHome, 'watched');
-      mkdirSync(localWatched);
-      let lw;
-      const w = watch(localWatched, (_t, name) => lw && name === lw.name && lw.resolve());
-      const localLatency = await timeit(async (i) => {
-        const name = `w${i}`;
-        const seen = new Promise((resolve) => (lw = { name, resolve }));
-        writeFileSync(join(localWatched, name), 'x');
-        await seen;
-      }, { warmup: 2, iterations: n });
-      w.close();
+      const localLatency = summarize(await base.watchLatency(join(localHome, 'watched'), 2, n));
       rows.push(row({ suite: 'sdk', name: 'files.write → watchDir event (includes the write)', unit: 'ms', value: latency, baseline: localLatency, baselineName: 'write → fs.watch in process' }));
       await sbx.kill();
     });
@@ -236,6 +202,7 @@ export async function sdkSuite({ quick, log }) {
       }
     });
   } finally {
+    await base.close();
     rmSync(localHome, { recursive: true, force: true });
   }
   return rows;

@@ -4,6 +4,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { startBaselineProcess } from '../baseline-process.mjs';
 import { row, summarize } from '../lib.mjs';
 import { startServerProcess } from '../server-process.mjs';
 import { bareRunc } from './runtime.mjs';
@@ -48,7 +49,8 @@ export async function serverSuite({ quick, log }) {
     await withServer(pool, async (server, home) => {
       const label = pool ? `warm pool of ${pool}` : 'no warm pool';
       log(`server: create to ready, ${label}`);
-      const bare = await bareRunc(join(home, 'runtime'), iterations);
+      const base = await startBaselineProcess();
+      const bare = await bareRunc(base, join(home, 'runtime'), iterations).finally(() => base.close());
       const samples = [];
       for (let i = 0; i < iterations + 2; i++) {
         if (pool) await server.poolReady();

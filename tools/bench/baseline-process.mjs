@@ -1,0 +1,123 @@
+// The local baselines, run in a small process of their own that does
+// nothing else. Measured in the suite's process, a baseline paid for what the
+// suite had done there before it. Measured: alternating with envd's 256 MiB
+// of stdout read by a Connect client in the same process, the local pipe of
+// `head -c 256M` read 730-1200 MiB/s (median about 900); with the same
+// alternation but the pipe read in a process of its own, 1060-1580 MiB/s.
+// A full GC before each run, or a pause, did not help; where exactly the
+// cost comes from (forking a bigger process is one known part) is not pinned
+// down. Paddock's own processes (envd, the server) are small, so a small
+// process is also the fair comparison.
+//
+// Each call is timed in the baseline process and resolves with
+// `{ elapsedMs, bytes }`: the time the work took there, without the round
+// trip over IPC. lib.mjs's timing functions take that time instead of theirs.
+//
+//   const base = await startBaselineProcess();
+//   await timePair(subject, () => base.spawn('/bin/true', [], { user }), ...);
+//   await base.close();
+import { fork, spawn } from 'node:child_process';
+import { createReadStream, createWriteStream, lstatSync, mkdirSync, readdirSync, watch, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { pipeline } from 'node:stream/promises';
+import { fileURLToPath } from 'node:url';
+import { answerCalls, callsTo } from './child-calls.mjs';
+import { loopbackTcp } from './lib.mjs';
+
+const self = fileURLToPath(import.meta.url);
+
+/** Starts the baseline process; resolves once it is ready. */
+export async function startBaselineProcess() {
+  // Default node options: the baseline is plain Node.
+  const child = fork(self, ['--baselines'], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], execArgv: [] });
+  const { call, closed } = await callsTo(child, 'baseline process');
+  return {
+    /**
+     * Runs `cmd` to its end, as `user` ({ uid, gid, home }) when given, with
+     * stdout piped back and counted; fails if it exits non-zero.
+     */
+    spawn: (cmd, args, { user } = {}) => call('spawn', { cmd, args, user }),
+    /** `size` bytes over loopback TCP (see lib.mjs). */
+    loopbackTcp: (size) => call('loopbackTcp', { size }),
+    /** Copies a file with a read stream piped into a write stream. */
+    copyFile: (src, dst) => call('copyFile', { src, dst }),
+    /** readdir of `dir`, sorted, and lstat of each entry. */
+    listDir: (dir) => call('listDir', { dir }),
+    /** Write → fs.watch event latency in `dir`, in ms per sample: `warmup` unmeasured, then `iterations`. */
+    watchLatency: (dir, warmup, iterations) => call('watchLatency', { dir, warmup, iterations }),
+    async close() {
+      await call('close');
+      await closed;
+    },
+  };
+}
+
+async function timedHere(work) {
+  const t = performance.now();
+  const bytes = await work();
+  return { elapsedMs: performance.now() - t, bytes };
+}
+
+function runToEnd({ cmd, args, user }) {
+  return new Promise((resolve, reject) => {
+    const options = { stdio: ['ignore', 'pipe', 'pipe'] };
+    if (user) {
+      Object.assign(options, {
+        uid: user.uid,
+        gid: user.gid,
+        cwd: user.home,
+        env: { PATH: '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin', HOME: user.home, USER: 'user', LOGNAME: 'user' },
+      });
+    }
+    const child = spawn(cmd, args, options);
+    let bytes = 0;
+    let stderr = '';
+    child.stdout.on('data', (b) => (bytes += b.length));
+    child.stderr.on('data', (b) => (stderr += b));
+    child.once('error', reject);
+    child.once('close', (code, signal) => {
+      if (code === 0) resolve(bytes);
+      else reject(new Error(`${cmd} ${args.join(' ')} ended with ${signal ?? `code ${code}`}: ${stderr.trim()}`));
+    });
+  });
+}
+
+async function watchSamples({ dir, warmup, iterations }) {
+  mkdirSync(dir, { recursive: true });
+  let waiting;
+  const watcher = watch(dir, (_type, name) => {
+    if (waiting && name === waiting.name) waiting.resolve();
+  });
+  try {
+    const samples = [];
+    for (let i = 0; i < warmup + iterations; i++) {
+      const name = `f${i}-${Math.random()}`;
+      const seen = new Promise((resolve) => (waiting = { name, resolve }));
+      const t = performance.now();
+      writeFileSync(join(dir, name), 'x');
+      await seen;
+      if (i >= warmup) samples.push(performance.now() - t);
+    }
+    return samples;
+  } finally {
+    watcher.close();
+  }
+}
+
+if (process.argv[1] === self && process.argv[2] === '--baselines') {
+  answerCalls(
+    {
+      spawn: (a) => timedHere(() => runToEnd(a)),
+      loopbackTcp: ({ size }) => timedHere(() => loopbackTcp(size)),
+      copyFile: ({ src, dst }) => timedHere(() => pipeline(createReadStream(src), createWriteStream(dst)).then(() => lstatSync(dst).size)),
+      listDir: ({ dir }) =>
+        timedHere(async () => {
+          const names = readdirSync(dir).sort();
+          for (const name of names) lstatSync(join(dir, name));
+          return names.length;
+        }),
+      watchLatency: watchSamples,
+    },
+    null,
+  );
+}
