@@ -12,6 +12,8 @@
 // Each call is timed in the baseline process and resolves with
 // `{ elapsedMs, bytes }`: the time the work took there, without the round
 // trip over IPC. lib.mjs's timing functions take that time instead of theirs.
+// The watch latency, whose samples are each a write and its event, comes
+// back already summarized, as timeit gives it.
 //
 //   const base = await startBaselineProcess();
 //   await timePair(subject, () => base.spawn('/bin/true', [], { user }), ...);
@@ -22,7 +24,7 @@ import { join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { fileURLToPath } from 'node:url';
 import { answerCalls, callsTo } from './child-calls.mjs';
-import { loopbackTcp } from './lib.mjs';
+import { loopbackTcp, timeit } from './lib.mjs';
 
 const self = fileURLToPath(import.meta.url);
 
@@ -43,7 +45,7 @@ export async function startBaselineProcess() {
     copyFile: (src, dst) => call('copyFile', { src, dst }),
     /** readdir of `dir`, sorted, and lstat of each entry. */
     listDir: (dir) => call('listDir', { dir }),
-    /** Write → fs.watch event latency in `dir`, in ms per sample: `warmup` unmeasured, then `iterations`. */
+    /** Write → fs.watch event latency in `dir`, summarized like timeit's: `warmup` runs unmeasured, then `iterations`. */
     watchLatency: (dir, warmup, iterations) => call('watchLatency', { dir, warmup, iterations }),
     async close() {
       await call('close');
@@ -82,23 +84,19 @@ function runToEnd({ cmd, args, user }) {
   });
 }
 
-async function watchSamples({ dir, warmup, iterations }) {
+async function watchLatency({ dir, warmup, iterations }) {
   mkdirSync(dir, { recursive: true });
   let waiting;
   const watcher = watch(dir, (_type, name) => {
     if (waiting && name === waiting.name) waiting.resolve();
   });
   try {
-    const samples = [];
-    for (let i = 0; i < warmup + iterations; i++) {
+    return await timeit(async (i) => {
       const name = `f${i}-${Math.random()}`;
       const seen = new Promise((resolve) => (waiting = { name, resolve }));
-      const t = performance.now();
       writeFileSync(join(dir, name), 'x');
       await seen;
-      if (i >= warmup) samples.push(performance.now() - t);
-    }
-    return samples;
+    }, { warmup, iterations });
   } finally {
     watcher.close();
   }
@@ -116,7 +114,7 @@ if (process.argv[1] === self && process.argv[2] === '--baselines') {
           for (const name of names) lstatSync(join(dir, name));
           return names.length;
         }),
-      watchLatency: watchSamples,
+      watchLatency,
     },
     null,
   );

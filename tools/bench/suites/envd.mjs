@@ -10,7 +10,7 @@ import { Agent, request } from 'node:http';
 import { join } from 'node:path';
 import { startLocalEnvd } from '../../testing/local-envd.mjs';
 import { startBaselineProcess } from '../baseline-process.mjs';
-import { row, summarize, throughput, throughputPair, timePair, timeit } from '../lib.mjs';
+import { row, throughput, throughputPair, timePair, timeit } from '../lib.mjs';
 
 const MiB = 1024 * 1024;
 
@@ -49,8 +49,8 @@ function httpCall(url, options, body) {
 
 export async function envdSuite({ quick, log }) {
   const rows = [];
-  const envd = await startEnvd();
   const base = await startBaselineProcess();
+  const envd = await startEnvd();
   // Local commands run as envd runs them: as `user`, in its home.
   const runLocally = (cmd, args) => base.spawn(cmd, args, { user: { uid: 1000, gid: 1000, home: envd.home.user } });
   const iterations = quick ? 15 : 100;
@@ -119,7 +119,7 @@ export async function envdSuite({ quick, log }) {
     const wdir = join(envd.dir, 'watched');
     mkdirSync(wdir);
     const latency = await watchLatency(envd, wdir, quick ? 10 : 30);
-    const localLatency = summarize(await base.watchLatency(join(envd.dir, 'watched-local'), 3, quick ? 10 : 30));
+    const localLatency = await base.watchLatency(join(envd.dir, 'watched-local'), 3, quick ? 10 : 30);
     rows.push(row({ suite: 'envd', name: 'watch latency (write → event)', unit: 'ms', value: latency, baseline: localLatency, baselineName: 'fs.watch in process' }));
   } finally {
     agent.destroy();

@@ -28,6 +28,7 @@ async function withServer(poolSize, fn) {
 }
 
 export async function sdkSuite({ quick, log }) {
+  const base = await startBaselineProcess();
   const rows = [];
   const n = quick ? 10 : 30;
   // Cheap rows whose ratio is the headline: a single transfer or command
@@ -41,7 +42,6 @@ export async function sdkSuite({ quick, log }) {
   chownSync(join(localHome, 'home'), 1000, 1000);
   // Local commands run as the user envd runs them as, in a home of their own.
   const user = { uid: 1000, gid: 1000, home: join(localHome, 'home') };
-  const base = await startBaselineProcess();
   try {
     const spawnTrue = await timeit(() => base.spawn('/bin/true', [], { user }), { warmup: 5, iterations: n });
 
@@ -170,7 +170,7 @@ export async function sdkSuite({ quick, log }) {
         await seen;
       }, { warmup: 2, iterations: n });
       await handle.stop();
-      const localLatency = summarize(await base.watchLatency(join(localHome, 'watched'), 2, n));
+      const localLatency = await base.watchLatency(join(localHome, 'watched'), 2, n);
       rows.push(row({ suite: 'sdk', name: 'files.write → watchDir event (includes the write)', unit: 'ms', value: latency, baseline: localLatency, baselineName: 'write → fs.watch in process' }));
       await sbx.kill();
     });
