@@ -1,9 +1,7 @@
 // Starts a whole Paddock server: store, runtime, control API and proxy.
 import { RuncRuntime, type Runtime } from '@paddock/runtime';
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import type { Server } from 'node:http';
-import type { Duplex } from 'node:stream';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Server } from 'node:net';
 import { join } from 'node:path';
 import { createApi } from './api.js';
 import { resolveConfig, type ServerConfig } from './config.js';
@@ -94,13 +92,7 @@ export async function startServer(options: StartOptions = {}): Promise<PaddockSe
     sandboxes.startSampling();
 
     const proxy = createProxy({ runtime, store, sandboxes });
-    // Upgraded connections leave the server's books; they are closed by hand.
-    const upgraded = new Set<Duplex>();
-    proxy.on('upgrade', (_req, socket: Duplex) => {
-      upgraded.add(socket);
-      socket.once('close', () => upgraded.delete(socket));
-    });
-    const proxyAddr = await listen(proxy, config.proxyHost, config.proxyPort);
+    const proxyAddr = await listen(proxy.server, config.proxyHost, config.proxyPort);
     // The default domain names the port the proxy really got.
     if (options.domain === undefined && !process.env.PADDOCK_DOMAIN) config.domain = `localhost:${proxyAddr.port}`;
     const api = createApi(loadOperations(), { sandboxes, templates, keys });
@@ -118,9 +110,8 @@ export async function startServer(options: StartOptions = {}): Promise<PaddockSe
         closing ??= (async () => {
           sandboxes.close();
           // Streams (process output, watches, tunnels) would hold close() open forever.
-          const proxyClosed = new Promise<void>((r) => proxy.close(() => r()));
-          proxy.closeAllConnections();
-          for (const s of upgraded) s.destroy();
+          const proxyClosed = new Promise<void>((r) => proxy.server.close(() => r()));
+          proxy.destroyConnections();
           await Promise.all([api.close(), proxyClosed]);
           await runtime.close();
           db.close();

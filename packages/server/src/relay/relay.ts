@@ -1,0 +1,543 @@
+// An HTTP/1.1 relay that moves bytes. It reads a request's head, asks `route`
+// where the request goes, and then copies the request and the response between
+// the two connections as they are, counting body bytes only to know where each
+// message ends. Nothing is decoded and re-encoded on the way: a body leaves in
+// the pieces it came in, and a stream (process output, a watch) reaches the
+// client the moment its bytes do.
+//
+// Connections to a destination that has a pool key are kept and reused; others
+// are opened for one request and closed after it. An Upgrade request gets a
+// fresh connection and, once forwarded, the two sockets are spliced.
+import { STATUS_CODES } from 'node:http';
+import { createServer, type Server, type Socket } from 'node:net';
+import type { Duplex } from 'node:stream';
+import {
+  BodyCounter,
+  HttpError,
+  field,
+  headEnd,
+  parseRequestHead,
+  parseResponseHead,
+  requestFraming,
+  responseFraming,
+  tokens,
+  type Field,
+  type RequestHead,
+  type ResponseHead,
+} from './http1.js';
+
+export interface Destination {
+  /** Names it in errors, e.g. `sandbox 'abc' on port 8080`. */
+  name: string;
+  /** Idle connections opened for the same key are reused. Without one, a connection serves one request. */
+  poolKey?: string;
+  open(): Promise<Duplex>;
+}
+
+export interface RelayOptions {
+  /** Where a request goes. An {@link HttpError} it throws is the answer (401, 403, 502 ...). */
+  route(head: RequestHead): Promise<Destination>;
+  /** A client connection with no request under way is closed after this long (65 s). */
+  idleTimeoutMs?: number;
+  /** A request head must arrive within this long of its first byte (60 s). */
+  headTimeoutMs?: number;
+  /** A pooled connection is closed after this long unused (30 s; envd keeps its side 65 s). */
+  poolIdleMs?: number;
+}
+
+const EMPTY = Buffer.alloc(0);
+const MAX_HEAD = 64 * 1024;
+/** Client bytes held while a request is routed or a response is under way, before reading stops. */
+const MAX_HELD = 1024 * 1024;
+const MAX_IDLE_PER_KEY = 64;
+/** Hop-by-hop fields: they describe one connection and are not passed on. */
+const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'proxy-authorization', 'te', 'upgrade']);
+
+function passedOn(fields: Field[]): Field[] {
+  const named = tokens({ fields }, 'connection');
+  return fields.filter((f) => !HOP_BY_HOP.has(f.lower) && !named.includes(f.lower));
+}
+
+function requestHeadText(h: RequestHead, close: boolean): string {
+  let s = `${h.method} ${h.target} HTTP/1.${h.minor}\r\n`;
+  for (const f of passedOn(h.fields)) s += `${f.name}: ${f.value}\r\n`;
+  return s + (close ? 'connection: close\r\n\r\n' : '\r\n');
+}
+
+function responseHeadText(h: ResponseHead, close: boolean): string {
+  let s = `HTTP/1.1 ${h.status} ${h.reason}\r\n`;
+  for (const f of passedOn(h.fields)) s += `${f.name}: ${f.value}\r\n`;
+  return s + (close ? 'connection: close\r\n\r\n' : '\r\n');
+}
+
+function errorResponse(status: number, message: string, close: boolean): string {
+  const body = JSON.stringify({ code: status, message });
+  return (
+    `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? 'Error'}\r\ncontent-type: application/json\r\n` +
+    `content-length: ${Buffer.byteLength(body)}\r\n${close ? 'connection: close\r\n' : ''}\r\n${body}`
+  );
+}
+
+/** Idle upstream connections by key. An idle connection that speaks or closes is dropped. */
+class Pool {
+  private readonly idle = new Map<string, Duplex[]>();
+  private readonly drops = new WeakMap<Duplex, () => void>();
+
+  constructor(private readonly idleMs: number) {}
+
+  take(key: string): Duplex | undefined {
+    const list = this.idle.get(key);
+    const sock = list?.pop();
+    if (!sock) return undefined;
+    if (list!.length === 0) this.idle.delete(key);
+    const drop = this.drops.get(sock)!;
+    this.drops.delete(sock);
+    sock.off('data', drop).off('end', drop).off('close', drop).off('error', drop).off('timeout', drop);
+    (sock as Socket).setTimeout?.(0);
+    return sock;
+  }
+
+  put(key: string, sock: Duplex): void {
+    let list = this.idle.get(key);
+    if (!list) this.idle.set(key, (list = []));
+    if (list.length >= MAX_IDLE_PER_KEY) {
+      sock.destroy();
+      return;
+    }
+    const drop = () => {
+      const l = this.idle.get(key);
+      const i = l?.indexOf(sock) ?? -1;
+      if (i >= 0) l!.splice(i, 1);
+      if (l?.length === 0) this.idle.delete(key);
+      this.drops.delete(sock);
+      sock.destroy();
+    };
+    this.drops.set(sock, drop);
+    sock.on('data', drop).on('end', drop).on('close', drop).on('error', drop).on('timeout', drop);
+    (sock as Socket).setTimeout?.(this.idleMs);
+    sock.resume();
+    list.push(sock);
+  }
+
+  destroy(): void {
+    for (const list of this.idle.values()) for (const s of list) s.destroy();
+    this.idle.clear();
+  }
+}
+
+/** One request and its response. */
+interface Exchange {
+  head: RequestHead;
+  /** The head as it came, for an upgrade, which is passed on untouched. */
+  rawHead: Buffer;
+  upgrade: boolean;
+  /** The client connection closes after the response. */
+  closeAfter: boolean;
+  request: BodyCounter;
+  requestDone: boolean;
+  /** Request body bytes are dropped: the answer came already, or was the relay's own. */
+  discard: boolean;
+  dest?: Destination;
+  up?: Duplex;
+  /** The upstream connection may serve another request afterwards. */
+  reusable: boolean;
+  upBuf: Buffer;
+  upSearched: number;
+  response?: BodyCounter;
+  /** Some of the response has been written to the client. */
+  answered: boolean;
+  responseDone: boolean;
+  detach?: () => void;
+}
+
+export class Relay {
+  readonly server: Server;
+  private readonly clients = new Set<Socket>();
+  private readonly pool: Pool;
+  readonly idleTimeoutMs: number;
+  readonly headTimeoutMs: number;
+
+  constructor(readonly options: RelayOptions) {
+    this.idleTimeoutMs = options.idleTimeoutMs ?? 65_000;
+    this.headTimeoutMs = options.headTimeoutMs ?? 60_000;
+    this.pool = new Pool(options.poolIdleMs ?? 30_000);
+    this.server = createServer({ noDelay: true }, (socket) => {
+      this.clients.add(socket);
+      socket.once('close', () => this.clients.delete(socket));
+      new ClientConnection(socket, this, this.pool);
+    });
+    this.server.on('close', () => this.pool.destroy());
+  }
+
+  /** Closes every client connection, streams and upgraded ones included. */
+  destroyConnections(): void {
+    for (const s of this.clients) s.destroy();
+  }
+}
+
+class ClientConnection {
+  /** Client bytes not yet handled: a head in the making, held body bytes, or the next request. */
+  private buf: Buffer = EMPTY;
+  private searched = 0;
+  private headStarted = 0;
+  private ex: Exchange | undefined;
+  private closed = false;
+  private pumping = false;
+  private again = false;
+  /** The client is paused until the upstream connection drains. */
+  private waitingDrain = false;
+  /** The upstream connection is paused until the client drains. */
+  private upPaused = false;
+  private upgraded = false;
+  private readonly onData = (chunk: Buffer) => {
+    if (this.closed) return;
+    if (!this.ex && this.buf.length === 0) this.headStarted = Date.now();
+    this.buf = this.buf.length ? Buffer.concat([this.buf, chunk]) : chunk;
+    this.pump();
+  };
+
+  constructor(
+    private readonly socket: Socket,
+    private readonly relay: Relay,
+    private readonly pool: Pool,
+  ) {
+    socket.setTimeout(relay.idleTimeoutMs);
+    socket.on('data', this.onData);
+    socket.on('timeout', () => {
+      if (!this.ex) socket.destroy();
+    });
+    socket.on('drain', () => {
+      if (this.upPaused) {
+        this.upPaused = false;
+        this.ex?.up?.resume();
+      }
+    });
+    socket.on('end', () => {
+      if (this.upgraded) return;
+      // A client that stops sending mid-exchange has gone: its request is abandoned, as node's server does.
+      if (this.ex) socket.destroy();
+      else socket.end();
+    });
+    socket.on('error', () => socket.destroy());
+    socket.on('close', () => {
+      this.closed = true;
+      const ex = this.ex;
+      this.ex = undefined;
+      if (ex) this.release(ex, false);
+    });
+  }
+
+  private pump(): void {
+    if (this.pumping) {
+      this.again = true;
+      return;
+    }
+    this.pumping = true;
+    try {
+      do {
+        this.again = false;
+        this.step();
+      } while (this.again && !this.closed);
+    } finally {
+      this.pumping = false;
+    }
+  }
+
+  /** Moves what it can of `buf` on. Sets `again` when the state changed so that more may move. */
+  private step(): void {
+    if (this.closed) return;
+    const ex = this.ex;
+    if (!ex) {
+      if (this.buf.length) this.readHead();
+      return;
+    }
+    if (ex.requestDone || (!ex.up && !ex.discard)) {
+      // Pipelined requests wait for this response; body bytes wait for the connection.
+      if (this.buf.length > MAX_HELD) this.socket.pause();
+      return;
+    }
+    if (this.buf.length === 0) return;
+    let n: number;
+    try {
+      n = ex.request.take(this.buf);
+    } catch (err) {
+      this.fatal(err as HttpError, ex);
+      return;
+    }
+    const part = n === this.buf.length ? this.buf : this.buf.subarray(0, n);
+    this.buf = n === this.buf.length ? EMPTY : this.buf.subarray(n);
+    if (n && !ex.discard) {
+      if (!ex.up!.write(part)) {
+        this.waitingDrain = true;
+        this.socket.pause();
+      } else if (!this.waitingDrain && this.socket.isPaused()) {
+        this.socket.resume(); // paused while too much was held
+      }
+    }
+    if (ex.request.done) {
+      ex.requestDone = true;
+      if (ex.responseDone) this.finish(ex);
+    }
+  }
+
+  private readHead(): void {
+    const end = headEnd(this.buf, this.searched);
+    if (end < 0) {
+      this.searched = this.buf.length;
+      if (this.buf.length > MAX_HEAD) this.refuse(431, `the request head is larger than ${MAX_HEAD} bytes`);
+      else if (Date.now() - this.headStarted > this.relay.headTimeoutMs) this.refuse(408, 'the request head took too long to arrive');
+      return;
+    }
+    let head: RequestHead;
+    let request: BodyCounter;
+    try {
+      if (end > MAX_HEAD) throw new HttpError(431, `the request head is larger than ${MAX_HEAD} bytes`);
+      head = parseRequestHead(this.buf, end);
+      if (head.method === 'CONNECT') throw new HttpError(405, 'CONNECT is not supported');
+      request = new BodyCounter(requestFraming(head), 400);
+    } catch (err) {
+      this.refuse((err as HttpError).status ?? 400, (err as Error).message);
+      return;
+    }
+    const connection = tokens(head, 'connection');
+    const ex: Exchange = {
+      head,
+      rawHead: this.buf.subarray(0, end),
+      upgrade: connection.includes('upgrade') && field(head, 'upgrade') !== undefined,
+      closeAfter: head.minor === 0 || connection.includes('close'),
+      request,
+      requestDone: request.done,
+      discard: false,
+      reusable: head.minor === 1,
+      upBuf: EMPTY,
+      upSearched: 0,
+      answered: false,
+      responseDone: false,
+    };
+    this.buf = this.buf.subarray(end);
+    this.searched = 0;
+    this.ex = ex;
+    this.socket.setTimeout(0);
+    let routed: Promise<Destination>;
+    try {
+      routed = this.relay.options.route(head);
+    } catch (err) {
+      routed = Promise.reject(err);
+    }
+    routed.then(
+      (dest) => this.connect(ex, dest),
+      (err: Error) => this.answerOwn(ex, err instanceof HttpError ? err.status : 502, err.message),
+    );
+    this.again = true;
+  }
+
+  /** Answers a request whose framing is unknown, and closes. */
+  private refuse(status: number, message: string): void {
+    this.closed = true;
+    this.buf = EMPTY;
+    this.socket.setTimeout(5_000);
+    this.socket.end(errorResponse(status, message, true));
+  }
+
+  private async connect(ex: Exchange, dest: Destination): Promise<void> {
+    if (this.ex !== ex) return;
+    ex.dest = dest;
+    if (!dest.poolKey || ex.upgrade) ex.reusable = false;
+    let up = dest.poolKey && !ex.upgrade ? this.pool.take(dest.poolKey) : undefined;
+    if (!up) {
+      try {
+        up = await dest.open();
+      } catch (err) {
+        this.answerOwn(ex, 502, `${dest.name} did not answer: ${(err as Error).message}`);
+        return;
+      }
+    }
+    if (this.ex !== ex) {
+      up.destroy();
+      return;
+    }
+    if (ex.upgrade) {
+      this.splice(ex, up);
+      return;
+    }
+    ex.up = up;
+    const onData = (chunk: Buffer) => this.onUpstreamData(ex, chunk);
+    const onEnd = () => {
+      if (ex.response?.framing.kind === 'close' && !ex.responseDone) this.responseComplete(ex);
+      else if (!ex.responseDone) this.upstreamFailed(ex, 'closed the connection before the response was complete');
+    };
+    const onClose = () => {
+      if (!ex.responseDone) this.upstreamFailed(ex, 'closed the connection before the response was complete');
+    };
+    const onError = (err: Error) => this.upstreamFailed(ex, `failed: ${err.message}`);
+    const onDrain = () => {
+      if (!this.waitingDrain) return;
+      this.waitingDrain = false;
+      this.socket.resume();
+    };
+    up.on('data', onData).on('end', onEnd).on('close', onClose).on('error', onError).on('drain', onDrain);
+    ex.detach = () => up.off('data', onData).off('end', onEnd).off('close', onClose).off('error', onError).off('drain', onDrain);
+    (up as Socket).setNoDelay?.(true);
+    // The head and the body bytes already here leave in one write.
+    (up as Socket).cork?.();
+    up.write(requestHeadText(ex.head, !dest.poolKey), 'latin1');
+    this.pump();
+    (up as Socket).uncork?.();
+  }
+
+  private splice(ex: Exchange, up: Duplex): void {
+    this.ex = undefined;
+    this.upgraded = true;
+    this.closed = true; // for the HTTP side of this connection
+    this.socket.off('data', this.onData);
+    up.write(ex.rawHead);
+    if (this.buf.length) up.write(this.buf);
+    this.buf = EMPTY;
+    up.pipe(this.socket);
+    this.socket.pipe(up);
+    this.socket.resume();
+    up.once('error', () => this.socket.destroy());
+    up.once('close', () => this.socket.destroy());
+    this.socket.once('close', () => up.destroy());
+  }
+
+  private onUpstreamData(ex: Exchange, chunk: Buffer): void {
+    if (ex.responseDone) {
+      ex.reusable = false; // bytes nobody asked for
+      return;
+    }
+    try {
+      if (!ex.response) {
+        this.onResponseHead(ex, chunk);
+        return;
+      }
+      const n = ex.response.take(chunk);
+      if (n < chunk.length) ex.reusable = false;
+      if (n) this.toClient(ex, n === chunk.length ? chunk : chunk.subarray(0, n));
+      if (ex.response.done) this.responseComplete(ex);
+    } catch (err) {
+      this.upstreamFailed(ex, `sent a bad response: ${(err as Error).message}`);
+    }
+  }
+
+  private onResponseHead(ex: Exchange, chunk: Buffer): void {
+    ex.upBuf = ex.upBuf.length ? Buffer.concat([ex.upBuf, chunk]) : chunk;
+    for (;;) {
+      const end = headEnd(ex.upBuf, ex.upSearched);
+      if (end < 0) {
+        ex.upSearched = ex.upBuf.length;
+        if (ex.upBuf.length > MAX_HEAD) throw new HttpError(502, `the response head is larger than ${MAX_HEAD} bytes`);
+        return;
+      }
+      const head = parseResponseHead(ex.upBuf, end);
+      ex.upBuf = ex.upBuf.subarray(end);
+      ex.upSearched = 0;
+      if (head.status === 101) throw new HttpError(502, 'switched protocols on a request that asked for no upgrade');
+      if (head.status < 200) {
+        // 100 Continue and the like: passed on, and the real answer follows.
+        ex.answered = true;
+        this.socket.write(responseHeadText(head, false), 'latin1');
+        continue;
+      }
+      const framing = responseFraming(head, ex.head.method);
+      if (framing.kind === 'close') ex.closeAfter = true;
+      if (framing.kind === 'close' || head.minor === 0 || tokens(head, 'connection').includes('close')) ex.reusable = false;
+      const response = (ex.response = new BodyCounter(framing, 502));
+      const rest = ex.upBuf;
+      ex.upBuf = EMPTY;
+      const n = response.take(rest);
+      if (n < rest.length) ex.reusable = false;
+      ex.answered = true;
+      this.socket.cork();
+      this.socket.write(responseHeadText(head, ex.closeAfter), 'latin1');
+      if (n) this.toClient(ex, n === rest.length ? rest : rest.subarray(0, n));
+      this.socket.uncork();
+      if (response.done) this.responseComplete(ex);
+      return;
+    }
+  }
+
+  private toClient(ex: Exchange, bytes: Buffer): void {
+    if (!this.socket.write(bytes) && !this.upPaused) {
+      this.upPaused = true;
+      ex.up!.pause();
+    }
+  }
+
+  private responseComplete(ex: Exchange): void {
+    ex.responseDone = true;
+    if (!ex.requestDone) {
+      // Answered before the whole request was sent: the rest of it is dropped here.
+      ex.discard = true;
+      ex.reusable = false;
+      this.release(ex, false);
+      this.pump();
+      return;
+    }
+    this.finish(ex);
+  }
+
+  /** `what` says what went wrong after the destination's name. */
+  private upstreamFailed(ex: Exchange, what: string): void {
+    if (this.ex !== ex || ex.responseDone) return;
+    ex.reusable = false;
+    this.release(ex, false);
+    if (ex.answered) {
+      this.socket.destroy();
+      return;
+    }
+    this.answerOwn(ex, 502, `${ex.dest!.name} ${what}`);
+  }
+
+  /** Answers with the relay's own error; the request body, if any more comes, is dropped. */
+  private answerOwn(ex: Exchange, status: number, message: string): void {
+    if (this.ex !== ex || this.closed) return;
+    ex.answered = true;
+    ex.responseDone = true;
+    ex.discard = true;
+    if (ex.upgrade) ex.closeAfter = true;
+    this.socket.write(errorResponse(status, message, ex.closeAfter));
+    if (ex.requestDone) this.finish(ex);
+    else this.pump();
+  }
+
+  /** Lets go of the upstream connection: back to the pool, or closed. */
+  private release(ex: Exchange, keep: boolean): void {
+    const up = ex.up;
+    if (!up) return;
+    ex.up = undefined;
+    ex.detach?.();
+    if (keep && ex.reusable && ex.dest?.poolKey && !this.waitingDrain) this.pool.put(ex.dest.poolKey, up);
+    else up.destroy();
+    this.upPaused = false;
+    if (this.waitingDrain) {
+      this.waitingDrain = false;
+      this.socket.resume();
+    }
+  }
+
+  private finish(ex: Exchange): void {
+    this.release(ex, true);
+    this.ex = undefined;
+    if (ex.closeAfter) {
+      this.closed = true;
+      this.buf = EMPTY;
+      this.socket.setTimeout(5_000);
+      this.socket.end();
+      return;
+    }
+    this.socket.setTimeout(this.relay.idleTimeoutMs);
+    this.socket.resume();
+    this.headStarted = Date.now();
+    this.again = true;
+    this.pump();
+  }
+
+  private fatal(err: HttpError, ex: Exchange): void {
+    // The request's own framing is broken: nothing after it can be trusted.
+    this.release(ex, false);
+    this.ex = undefined;
+    if (ex.answered) this.socket.destroy();
+    else this.refuse(err.status ?? 400, err.message);
+  }
+}

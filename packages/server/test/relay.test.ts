@@ -1,0 +1,490 @@
+// The byte relay behind the sandbox proxy, against real HTTP servers on
+// loopback: framing (lengths, chunks, HEAD, 1xx, 204/304, close-delimited),
+// keep-alive and pooling, pipelining, upgrades, back-pressure, failures on
+// either side, and the answers to malformed requests.
+import { createHash, randomBytes } from 'node:crypto';
+import { Agent, createServer, request, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { connect, createServer as createNetServer, type AddressInfo, type Server as NetServer, type Socket } from 'node:net';
+import { BodyCounter, HttpError, headEnd, parseRequestHead, requestFraming, responseFraming, parseResponseHead } from '../src/relay/http1.js';
+import { Relay, type Destination } from '../src/relay/relay.js';
+
+const listening = async <T extends NetServer>(s: T): Promise<number> => {
+  await new Promise<void>((r) => s.listen(0, '127.0.0.1', () => r()));
+  return (s.address() as AddressInfo).port;
+};
+const closing = (s: NetServer) => new Promise<void>((r) => s.close(() => r()));
+
+/** Upstreams the tests route to, by the `x-to` header. */
+let upstreams: Map<string, { port: number; pooled: boolean }>;
+let relay: Relay;
+let relayPort: number;
+let opened: string[]; // destinations whose connection was opened, in order
+let servers: NetServer[];
+/** Routing waits for this. */
+let gate: Promise<void>;
+
+async function upstream(name: string, handler: (req: IncomingMessage, res: ServerResponse) => void, pooled = true): Promise<Server> {
+  const s = createServer({ keepAliveTimeout: 60_000 }, handler);
+  servers.push(s);
+  upstreams.set(name, { port: await listening(s), pooled });
+  return s;
+}
+
+async function rawUpstream(name: string, onConnection: (sock: Socket) => void, pooled = true): Promise<NetServer> {
+  const s = createNetServer(onConnection);
+  servers.push(s);
+  upstreams.set(name, { port: await listening(s), pooled });
+  return s;
+}
+
+beforeEach(async () => {
+  upstreams = new Map();
+  opened = [];
+  servers = [];
+  gate = Promise.resolve();
+  relay = new Relay({
+    poolIdleMs: 5_000,
+    async route(head): Promise<Destination> {
+      const to = head.fields.find((f) => f.lower === 'x-to')?.value ?? '';
+      await gate;
+      if (to === 'forbidden') throw new HttpError(403, 'not for you');
+      const u = upstreams.get(to);
+      if (!u) throw new HttpError(502, `no upstream '${to}'`);
+      return {
+        name: `upstream '${to}'`,
+        poolKey: u.pooled ? to : undefined,
+        open: () =>
+          new Promise((resolve, reject) => {
+            const sock = connect(u.port, '127.0.0.1');
+            sock.once('connect', () => {
+              opened.push(to);
+              resolve(sock);
+            });
+            sock.once('error', reject);
+          }),
+      };
+    },
+  });
+  relayPort = await listening(relay.server);
+});
+
+afterEach(async () => {
+  relay.destroyConnections();
+  await closing(relay.server);
+  for (const s of servers) {
+    (s as Server).closeAllConnections?.();
+    await closing(s);
+  }
+});
+
+/** Sends raw bytes on a fresh connection and reads until `done(text)` or the connection closes. */
+function raw(bytes: string | Buffer, done: (text: string) => boolean = () => false): Promise<{ text: string; closed: boolean }> {
+  return new Promise((resolve, reject) => {
+    const sock = connect(relayPort, '127.0.0.1');
+    let text = '';
+    sock.on('data', (d: Buffer) => {
+      text += d.toString('latin1');
+      if (done(text)) {
+        sock.destroy();
+        resolve({ text, closed: false });
+      }
+    });
+    sock.on('error', reject);
+    sock.on('close', () => resolve({ text, closed: true }));
+    sock.write(bytes);
+  });
+}
+
+interface Reply {
+  status: number;
+  headers: IncomingMessage['headers'];
+  body: Buffer;
+}
+
+function send(path: string, opts: { to: string; method?: string; body?: Buffer | string; headers?: Record<string, string>; agent?: Agent }): Promise<Reply> {
+  return new Promise((resolve, reject) => {
+    const req = request(
+      { port: relayPort, host: '127.0.0.1', path, method: opts.method ?? 'GET', agent: opts.agent ?? false, headers: { 'x-to': opts.to, ...opts.headers } },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => resolve({ status: res.statusCode!, headers: res.headers, body: Buffer.concat(chunks) }));
+        res.on('error', reject);
+      },
+    );
+    req.on('error', reject);
+    req.end(opts.body);
+  });
+}
+
+const echo = (req: IncomingMessage, res: ServerResponse) => {
+  const chunks: Buffer[] = [];
+  req.on('data', (c: Buffer) => chunks.push(c));
+  req.on('end', () => {
+    const body = Buffer.concat(chunks);
+    res.setHeader('x-method', req.method!);
+    res.setHeader('x-headers', JSON.stringify(req.headers));
+    res.setHeader('x-sha', createHash('sha256').update(body).digest('hex'));
+    res.end(body);
+  });
+};
+
+describe('messages pass through whole', () => {
+  test('requests and responses with bodies, on one kept-alive client connection and one pooled upstream connection', async () => {
+    const sockets = new Set<unknown>();
+    await upstream('a', (req, res) => {
+      sockets.add(req.socket);
+      echo(req, res);
+    });
+    const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+    const first = await send('/x?y=1', { to: 'a', method: 'POST', body: 'hello', agent });
+    expect([first.status, first.body.toString(), first.headers['x-method']]).toEqual([200, 'hello', 'POST']);
+    const second = await send('/x', { to: 'a', agent });
+    expect([second.status, second.body.length]).toEqual([200, 0]);
+    expect(sockets.size).toBe(1);
+    expect(opened).toEqual(['a']);
+    agent.destroy();
+  });
+
+  test('hop-by-hop fields stay behind, in both directions', async () => {
+    await upstream('a', (req, res) => {
+      res.setHeader('keep-alive', 'timeout=5');
+      res.setHeader('connection', 'x-secret');
+      res.setHeader('x-secret', 'upstream');
+      res.setHeader('x-kept', 'yes');
+      echo(req, res);
+    });
+    const r = await raw('GET / HTTP/1.1\r\nHost: h\r\nx-to: a\r\nConnection: keep-alive, x-private\r\nx-private: 1\r\nTE: trailers\r\nx-public: 2\r\n\r\n', (t) => {
+      const end = t.indexOf('\r\n\r\n');
+      return end > 0 && t.length >= end + 4 + Number(/content-length: (\d+)/i.exec(t)?.[1] ?? 0);
+    });
+    const seen = JSON.parse(/x-headers: (.*)\r\n/.exec(r.text)![1]!) as Record<string, string>;
+    expect(seen['x-public']).toBe('2');
+    expect(seen['x-private']).toBeUndefined();
+    expect(seen['te']).toBeUndefined();
+    expect(seen['connection']).toBeUndefined();
+    expect(r.text).toMatch(/x-kept: yes/i);
+    expect(r.text).not.toMatch(/keep-alive: timeout/i);
+    expect(r.text).not.toMatch(/x-secret/i);
+  });
+
+  test('a chunked request body, with an extension and a trailer, arrives as sent', async () => {
+    await upstream('a', (req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => res.end(JSON.stringify({ body: Buffer.concat(chunks).toString(), trailers: req.trailers })));
+    });
+    const r = await raw('POST / HTTP/1.1\r\nHost: h\r\nx-to: a\r\nTransfer-Encoding: chunked\r\n\r\n5;ext=1\r\nhello\r\n6\r\n world\r\n0\r\nx-check: ok\r\n\r\n', (t) => t.includes('}'));
+    expect(r.text).toMatch(/^HTTP\/1\.1 200 /);
+    expect(JSON.parse(r.text.slice(r.text.indexOf('{')))).toEqual({ body: 'hello world', trailers: { 'x-check': 'ok' } });
+  });
+
+  test('8 MiB each way, through back-pressure on both sides, arrives intact', async () => {
+    await upstream('a', echo);
+    const body = randomBytes(8 * 1024 * 1024);
+    const r = await send('/big', { to: 'a', method: 'PUT', body });
+    expect(r.headers['x-sha']).toBe(createHash('sha256').update(body).digest('hex'));
+    expect(r.body.equals(body)).toBe(true);
+  });
+
+  test('a body that arrives while its request is still being routed is held back, then passed on whole', async () => {
+    await upstream('a', echo);
+    let open!: () => void;
+    gate = new Promise((r) => (open = r));
+    const body = randomBytes(6 * 1024 * 1024);
+    const reply = send('/held', { to: 'a', method: 'PUT', body });
+    // Far more than the relay holds (1 MiB) is on its way before the route is known.
+    setTimeout(open, 300);
+    const r = await reply;
+    expect(r.headers['x-sha']).toBe(createHash('sha256').update(body).digest('hex'));
+    expect(r.body.equals(body)).toBe(true);
+  });
+
+  test('a streamed response reaches the client piece by piece, before the upstream ends it', async () => {
+    let next!: () => void;
+    await upstream('a', (_req, res) => {
+      res.writeHead(200, { 'content-type': 'text/plain' });
+      res.write('first;');
+      next = () => res.end('second');
+    });
+    const got = await new Promise<string>((resolve, reject) => {
+      const req = request({ port: relayPort, host: '127.0.0.1', agent: false, headers: { 'x-to': 'a' } }, (res) => {
+        let text = '';
+        res.on('data', (d: Buffer) => {
+          text += d.toString();
+          // The second piece is written only once the first one has arrived here.
+          if (text === 'first;') next();
+        });
+        res.on('end', () => resolve(text));
+      });
+      req.on('error', reject);
+      req.end();
+    });
+    expect(got).toBe('first;second');
+  });
+
+  test('HEAD, 204 and 304 carry no body, and the next request on the connection is read right', async () => {
+    await upstream('a', (req, res) => {
+      if (req.url === '/204') res.writeHead(204).end();
+      else if (req.url === '/304') res.writeHead(304, { etag: '"x"' }).end();
+      else res.end('body!');
+    });
+    const ask = (method: string, path: string) => `${method} ${path} HTTP/1.1\r\nHost: h\r\nx-to: a\r\n\r\n`;
+    const r = await raw(ask('HEAD', '/') + ask('GET', '/204') + ask('GET', '/304') + ask('GET', '/'), (t) => t.endsWith('body!'));
+    const statuses = [...r.text.matchAll(/HTTP\/1\.1 (\d+)/g)].map((m) => m[1]);
+    expect(statuses).toEqual(['200', '204', '304', '200']);
+    expect(r.text.split('body!').length).toBe(2); // only the GET's body
+  });
+
+  test('pipelined requests with bodies are answered in order', async () => {
+    await upstream('a', echo);
+    const post = (body: string) => `POST /p HTTP/1.1\r\nHost: h\r\nx-to: a\r\nContent-Length: ${body.length}\r\n\r\n${body}`;
+    const r = await raw(post('one') + post('two') + post('three'), (t) => t.endsWith('three'));
+    expect(r.text.match(/\r\n\r\n(one|two|three)/g)!.map((s) => s.trim())).toEqual(['one', 'two', 'three']);
+  });
+
+  test('Expect: 100-continue gets the interim answer before the body is sent', async () => {
+    await upstream('a', echo);
+    const got = await new Promise<string>((resolve, reject) => {
+      const sock = connect(relayPort, '127.0.0.1');
+      let text = '';
+      sock.on('data', (d: Buffer) => {
+        text += d.toString();
+        if (text === 'HTTP/1.1 100 Continue\r\n\r\n') sock.write('hello');
+        if (text.endsWith('hello')) {
+          sock.destroy();
+          resolve(text);
+        }
+      });
+      sock.on('error', reject);
+      sock.write('PUT / HTTP/1.1\r\nHost: h\r\nx-to: a\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n');
+    });
+    expect(got).toMatch(/^HTTP\/1\.1 100 Continue\r\n\r\nHTTP\/1\.1 200 OK\r\n/);
+  });
+
+  test('a response delimited by the end of the connection is passed on whole, and the client connection closes after it', async () => {
+    await rawUpstream('old', (sock) => {
+      sock.once('data', () => sock.end('HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\n\r\nuntil the end'));
+    });
+    const r = await raw('GET / HTTP/1.1\r\nHost: h\r\nx-to: old\r\n\r\n');
+    expect(r.closed).toBe(true);
+    expect(r.text).toMatch(/connection: close\r\n/);
+    expect(r.text.endsWith('\r\n\r\nuntil the end')).toBe(true);
+  });
+
+  test('an HTTP/1.0 request is answered and its connection closed', async () => {
+    await upstream('a', (_req, res) => res.end('ten'));
+    const r = await raw('GET / HTTP/1.0\r\nx-to: a\r\n\r\n');
+    expect(r.closed).toBe(true);
+    expect(r.text).toMatch(/^HTTP\/1\.1 200 OK\r\n[^]*\r\n\r\nten$/);
+  });
+
+  test('an Upgrade is forwarded as sent and the connections are spliced', async () => {
+    await rawUpstream(
+      'ws',
+      (sock) => {
+        let head = '';
+        sock.on('data', (d: Buffer) => {
+          if (!head.includes('\r\n\r\n')) {
+            head += d.toString();
+            if (head.includes('\r\n\r\n')) sock.write(`HTTP/1.1 101 Switching Protocols\r\nUpgrade: echo\r\nConnection: Upgrade\r\nx-saw: ${head.includes('Upgrade: echo') ? 'upgrade' : 'none'}\r\n\r\n`);
+            return;
+          }
+          sock.write(d);
+        });
+      },
+      false,
+    );
+    const r = await new Promise<string>((resolve, reject) => {
+      const sock = connect(relayPort, '127.0.0.1');
+      let text = '';
+      sock.on('data', (d: Buffer) => {
+        text += d.toString();
+        if (text.endsWith('\r\n\r\n')) sock.write('ping');
+        if (text.endsWith('ping')) {
+          sock.destroy();
+          resolve(text);
+        }
+      });
+      sock.on('error', reject);
+      sock.write('GET /ws HTTP/1.1\r\nHost: h\r\nx-to: ws\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n');
+    });
+    expect(r).toMatch(/^HTTP\/1\.1 101 Switching Protocols\r\n[^]*x-saw: upgrade\r\n\r\nping$/);
+  });
+});
+
+describe('connections to upstreams', () => {
+  test('one with no pool key serves one request and is closed after it', async () => {
+    const closed: string[] = [];
+    await upstream(
+      'fresh',
+      (req, res) => {
+        req.socket.once('close', () => closed.push('closed'));
+        res.end(req.headers.connection);
+      },
+      false,
+    );
+    const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+    expect((await send('/', { to: 'fresh', agent })).body.toString()).toBe('close');
+    expect((await send('/', { to: 'fresh', agent })).body.toString()).toBe('close');
+    expect(opened).toEqual(['fresh', 'fresh']);
+    agent.destroy();
+  });
+
+  test('a pooled connection the upstream has closed is not used again', async () => {
+    const s = await upstream('a', (_req, res) => res.end('ok'));
+    const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+    expect((await send('/', { to: 'a', agent })).body.toString()).toBe('ok');
+    const gone = new Promise((r) => s.once('connection', r));
+    s.closeAllConnections(); // the idle pooled connection
+    expect((await send('/', { to: 'a', agent })).body.toString()).toBe('ok');
+    await gone;
+    expect(opened).toEqual(['a', 'a']);
+    agent.destroy();
+  });
+
+  test('bytes after a complete response keep that connection out of the pool', async () => {
+    let n = 0;
+    await rawUpstream('sloppy', (sock) => {
+      sock.on('data', () => sock.write(`HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n${++n < 10 ? 'r' + n : ''}JUNK`));
+    });
+    const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+    expect((await send('/', { to: 'sloppy', agent })).body.toString()).toBe('r1');
+    expect((await send('/', { to: 'sloppy', agent })).body.toString()).toBe('r2');
+    expect(opened).toEqual(['sloppy', 'sloppy']);
+    agent.destroy();
+  });
+});
+
+describe('failures', () => {
+  test("the route's own answer is sent, the body dropped, and the connection goes on", async () => {
+    await upstream('a', (_req, res) => res.end('after'));
+    const r = await raw(
+      'POST / HTTP/1.1\r\nHost: h\r\nx-to: forbidden\r\nContent-Length: 4\r\n\r\nbody' + 'GET / HTTP/1.1\r\nHost: h\r\nx-to: a\r\n\r\n',
+      (t) => t.endsWith('after'),
+    );
+    expect(r.text).toMatch(/^HTTP\/1\.1 403 Forbidden\r\n[^]*\{"code":403,"message":"not for you"\}HTTP\/1\.1 200 OK/);
+  });
+
+  test('an upstream that cannot be reached is a 502 that names it', async () => {
+    const s = await upstream('down', () => undefined);
+    await closing(s);
+    servers.splice(servers.indexOf(s), 1);
+    const r = await send('/', { to: 'down' });
+    expect(r.status).toBe(502);
+    expect(JSON.parse(r.body.toString()).message).toMatch(/^upstream 'down' did not answer: connect ECONNREFUSED/);
+  });
+
+  test('an upstream that closes before answering is a 502; one that stops mid-body cuts the client off', async () => {
+    await rawUpstream('mute', (sock) => sock.once('data', () => sock.destroy()));
+    const mute = await send('/', { to: 'mute' });
+    expect(mute.status).toBe(502);
+    expect(JSON.parse(mute.body.toString()).message).toBe("upstream 'mute' closed the connection before the response was complete");
+
+    await rawUpstream('half', (sock) => sock.once('data', () => sock.end('HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\nonly ten..')));
+    const half = await raw('GET / HTTP/1.1\r\nHost: h\r\nx-to: half\r\n\r\n');
+    expect(half.closed).toBe(true);
+    expect(half.text).toMatch(/content-length: 100\r\n\r\nonly ten\.\.$/);
+  });
+
+  test('a malformed response head is a 502', async () => {
+    await rawUpstream('garbage', (sock) => sock.once('data', () => sock.write('HTTP/1.1 200 OK\r\nbad header line\r\n\r\n')));
+    const r = await send('/', { to: 'garbage' });
+    expect(r.status).toBe(502);
+    expect(JSON.parse(r.body.toString()).message).toBe("upstream 'garbage' sent a bad response: the response has a malformed header line 'bad header line'");
+  });
+
+  test('a client that goes away mid-response ends the request upstream', async () => {
+    let ended!: () => void;
+    const aborted = new Promise<void>((resolve) => (ended = resolve));
+    await upstream('a', (_req, res) => {
+      res.writeHead(200);
+      res.write('streaming');
+      res.once('close', ended);
+    });
+    await raw('GET /stream HTTP/1.1\r\nHost: h\r\nx-to: a\r\n\r\n', (t) => t.includes('streaming'));
+    await aborted;
+  });
+});
+
+describe('malformed requests get a clear error and a closed connection', () => {
+  const cases: [string, string, number, RegExp][] = [
+    ['a bad request line', 'GET /\r\nHost: h\r\n\r\n', 400, /malformed request line 'GET \/'/],
+    ['HTTP/2.0', 'GET / HTTP/2.0\r\nHost: h\r\n\r\n', 505, /HTTP\/2\.0 is not supported/],
+    ['a bare LF', 'GET / HTTP/1.1\nHost: h\r\n\r\n', 400, /does not end in CRLF/],
+    ['a folded header', 'GET / HTTP/1.1\r\nHost: h\r\nx-a: 1\r\n  2\r\n\r\n', 400, /folded header line/],
+    ['space before the colon', 'GET / HTTP/1.1\r\nHost : h\r\n\r\n', 400, /malformed header line 'Host : h'/],
+    ['two content-lengths', 'POST / HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab', 400, /two different content-lengths/],
+    ['a bad content-length', 'POST / HTTP/1.1\r\nContent-Length: -1\r\n\r\n', 400, /content-length '-1' is not a number/],
+    ['content-length with chunked', 'POST / HTTP/1.1\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n', 400, /both content-length and transfer-encoding/],
+    ['gzip transfer-encoding', 'POST / HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n', 501, /transfer-encoding 'gzip, chunked' is not supported/],
+    ['CONNECT', 'CONNECT h:443 HTTP/1.1\r\nHost: h\r\n\r\n', 405, /CONNECT is not supported/],
+    ['a control character', 'GET / HTTP/1.1\r\nx-a: a\x01b\r\n\r\n', 400, /header 'x-a' has a control character/],
+  ];
+  test.each(cases)('%s', async (_what, bytes, status, message) => {
+    const r = await raw(bytes);
+    expect(r.closed).toBe(true);
+    expect(r.text).toMatch(new RegExp(`^HTTP/1\\.1 ${status} `));
+    expect(r.text).toMatch(/connection: close\r\n/);
+    expect(JSON.parse(r.text.slice(r.text.indexOf('{'))).message).toMatch(message);
+  });
+
+  test('a bad chunk in a body that is under way', async () => {
+    await upstream('a', echo);
+    const r = await raw('POST / HTTP/1.1\r\nHost: h\r\nx-to: a\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n');
+    expect(r.closed).toBe(true);
+    expect(r.text).toMatch(/^HTTP\/1\.1 400 [^]*bad chunked body: chunk size is not a hex number/);
+  });
+
+  test('a head larger than 64 KiB', async () => {
+    const r = await raw(`GET / HTTP/1.1\r\nx-big: ${'a'.repeat(70 * 1024)}\r\n\r\n`);
+    expect(r.text).toMatch(/^HTTP\/1\.1 431 [^]*larger than 65536 bytes/);
+  });
+});
+
+describe('framing, piece by piece', () => {
+  const chunked = Buffer.from('4;a=b\r\nwiki\r\n5\r\npedia\r\nE\r\n in\r\n\r\nchunks.\r\n0\r\nx-t: 1\r\n\r\nNEXT');
+  test('a chunked body ends at the same byte however it is split', () => {
+    for (let size = 1; size <= chunked.length; size++) {
+      const c = new BodyCounter({ kind: 'chunked' }, 400);
+      let taken = 0;
+      for (let at = 0; at < chunked.length && !c.done; at += size) taken += c.take(chunked.subarray(at, at + size));
+      expect([size, taken, c.done]).toEqual([size, chunked.length - 'NEXT'.length, true]);
+    }
+  });
+
+  test('broken chunked bodies are refused with what is wrong', () => {
+    const bad: [string, RegExp][] = [
+      ['5\r\nhello!\r\n', /chunk data is longer than its size/],
+      ['5\nhello\r\n', /chunk size line does not end in CRLF/],
+      ['fffffffffffffff\r\n', /chunk size is too large/],
+      ['5 \r\n', /unexpected byte after chunk size/],
+      ['0\r\nx: 1\n\r\n', /trailer line does not end in CRLF/],
+    ];
+    for (const [body, message] of bad) {
+      const c = new BodyCounter({ kind: 'chunked' }, 400);
+      expect(() => c.take(Buffer.from(body))).toThrow(message);
+    }
+  });
+
+  test('how bodies are delimited', () => {
+    const req = (text: string) => {
+      const b = Buffer.from(text);
+      return parseRequestHead(b, headEnd(b));
+    };
+    const res = (text: string) => {
+      const b = Buffer.from(text);
+      return parseResponseHead(b, headEnd(b));
+    };
+    expect(requestFraming(req('GET / HTTP/1.1\r\n\r\n'))).toEqual({ kind: 'length', length: 0 });
+    expect(requestFraming(req('POST / HTTP/1.1\r\ncontent-length: 5, 5\r\n\r\n'))).toEqual({ kind: 'length', length: 5 });
+    expect(requestFraming(req('POST / HTTP/1.1\r\nTransfer-Encoding: Chunked\r\n\r\n'))).toEqual({ kind: 'chunked' });
+    expect(() => requestFraming(req('POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n'))).toThrow('an HTTP/1.0 request cannot be chunked');
+    expect(responseFraming(res('HTTP/1.1 200 OK\r\ncontent-length: 9\r\n\r\n'), 'HEAD')).toEqual({ kind: 'length', length: 0 });
+    expect(responseFraming(res('HTTP/1.1 200 OK\r\ntransfer-encoding: gzip, chunked\r\n\r\n'), 'GET')).toEqual({ kind: 'chunked' });
+    expect(responseFraming(res('HTTP/1.1 200 OK\r\ntransfer-encoding: gzip\r\n\r\n'), 'GET')).toEqual({ kind: 'close' });
+    expect(responseFraming(res('HTTP/1.1 200 OK\r\n\r\n'), 'GET')).toEqual({ kind: 'close' });
+    expect(responseFraming(res('HTTP/1.0 200\r\ncontent-length: 3\r\n\r\n'), 'GET')).toEqual({ kind: 'length', length: 3 });
+    expect(() => res('HTTP/1.1 2000 OK\r\n\r\n')).toThrow("malformed status line 'HTTP/1.1 2000 OK'");
+  });
+});
