@@ -47,8 +47,12 @@ export async function openStream<W, M>(
   if (settings.timeoutMs > 0) options.timeoutMs = settings.timeoutMs;
   // Nothing is sent before the first read.
   const messages = open(options)[Symbol.asyncIterator]();
+  // Once a read has seen the end or a failure, the call is over and has let go of its timer.
+  let over = false;
   const close = (): void => {
     callerSignal?.removeEventListener('abort', onCallerAbort);
+    if (over) return;
+    over = true;
     controller.abort();
     // Connect clears its deadline timer only when a read sees the end or the
     // abort; a stream left unread would keep the timer, and the process, alive.
@@ -74,8 +78,10 @@ export async function openStream<W, M>(
           try {
             item = await messages.next();
           } catch (err) {
+            over = true;
             throw callerSignal?.aborted ? abortedByCaller(err) : err;
           }
+          if (item.done) over = true;
           return item.done ? { done: true, value: undefined } : { done: false, value: convert(item.value) };
         },
       },
