@@ -269,20 +269,26 @@ describe.each([
   test('a process outlives its stream and is found again by pid and by tag', async () => {
     const client = processes(envd);
     const abort = new AbortController();
-    const it = client.start(bash('sleep 0.6; echo finished', { tag: 'survivor' }), { signal: abort.signal })[Symbol.asyncIterator]();
+    // The process ends when the test says so, once both new streams are attached.
+    const go = join(envd.home.user, `go-${binary ? 'bin' : 'json'}`);
+    const script = `while [ ! -e ${go} ]; do sleep 0.02; done; echo finished`;
+    const it = client.start(bash(script, { tag: 'survivor' }), { signal: abort.signal })[Symbol.asyncIterator]();
     const start = (await it.next()).value!.event!;
     const pid = start.event.case === 'start' ? start.event.value.pid : 0;
     abort.abort();
     await sleep(50);
     const listed = (await client.list({})).processes.find((p) => p.pid === pid);
-    expect(listed).toMatchObject({ pid, tag: 'survivor', config: { cmd: '/bin/bash', args: ['-l', '-c', 'sleep 0.6; echo finished'] } });
+    expect(listed).toMatchObject({ pid, tag: 'survivor', config: { cmd: '/bin/bash', args: ['-l', '-c', script] } });
     const byTag: ProcessEvent[] = [];
-    const tagDone = (async () => {
-      for await (const r of client.connect({ process: { selector: { case: 'tag', value: 'survivor' } } })) byTag.push(r.event!);
-    })();
     const byPid: ProcessEvent[] = [];
-    for await (const r of client.connect({ process: { selector: { case: 'pid', value: pid } } })) byPid.push(r.event!);
-    await tagDone;
+    const follow = async (selector: { case: 'tag'; value: string } | { case: 'pid'; value: number }, into: ProcessEvent[]) => {
+      for await (const r of client.connect({ process: { selector } })) into.push(r.event!);
+    };
+    let ended = false;
+    const done = Promise.all([follow({ case: 'tag', value: 'survivor' }, byTag), follow({ case: 'pid', value: pid }, byPid)]).finally(() => (ended = true));
+    while (!ended && (byTag.length === 0 || byPid.length === 0)) await Promise.race([sleep(10), done]);
+    writeFileSync(go, '');
+    await done;
     for (const events of [byPid, byTag]) {
       const o = summarize(events);
       expect(events[0]?.event).toEqual({ case: 'start', value: expect.objectContaining({ pid }) });
