@@ -62,7 +62,12 @@ export function createProxy({ runtime, store, sandboxes }: ProxyDeps): Relay {
       id = field(head, 'e2b-sandbox-id');
       port = Number(field(head, 'e2b-sandbox-port') ?? ENVD_PORT);
     } else {
-      const url = new URL(head.target, 'http://proxy');
+      let url: URL;
+      try {
+        url = new URL(head.target, 'http://proxy');
+      } catch {
+        throw new HttpError(400, `request target '${head.target.slice(0, 64)}' is not a valid URL`);
+      }
       const signed = bySignature(head.method, url);
       if (signed) return resolveState(signed, ENVD_PORT);
       if (url.pathname === '/files' && url.searchParams.has('signature')) throw new HttpError(401, 'invalid signature');

@@ -1,6 +1,7 @@
 // Malformed requests get a 4xx with a JSON `{code, message}` body naming
 // the problem, never a 500, and the server keeps serving.
 import { request } from 'node:http';
+import { connect } from 'node:net';
 import { API_KEY, testServer, type TestServer } from './harness.js';
 
 let t: TestServer;
@@ -136,6 +137,32 @@ test('at least 50 malformed requests each get a 4xx with a JSON {code, message} 
     if (!ok) failures.push(`${c.name}: ${res.status} ${res.body.slice(0, 200)} (expected ${expected}${c.message ? ` matching ${c.message}` : ''})`);
   }
   expect(failures).toEqual([]);
+});
+
+test('the proxy answers what it cannot route with a 4xx and a JSON body naming the problem', async () => {
+  const port = Number(new URL(t.server.proxyUrl).port);
+  const ask = (bytes: string) =>
+    new Promise<string>((resolve, reject) => {
+      const sock = connect(port, '127.0.0.1');
+      let got = '';
+      sock.on('data', (d: Buffer) => {
+        got += d.toString();
+        if (got.includes('"}')) {
+          sock.destroy();
+          resolve(got);
+        }
+      });
+      sock.on('error', reject);
+      sock.on('close', () => resolve(got));
+      sock.write(bytes);
+    });
+  const bodyOf = (text: string) => JSON.parse(text.slice(text.indexOf('\r\n\r\n') + 4)) as { code: number; message: string };
+  const target = await ask('GET http://[x HTTP/1.1\r\n\r\n');
+  expect(bodyOf(target)).toEqual({ code: 400, message: "request target 'http://[x' is not a valid URL" });
+  const port0 = await ask(`GET /health HTTP/1.1\r\nE2b-Sandbox-Id: ${sandboxId}\r\nE2b-Sandbox-Port: 0\r\n\r\n`);
+  expect(bodyOf(port0)).toEqual({ code: 400, message: "sandbox port '0' is not a TCP port" });
+  const smuggle = await ask('POST / HTTP/1.1\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n');
+  expect(bodyOf(smuggle)).toEqual({ code: 400, message: 'the request has both content-length and transfer-encoding' });
 });
 
 test('a well-formed template build request answers 501 with a JSON body, by design', async () => {

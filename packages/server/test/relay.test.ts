@@ -356,6 +356,123 @@ describe('connections to upstreams', () => {
   });
 });
 
+describe('what a client cannot do', () => {
+  test('Connection cannot take away the fields a message is framed by', async () => {
+    await upstream('a', echo);
+    const r = await raw('POST / HTTP/1.1\r\nHost: h\r\nx-to: a\r\nContent-Length: 5\r\nConnection: content-length, host\r\n\r\nhello', (t) => t.endsWith('hello'));
+    const seen = JSON.parse(/x-headers: (.*)\r\n/.exec(r.text)![1]!) as Record<string, string>;
+    expect([seen['content-length'], seen['host']]).toEqual(['5', 'h']);
+  });
+
+  test('a head sent a byte at a time is read whole', async () => {
+    await upstream('a', (_req, res) => res.end('ok'));
+    const text = await new Promise<string>((resolve, reject) => {
+      const sock = connect(relayPort, '127.0.0.1');
+      sock.setNoDelay(true);
+      let got = '';
+      sock.on('data', (d: Buffer) => {
+        got += d.toString();
+        if (got.endsWith('ok')) {
+          sock.destroy();
+          resolve(got);
+        }
+      });
+      sock.on('error', reject);
+      const bytes = Buffer.from('GET / HTTP/1.1\r\nHost: h\r\nx-to: a\r\n\r\n');
+      let i = 0;
+      const next = () => {
+        if (i < bytes.length) sock.write(bytes.subarray(i, ++i), () => setImmediate(next));
+      };
+      next();
+    });
+    expect(text).toMatch(/^HTTP\/1\.1 200 OK\r\n/);
+  });
+
+  test('answers a client does not read do not pile up: the next request waits', async () => {
+    const count = 40_000;
+    const sock = connect(relayPort, '127.0.0.1');
+    await new Promise((r) => sock.once('connect', r));
+    sock.pause();
+    sock.write('GET / HTTP/1.1\r\nx-to: forbidden\r\n\r\n'.repeat(count));
+    // Everything the relay has not sent yet sits in its side of the connection.
+    const [serverSide] = [...(relay as unknown as { clients: Set<Socket> }).clients];
+    let most = 0;
+    for (let i = 0; i < 50; i++) {
+      most = Math.max(most, serverSide!.writableLength);
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    expect(most).toBeGreaterThan(0);
+    expect(most).toBeLessThan(64 * 1024);
+    let answers = 0;
+    let text = '';
+    await new Promise<void>((resolve) => {
+      sock.on('data', (d: Buffer) => {
+        text += d.toString('latin1');
+        const parts = text.split('"message":"not for you"}');
+        answers += parts.length - 1;
+        text = parts[parts.length - 1]!;
+        if (answers === count) resolve();
+      });
+      sock.resume();
+    });
+    sock.destroy();
+    expect(answers).toBe(count);
+  });
+
+  test('a request body that stalls is cut off after the idle timeout', async () => {
+    const quick = new Relay({ idleTimeoutMs: 300, route: relay.options.route });
+    const quickPort = await listening(quick.server);
+    let aborted!: () => void;
+    const upstreamSaw = new Promise<void>((r) => (aborted = r));
+    await upstream('a', (req) => req.once('close', aborted));
+    const closed = await new Promise<string>((resolve, reject) => {
+      const sock = connect(quickPort, '127.0.0.1');
+      let got = '';
+      sock.on('data', (d: Buffer) => (got += d.toString()));
+      sock.on('error', reject);
+      sock.on('close', () => resolve(got));
+      sock.write('POST / HTTP/1.1\r\nHost: h\r\nx-to: a\r\nContent-Length: 10\r\n\r\n12');
+    });
+    expect(closed).toBe('');
+    await upstreamSaw;
+    await closing(quick.server);
+  });
+
+  test("a refusal while a large body is still held answers at once and closes", async () => {
+    let open!: () => void;
+    gate = new Promise((r) => (open = r));
+    const body = Buffer.alloc(4 * 1024 * 1024, 'x');
+    setTimeout(open, 300);
+    const r = await raw(Buffer.concat([Buffer.from(`PUT / HTTP/1.1\r\nHost: h\r\nx-to: forbidden\r\nContent-Length: ${body.length}\r\n\r\n`), body]));
+    expect(r.closed).toBe(true);
+    expect(r.text).toMatch(/^HTTP\/1\.1 403 Forbidden\r\n[^]*connection: close\r\n/);
+  });
+
+  test('a refused upgrade is an ordinary answer, and the connection closes after it', async () => {
+    await upstream('a', (_req, res) => res.writeHead(426, { 'content-type': 'text/plain' }).end('no'), false);
+    const r = await raw('GET /ws HTTP/1.1\r\nHost: h\r\nx-to: a\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\nNOT HTTP');
+    expect(r.closed).toBe(true);
+    expect(r.text).toMatch(/^HTTP\/1\.1 426 Upgrade Required\r\n[^]*connection: close\r\n\r\n2\r\nno\r\n0\r\n\r\n$/);
+  });
+});
+
+describe('what an upstream cannot do', () => {
+  test('a response with both Transfer-Encoding and Content-Length reaches the client without the length', async () => {
+    await rawUpstream('both', (sock) =>
+      sock.once('data', () => sock.write('HTTP/1.1 200 OK\r\ncontent-length: 3\r\ntransfer-encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n')),
+    );
+    const r = await send('/', { to: 'both' });
+    expect([r.status, r.body.toString(), r.headers['content-length']]).toEqual([200, 'hello', undefined]);
+  });
+
+  test('a status outside 100-999 is a bad response', async () => {
+    await rawUpstream('odd', (sock) => sock.once('data', () => sock.write('HTTP/1.1 099 Odd\r\ncontent-length: 0\r\n\r\n')));
+    const r = await send('/', { to: 'odd' });
+    expect(r.status).toBe(502);
+    expect(JSON.parse(r.body.toString()).message).toBe("upstream 'odd' sent a bad response: malformed status line 'HTTP/1.1 099 Odd'");
+  });
+});
+
 describe('failures', () => {
   test("the route's own answer is sent, the body dropped, and the connection goes on", async () => {
     await upstream('a', (_req, res) => res.end('after'));
@@ -460,6 +577,7 @@ describe('framing, piece by piece', () => {
       ['fffffffffffffff\r\n', /chunk size is too large/],
       ['5 \r\n', /unexpected byte after chunk size/],
       ['0\r\nx: 1\n\r\n', /trailer line does not end in CRLF/],
+      ['0\r\n\nGET / HTTP/1.1\r\n\r\n', /trailer section has a line that does not end in CRLF/],
     ];
     for (const [body, message] of bad) {
       const c = new BodyCounter({ kind: 'chunked' }, 400);

@@ -48,7 +48,7 @@ export type Framing = { kind: 'length'; length: number } | { kind: 'chunked' } |
 const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 const REQUEST_LINE = /^([!#$%&'*+\-.^_`|~0-9A-Za-z]+) ([\x21-\x7e\x80-\xff]+) HTTP\/(\d)\.(\d)$/;
 // eslint-disable-next-line no-control-regex -- a reason phrase may not hold control characters
-const STATUS_LINE = /^HTTP\/1\.([01]) (\d{3})(?: ([^\x00-\x08\x0a-\x1f\x7f]*))?$/;
+const STATUS_LINE = /^HTTP\/1\.([01]) ([1-9]\d{2})(?: ([^\x00-\x08\x0a-\x1f\x7f]*))?$/;
 const FIELD_LINE = /^([^:]*):[ \t]*(.*?)[ \t]*$/;
 // eslint-disable-next-line no-control-regex -- the control characters a field value may not hold
 const BAD_VALUE = /[\x00-\x08\x0a-\x1f\x7f]/;
@@ -281,6 +281,8 @@ export class BodyCounter {
           const c = buf[i]!;
           if (c === 0x0d) this.state = Chunk.EndLf;
           else if (c === 0x20 || c === 0x09) this.fail('folded trailer line');
+          else if (c === 0x0a) this.fail('trailer section has a line that does not end in CRLF');
+          else if (c < 0x20 || c === 0x7f) this.fail('control character in a trailer');
           else {
             this.metaByte();
             this.state = Chunk.Trailer;

@@ -52,9 +52,11 @@ const MAX_HELD = 1024 * 1024;
 const MAX_IDLE_PER_KEY = 64;
 /** Hop-by-hop fields: they describe one connection and are not passed on. */
 const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'proxy-authorization', 'te', 'upgrade']);
+/** Fields that `Connection` may not take away: the next hop frames and routes the message by them. */
+const FRAMING = new Set(['content-length', 'transfer-encoding', 'host']);
 
 function passedOn(fields: Field[]): Field[] {
-  const named = tokens({ fields }, 'connection');
+  const named = tokens({ fields }, 'connection').filter((t) => !FRAMING.has(t));
   return fields.filter((f) => !HOP_BY_HOP.has(f.lower) && !named.includes(f.lower));
 }
 
@@ -66,7 +68,9 @@ function requestHeadText(h: RequestHead, close: boolean): string {
 
 function responseHeadText(h: ResponseHead, close: boolean): string {
   let s = `HTTP/1.1 ${h.status} ${h.reason}\r\n`;
-  for (const f of passedOn(h.fields)) s += `${f.name}: ${f.value}\r\n`;
+  // With Transfer-Encoding, a Content-Length is wrong and the client must not see both.
+  const chunked = tokens(h, 'transfer-encoding').length > 0;
+  for (const f of passedOn(h.fields)) if (!(chunked && f.lower === 'content-length')) s += `${f.name}: ${f.value}\r\n`;
   return s + (close ? 'connection: close\r\n\r\n' : '\r\n');
 }
 
@@ -175,9 +179,16 @@ export class Relay {
   }
 }
 
+const CRLFCRLF = Buffer.from('\r\n\r\n', 'latin1');
+
 class ClientConnection {
-  /** Client bytes not yet handled: a head in the making, held body bytes, or the next request. */
-  private buf: Buffer = EMPTY;
+  /** Client bytes not yet handled, in order: a head in the making, held body bytes, the next request. */
+  private queue: Buffer[] = [];
+  private queued = 0;
+  /** The last bytes (up to 3) of a head in the making, to find an end split across chunks. */
+  private tail: Buffer = EMPTY;
+  /** The queue may hold a whole head: worth joining its chunks and parsing. */
+  private headMayBeDone = false;
   private searched = 0;
   private headStarted = 0;
   private ex: Exchange | undefined;
@@ -188,11 +199,25 @@ class ClientConnection {
   private waitingDrain = false;
   /** The upstream connection is paused until the client drains. */
   private upPaused = false;
+  /** The next request waits until the client has taken the answers so far. */
+  private waitingClientDrain = false;
   private upgraded = false;
   private readonly onData = (chunk: Buffer) => {
     if (this.closed) return;
-    if (!this.ex && this.buf.length === 0) this.headStarted = Date.now();
-    this.buf = this.buf.length ? Buffer.concat([this.buf, chunk]) : chunk;
+    if (!this.ex) {
+      // The chunks of a head are joined only once its end may be among them:
+      // joining on every chunk would cost a client trickling bytes quadratic time.
+      if (this.queued === 0) {
+        this.headStarted = Date.now();
+        this.tail = EMPTY;
+        this.headMayBeDone = chunk.indexOf(CRLFCRLF) >= 0;
+      } else if (!this.headMayBeDone) {
+        this.headMayBeDone = Buffer.concat([this.tail, chunk.subarray(0, 3)]).indexOf(CRLFCRLF) >= 0 || chunk.indexOf(CRLFCRLF) >= 0;
+      }
+      if (!this.headMayBeDone) this.tail = chunk.length >= 3 ? chunk.subarray(-3) : Buffer.concat([this.tail, chunk]).subarray(-3);
+    }
+    this.queue.push(chunk);
+    this.queued += chunk.length;
     this.pump();
   };
 
@@ -204,12 +229,18 @@ class ClientConnection {
     socket.setTimeout(relay.idleTimeoutMs);
     socket.on('data', this.onData);
     socket.on('timeout', () => {
-      if (!this.ex) socket.destroy();
+      // Idle between requests, or in the middle of sending one.
+      if (!this.ex || !this.ex.requestDone) socket.destroy();
     });
     socket.on('drain', () => {
       if (this.upPaused) {
         this.upPaused = false;
         this.ex?.up?.resume();
+      }
+      if (this.waitingClientDrain) {
+        this.waitingClientDrain = false;
+        socket.resume();
+        this.pump();
       }
     });
     socket.on('end', () => {
@@ -243,56 +274,78 @@ class ClientConnection {
     }
   }
 
-  /** Moves what it can of `buf` on. Sets `again` when the state changed so that more may move. */
+  /** Moves what it can of the queue on. Sets `again` when the state changed so that more may move. */
   private step(): void {
     if (this.closed) return;
     const ex = this.ex;
     if (!ex) {
-      if (this.buf.length) this.readHead();
+      if (this.socket.writableNeedDrain) {
+        // Answers the client does not read are not piled up: the next request waits.
+        this.waitingClientDrain = true;
+        this.socket.pause();
+      } else if (this.queued) {
+        this.readHead();
+      }
       return;
     }
     if (ex.requestDone || (!ex.up && !ex.discard)) {
       // Pipelined requests wait for this response; body bytes wait for the connection.
-      if (this.buf.length > MAX_HELD) this.socket.pause();
+      if (this.queued > MAX_HELD) this.socket.pause();
       return;
     }
-    if (this.buf.length === 0) return;
-    let n: number;
-    try {
-      n = ex.request.take(this.buf);
-    } catch (err) {
-      this.fatal(err as HttpError, ex);
-      return;
-    }
-    const part = n === this.buf.length ? this.buf : this.buf.subarray(0, n);
-    this.buf = n === this.buf.length ? EMPTY : this.buf.subarray(n);
-    if (n && !ex.discard) {
-      if (!ex.up!.write(part)) {
+    while (this.queue.length && !ex.requestDone && !this.waitingDrain) {
+      const chunk = this.queue[0]!;
+      let n: number;
+      try {
+        n = ex.request.take(chunk);
+      } catch (err) {
+        this.fatal(err as HttpError, ex);
+        return;
+      }
+      if (n === chunk.length) this.queue.shift();
+      else this.queue[0] = chunk.subarray(n);
+      this.queued -= n;
+      if (n && !ex.discard && !ex.up!.write(n === chunk.length ? chunk : chunk.subarray(0, n))) {
         this.waitingDrain = true;
         this.socket.pause();
-      } else if (!this.waitingDrain && this.socket.isPaused()) {
-        this.socket.resume(); // paused while too much was held
       }
+      if (ex.request.done) ex.requestDone = true;
     }
-    if (ex.request.done) {
-      ex.requestDone = true;
+    // Paused while too much was held, or before an answer that drops the rest: reading goes on.
+    if (!this.waitingDrain && !this.waitingClientDrain && this.socket.isPaused()) this.socket.resume();
+    if (ex.requestDone) {
+      this.socket.setTimeout(0);
       if (ex.responseDone) this.finish(ex);
     }
   }
 
+  /** The queue joined into one buffer (done once per head, when it may be complete). */
+  private joined(): Buffer {
+    if (this.queue.length > 1) this.queue = [Buffer.concat(this.queue, this.queued)];
+    return this.queue[0]!;
+  }
+
   private readHead(): void {
-    const end = headEnd(this.buf, this.searched);
-    if (end < 0) {
-      this.searched = this.buf.length;
-      if (this.buf.length > MAX_HEAD) this.refuse(431, `the request head is larger than ${MAX_HEAD} bytes`);
+    if (!this.headMayBeDone) {
+      if (this.queued > MAX_HEAD) this.refuse(431, `the request head is larger than ${MAX_HEAD} bytes`);
       else if (Date.now() - this.headStarted > this.relay.headTimeoutMs) this.refuse(408, 'the request head took too long to arrive');
+      return;
+    }
+    const buf = this.joined();
+    const end = headEnd(buf, this.searched);
+    if (end < 0) {
+      // A CRLFCRLF seen in a chunk belonged to no head (it cannot), or a leftover was partial.
+      this.headMayBeDone = false;
+      this.searched = buf.length;
+      this.tail = buf.subarray(-3);
+      this.readHead();
       return;
     }
     let head: RequestHead;
     let request: BodyCounter;
     try {
       if (end > MAX_HEAD) throw new HttpError(431, `the request head is larger than ${MAX_HEAD} bytes`);
-      head = parseRequestHead(this.buf, end);
+      head = parseRequestHead(buf, end);
       if (head.method === 'CONNECT') throw new HttpError(405, 'CONNECT is not supported');
       request = new BodyCounter(requestFraming(head), 400);
     } catch (err) {
@@ -302,9 +355,10 @@ class ClientConnection {
     const connection = tokens(head, 'connection');
     const ex: Exchange = {
       head,
-      rawHead: this.buf.subarray(0, end),
+      rawHead: buf.subarray(0, end),
       upgrade: connection.includes('upgrade') && field(head, 'upgrade') !== undefined,
-      closeAfter: head.minor === 0 || connection.includes('close'),
+      // After an upgrade that is refused, what the client sends next is not HTTP.
+      closeAfter: head.minor === 0 || connection.includes('close') || connection.includes('upgrade'),
       request,
       requestDone: request.done,
       discard: false,
@@ -314,27 +368,33 @@ class ClientConnection {
       answered: false,
       responseDone: false,
     };
-    this.buf = this.buf.subarray(end);
+    if (end === buf.length) this.queue = [];
+    else this.queue[0] = buf.subarray(end);
+    this.queued -= end;
     this.searched = 0;
     this.ex = ex;
-    this.socket.setTimeout(0);
+    // While the request is still coming, the idle timeout stays: a client may not hold a connection by stalling.
+    if (ex.requestDone) this.socket.setTimeout(0);
     let routed: Promise<Destination>;
     try {
       routed = this.relay.options.route(head);
     } catch (err) {
       routed = Promise.reject(err);
     }
-    routed.then(
-      (dest) => this.connect(ex, dest),
-      (err: Error) => this.answerOwn(ex, err instanceof HttpError ? err.status : 502, err.message),
-    );
+    routed
+      .then(
+        (dest) => this.connect(ex, dest),
+        (err: Error) => this.answerOwn(ex, err instanceof HttpError ? err.status : 502, err.message),
+      )
+      .catch(() => this.socket.destroy());
     this.again = true;
   }
 
   /** Answers a request whose framing is unknown, and closes. */
   private refuse(status: number, message: string): void {
     this.closed = true;
-    this.buf = EMPTY;
+    this.queue = [];
+    this.queued = 0;
     this.socket.setTimeout(5_000);
     this.socket.end(errorResponse(status, message, true));
   }
@@ -356,10 +416,6 @@ class ClientConnection {
       up.destroy();
       return;
     }
-    if (ex.upgrade) {
-      this.splice(ex, up);
-      return;
-    }
     ex.up = up;
     const onData = (chunk: Buffer) => this.onUpstreamData(ex, chunk);
     const onEnd = () => {
@@ -374,29 +430,39 @@ class ClientConnection {
       if (!this.waitingDrain) return;
       this.waitingDrain = false;
       this.socket.resume();
+      this.pump();
     };
     up.on('data', onData).on('end', onEnd).on('close', onClose).on('error', onError).on('drain', onDrain);
     ex.detach = () => up.off('data', onData).off('end', onEnd).off('close', onClose).off('error', onError).off('drain', onDrain);
     (up as Socket).setNoDelay?.(true);
-    // The head and the body bytes already here leave in one write.
+    // The head and the body bytes already here leave in one write. An upgrade's head goes as it came.
     (up as Socket).cork?.();
-    up.write(requestHeadText(ex.head, !dest.poolKey), 'latin1');
+    if (ex.upgrade) up.write(ex.rawHead);
+    else up.write(requestHeadText(ex.head, !dest.poolKey), 'latin1');
     this.pump();
     (up as Socket).uncork?.();
   }
 
-  private splice(ex: Exchange, up: Duplex): void {
+  /** After a 101: the two connections are joined, byte for byte, until either ends. */
+  private splice(ex: Exchange, response: Buffer): void {
+    const up = ex.up!;
+    ex.detach?.();
+    ex.up = undefined;
     this.ex = undefined;
     this.upgraded = true;
     this.closed = true; // for the HTTP side of this connection
     this.socket.off('data', this.onData);
-    up.write(ex.rawHead);
-    if (this.buf.length) up.write(this.buf);
-    this.buf = EMPTY;
+    this.socket.setTimeout(0);
+    this.socket.write(response);
+    for (const chunk of this.queue) up.write(chunk);
+    this.queue = [];
+    this.queued = 0;
+    this.upPaused = this.waitingDrain = this.waitingClientDrain = false;
     up.pipe(this.socket);
     this.socket.pipe(up);
+    up.resume();
     this.socket.resume();
-    up.once('error', () => this.socket.destroy());
+    up.on('error', () => this.socket.destroy());
     up.once('close', () => this.socket.destroy());
     this.socket.once('close', () => up.destroy());
   }
@@ -430,9 +496,15 @@ class ClientConnection {
         return;
       }
       const head = parseResponseHead(ex.upBuf, end);
-      ex.upBuf = ex.upBuf.subarray(end);
+      if (head.status === 101) {
+        if (!ex.upgrade) throw new HttpError(502, 'switched protocols on a request that asked for no upgrade');
+        if (!ex.requestDone) throw new HttpError(502, 'switched protocols before the request was complete');
+        this.splice(ex, ex.upBuf);
+        return;
+      }
+      const raw = ex.upBuf;
+      ex.upBuf = raw.subarray(end);
       ex.upSearched = 0;
-      if (head.status === 101) throw new HttpError(502, 'switched protocols on a request that asked for no upgrade');
       if (head.status < 200) {
         // 100 Continue and the like: passed on, and the real answer follows.
         ex.answered = true;
@@ -467,12 +539,9 @@ class ClientConnection {
   private responseComplete(ex: Exchange): void {
     ex.responseDone = true;
     if (!ex.requestDone) {
-      // Answered before the whole request was sent: the rest of it is dropped here.
-      ex.discard = true;
+      // Answered before the whole request was sent: the rest of it is not read, and the connection closes.
+      ex.closeAfter = true;
       ex.reusable = false;
-      this.release(ex, false);
-      this.pump();
-      return;
     }
     this.finish(ex);
   }
@@ -489,16 +558,20 @@ class ClientConnection {
     this.answerOwn(ex, 502, `${ex.dest!.name} ${what}`);
   }
 
-  /** Answers with the relay's own error; the request body, if any more comes, is dropped. */
+  /**
+   * Answers with the relay's own error. What has arrived of the request body is
+   * dropped; if more is still to come, the connection closes after the answer.
+   */
   private answerOwn(ex: Exchange, status: number, message: string): void {
+    if (this.ex !== ex || this.closed) return;
+    ex.discard = true;
+    this.pump();
     if (this.ex !== ex || this.closed) return;
     ex.answered = true;
     ex.responseDone = true;
-    ex.discard = true;
-    if (ex.upgrade) ex.closeAfter = true;
+    if (ex.upgrade || !ex.requestDone) ex.closeAfter = true;
     this.socket.write(errorResponse(status, message, ex.closeAfter));
-    if (ex.requestDone) this.finish(ex);
-    else this.pump();
+    this.finish(ex);
   }
 
   /** Lets go of the upstream connection: back to the pool, or closed. */
@@ -507,7 +580,7 @@ class ClientConnection {
     if (!up) return;
     ex.up = undefined;
     ex.detach?.();
-    if (keep && ex.reusable && ex.dest?.poolKey && !this.waitingDrain) this.pool.put(ex.dest.poolKey, up);
+    if (keep && ex.reusable && ex.requestDone && ex.dest?.poolKey && !this.waitingDrain) this.pool.put(ex.dest.poolKey, up);
     else up.destroy();
     this.upPaused = false;
     if (this.waitingDrain) {
@@ -521,14 +594,18 @@ class ClientConnection {
     this.ex = undefined;
     if (ex.closeAfter) {
       this.closed = true;
-      this.buf = EMPTY;
+      this.queue = [];
+      this.queued = 0;
       this.socket.setTimeout(5_000);
       this.socket.end();
       return;
     }
     this.socket.setTimeout(this.relay.idleTimeoutMs);
     this.socket.resume();
+    // A pipelined request may be waiting, whole.
     this.headStarted = Date.now();
+    this.headMayBeDone = this.queued > 0;
+    this.tail = EMPTY;
     this.again = true;
     this.pump();
   }
