@@ -5,7 +5,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { Agent, createServer, request, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { connect, createServer as createNetServer, type AddressInfo, type Server as NetServer, type Socket } from 'node:net';
-import { BodyCounter, HttpError, headEnd, parseRequestHead, requestFraming, responseFraming, parseResponseHead } from '../src/relay/http1.js';
+import { BodyCounter, HeadChunks, HttpError, headEnd, parseRequestHead, requestFraming, responseFraming, parseResponseHead } from '../src/relay/http1.js';
 import { Relay, type Destination } from '../src/relay/relay.js';
 
 const listening = async <T extends NetServer>(s: T): Promise<number> => {
@@ -465,6 +465,20 @@ describe('what an upstream cannot do', () => {
     expect([r.status, r.body.toString(), r.headers['content-length']]).toEqual([200, 'hello', undefined]);
   });
 
+  test('a response head sent a byte at a time, after a 100 Continue, is read whole', async () => {
+    await rawUpstream('slow', (sock) =>
+      sock.once('data', async () => {
+        const bytes = Buffer.from('HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok');
+        for (let i = 0; i < bytes.length; i++) {
+          sock.write(bytes.subarray(i, i + 1));
+          await new Promise((r) => setImmediate(r));
+        }
+      }),
+    );
+    const r = await raw('GET / HTTP/1.1\r\nHost: h\r\nx-to: slow\r\n\r\n', (t) => t.endsWith('ok'));
+    expect(r.text).toMatch(/^HTTP\/1\.1 100 Continue\r\n\r\nHTTP\/1\.1 200 OK\r\ncontent-length: 2\r\n\r\nok$/);
+  });
+
   test('a status outside 100-999 is a bad response', async () => {
     await rawUpstream('odd', (sock) => sock.once('data', () => sock.write('HTTP/1.1 099 Odd\r\ncontent-length: 0\r\n\r\n')));
     const r = await send('/', { to: 'odd' });
@@ -567,6 +581,20 @@ describe('framing, piece by piece', () => {
       let taken = 0;
       for (let at = 0; at < chunked.length && !c.done; at += size) taken += c.take(chunked.subarray(at, at + size));
       expect([size, taken, c.done]).toEqual([size, chunked.length - 'NEXT'.length, true]);
+    }
+  });
+
+  test('the end of a head is noticed in the chunk that completes it, however it is split', () => {
+    const bytes = Buffer.from('GET / HTTP/1.1\r\nHost: h\r\n\r\nBODY');
+    const end = bytes.indexOf('\r\n\r\n') + 4;
+    for (let size = 1; size <= bytes.length; size++) {
+      const chunks = new HeadChunks();
+      let seenAfter = -1;
+      for (let at = 0; at < bytes.length; at += size) {
+        if (chunks.push(bytes.subarray(at, at + size)) && seenAfter < 0) seenAfter = Math.min(at + size, bytes.length);
+      }
+      expect([size, seenAfter]).toEqual([size, Math.min(Math.ceil(end / size) * size, bytes.length)]);
+      expect(headEnd(chunks.take())).toBe(end);
     }
   });
 

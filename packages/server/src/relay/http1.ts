@@ -54,6 +54,39 @@ const FIELD_LINE = /^([^:]*):[ \t]*(.*?)[ \t]*$/;
 const BAD_VALUE = /[\x00-\x08\x0a-\x1f\x7f]/;
 const DIGITS = /^\d{1,15}$/;
 
+const CRLFCRLF = Buffer.from('\r\n\r\n', 'latin1');
+const NOTHING = Buffer.alloc(0);
+
+/**
+ * The chunks of a head that is still arriving. They are joined once its end
+ * may be among them: joining on every chunk would let a peer that sends a
+ * byte at a time cost quadratic time.
+ */
+export class HeadChunks {
+  private chunks: Buffer[] = [];
+  private tail: Buffer = NOTHING;
+  size = 0;
+
+  /** Adds a chunk; true when the end of the head may be among the chunks now. */
+  push(chunk: Buffer): boolean {
+    const found =
+      chunk.indexOf(CRLFCRLF) >= 0 || (this.tail.length > 0 && Buffer.concat([this.tail, chunk.subarray(0, 3)]).indexOf(CRLFCRLF) >= 0);
+    this.chunks.push(chunk);
+    this.size += chunk.length;
+    this.tail = chunk.length >= 3 ? chunk.subarray(-3) : Buffer.concat([this.tail, chunk]).subarray(-3);
+    return found;
+  }
+
+  /** All chunks as one buffer; empties this. */
+  take(): Buffer {
+    const all = this.chunks.length === 1 ? this.chunks[0]! : Buffer.concat(this.chunks, this.size);
+    this.chunks = [];
+    this.tail = NOTHING;
+    this.size = 0;
+    return all;
+  }
+}
+
 /** Where the head that starts at 0 ends (after its empty line), or -1 while it is incomplete. */
 export function headEnd(buf: Buffer, searchedUpTo = 0): number {
   const at = buf.indexOf('\r\n\r\n', Math.max(0, searchedUpTo - 3), 'latin1');

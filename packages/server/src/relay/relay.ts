@@ -13,6 +13,7 @@ import { createServer, type Server, type Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import {
   BodyCounter,
+  HeadChunks,
   HttpError,
   field,
   headEnd,
@@ -45,7 +46,6 @@ export interface RelayOptions {
   poolIdleMs?: number;
 }
 
-const EMPTY = Buffer.alloc(0);
 const MAX_HEAD = 64 * 1024;
 /** Client bytes held while a request is routed or a response is under way, before reading stops. */
 const MAX_HELD = 1024 * 1024;
@@ -145,8 +145,8 @@ interface Exchange {
   up?: Duplex;
   /** The upstream connection may serve another request afterwards. */
   reusable: boolean;
-  upBuf: Buffer;
-  upSearched: number;
+  /** The response head while it arrives. */
+  upHead: HeadChunks;
   response?: BodyCounter;
   /** Some of the response has been written to the client. */
   answered: boolean;
@@ -179,18 +179,15 @@ export class Relay {
   }
 }
 
-const CRLFCRLF = Buffer.from('\r\n\r\n', 'latin1');
-
 class ClientConnection {
-  /** Client bytes not yet handled, in order: a head in the making, held body bytes, the next request. */
+  /** The next request's head while it arrives. */
+  private readonly head = new HeadChunks();
+  /** The head may be complete: worth joining and parsing. */
+  private headFound = false;
+  private headStarted = 0;
+  /** Client bytes after a head, not yet handled, in order: body bytes, then pipelined requests. */
   private queue: Buffer[] = [];
   private queued = 0;
-  /** The last bytes (up to 3) of a head in the making, to find an end split across chunks. */
-  private tail: Buffer = EMPTY;
-  /** The queue may hold a whole head: worth joining its chunks and parsing. */
-  private headMayBeDone = false;
-  private searched = 0;
-  private headStarted = 0;
   private ex: Exchange | undefined;
   private closed = false;
   private pumping = false;
@@ -204,20 +201,12 @@ class ClientConnection {
   private upgraded = false;
   private readonly onData = (chunk: Buffer) => {
     if (this.closed) return;
-    if (!this.ex) {
-      // The chunks of a head are joined only once its end may be among them:
-      // joining on every chunk would cost a client trickling bytes quadratic time.
-      if (this.queued === 0) {
-        this.headStarted = Date.now();
-        this.tail = EMPTY;
-        this.headMayBeDone = chunk.indexOf(CRLFCRLF) >= 0;
-      } else if (!this.headMayBeDone) {
-        this.headMayBeDone = Buffer.concat([this.tail, chunk.subarray(0, 3)]).indexOf(CRLFCRLF) >= 0 || chunk.indexOf(CRLFCRLF) >= 0;
-      }
-      if (!this.headMayBeDone) this.tail = chunk.length >= 3 ? chunk.subarray(-3) : Buffer.concat([this.tail, chunk]).subarray(-3);
+    if (this.ex) {
+      this.queue.push(chunk);
+      this.queued += chunk.length;
+    } else {
+      this.toHead(chunk);
     }
-    this.queue.push(chunk);
-    this.queued += chunk.length;
     this.pump();
   };
 
@@ -283,7 +272,7 @@ class ClientConnection {
         // Answers the client does not read are not piled up: the next request waits.
         this.waitingClientDrain = true;
         this.socket.pause();
-      } else if (this.queued) {
+      } else if (this.head.size) {
         this.readHead();
       }
       return;
@@ -319,28 +308,21 @@ class ClientConnection {
     }
   }
 
-  /** The queue joined into one buffer (done once per head, when it may be complete). */
-  private joined(): Buffer {
-    if (this.queue.length > 1) this.queue = [Buffer.concat(this.queue, this.queued)];
-    return this.queue[0]!;
+  private toHead(chunk: Buffer): void {
+    if (this.head.size === 0) this.headStarted = Date.now();
+    if (this.head.push(chunk)) this.headFound = true;
   }
 
   private readHead(): void {
-    if (!this.headMayBeDone) {
-      if (this.queued > MAX_HEAD) this.refuse(431, `the request head is larger than ${MAX_HEAD} bytes`);
+    if (!this.headFound) {
+      if (this.head.size > MAX_HEAD) this.refuse(431, `the request head is larger than ${MAX_HEAD} bytes`);
       else if (Date.now() - this.headStarted > this.relay.headTimeoutMs) this.refuse(408, 'the request head took too long to arrive');
       return;
     }
-    const buf = this.joined();
-    const end = headEnd(buf, this.searched);
-    if (end < 0) {
-      // A CRLFCRLF seen in a chunk belonged to no head (it cannot), or a leftover was partial.
-      this.headMayBeDone = false;
-      this.searched = buf.length;
-      this.tail = buf.subarray(-3);
-      this.readHead();
-      return;
-    }
+    this.headFound = false;
+    const buf = this.head.take();
+    // The first CRLFCRLF ends the head, and one is there.
+    const end = headEnd(buf);
     let head: RequestHead;
     let request: BodyCounter;
     try {
@@ -363,15 +345,12 @@ class ClientConnection {
       requestDone: request.done,
       discard: false,
       reusable: head.minor === 1,
-      upBuf: EMPTY,
-      upSearched: 0,
+      upHead: new HeadChunks(),
       answered: false,
       responseDone: false,
     };
-    if (end === buf.length) this.queue = [];
-    else this.queue[0] = buf.subarray(end);
-    this.queued -= end;
-    this.searched = 0;
+    this.queue = end < buf.length ? [buf.subarray(end)] : [];
+    this.queued = buf.length - end;
     this.ex = ex;
     // While the request is still coming, the idle timeout stays: a client may not hold a connection by stalling.
     if (ex.requestDone) this.socket.setTimeout(0);
@@ -393,6 +372,7 @@ class ClientConnection {
   /** Answers a request whose framing is unknown, and closes. */
   private refuse(status: number, message: string): void {
     this.closed = true;
+    this.head.take();
     this.queue = [];
     this.queued = 0;
     this.socket.setTimeout(5_000);
@@ -487,36 +467,40 @@ class ClientConnection {
   }
 
   private onResponseHead(ex: Exchange, chunk: Buffer): void {
-    ex.upBuf = ex.upBuf.length ? Buffer.concat([ex.upBuf, chunk]) : chunk;
+    const tooLarge = () => new HttpError(502, `the response head is larger than ${MAX_HEAD} bytes`);
+    if (!ex.upHead.push(chunk)) {
+      if (ex.upHead.size > MAX_HEAD) throw tooLarge();
+      return;
+    }
+    let buf = ex.upHead.take();
     for (;;) {
-      const end = headEnd(ex.upBuf, ex.upSearched);
+      const end = headEnd(buf);
       if (end < 0) {
-        ex.upSearched = ex.upBuf.length;
-        if (ex.upBuf.length > MAX_HEAD) throw new HttpError(502, `the response head is larger than ${MAX_HEAD} bytes`);
+        // After an interim answer: the next head is still to come.
+        ex.upHead.push(buf);
+        if (ex.upHead.size > MAX_HEAD) throw tooLarge();
         return;
       }
-      const head = parseResponseHead(ex.upBuf, end);
+      const head = parseResponseHead(buf, end);
       if (head.status === 101) {
         if (!ex.upgrade) throw new HttpError(502, 'switched protocols on a request that asked for no upgrade');
         if (!ex.requestDone) throw new HttpError(502, 'switched protocols before the request was complete');
-        this.splice(ex, ex.upBuf);
+        this.splice(ex, buf);
         return;
       }
-      const raw = ex.upBuf;
-      ex.upBuf = raw.subarray(end);
-      ex.upSearched = 0;
+      buf = buf.subarray(end);
       if (head.status < 200) {
         // 100 Continue and the like: passed on, and the real answer follows.
         ex.answered = true;
         this.socket.write(responseHeadText(head, false), 'latin1');
+        if (buf.length === 0) return;
         continue;
       }
       const framing = responseFraming(head, ex.head.method);
       if (framing.kind === 'close') ex.closeAfter = true;
       if (framing.kind === 'close' || head.minor === 0 || tokens(head, 'connection').includes('close')) ex.reusable = false;
       const response = (ex.response = new BodyCounter(framing, 502));
-      const rest = ex.upBuf;
-      ex.upBuf = EMPTY;
+      const rest = buf;
       const n = response.take(rest);
       if (n < rest.length) ex.reusable = false;
       ex.answered = true;
@@ -602,10 +586,11 @@ class ClientConnection {
     }
     this.socket.setTimeout(this.relay.idleTimeoutMs);
     this.socket.resume();
-    // A pipelined request may be waiting, whole.
-    this.headStarted = Date.now();
-    this.headMayBeDone = this.queued > 0;
-    this.tail = EMPTY;
+    // What came after this request is the next one's head, maybe whole.
+    const left = this.queue;
+    this.queue = [];
+    this.queued = 0;
+    for (const chunk of left) this.toHead(chunk);
     this.again = true;
     this.pump();
   }
