@@ -1,7 +1,7 @@
 // Malformed requests get a 4xx with a JSON `{code, message}` body naming
 // the problem, never a 500, and the server keeps serving.
 import { request } from 'node:http';
-import { connect } from 'node:net';
+import { rawExchange } from './raw-http.js';
 import { API_KEY, testServer, type TestServer } from './harness.js';
 
 let t: TestServer;
@@ -141,21 +141,7 @@ test('at least 50 malformed requests each get a 4xx with a JSON {code, message} 
 
 test('the proxy answers what it cannot route with a 4xx and a JSON body naming the problem', async () => {
   const port = Number(new URL(t.server.proxyUrl).port);
-  const ask = (bytes: string) =>
-    new Promise<string>((resolve, reject) => {
-      const sock = connect(port, '127.0.0.1');
-      let got = '';
-      sock.on('data', (d: Buffer) => {
-        got += d.toString();
-        if (got.includes('"}')) {
-          sock.destroy();
-          resolve(got);
-        }
-      });
-      sock.on('error', reject);
-      sock.on('close', () => resolve(got));
-      sock.write(bytes);
-    });
+  const ask = async (bytes: string) => (await rawExchange(port, bytes, (text) => text.includes('"}'))).text;
   const bodyOf = (text: string) => JSON.parse(text.slice(text.indexOf('\r\n\r\n') + 4)) as { code: number; message: string };
   const target = await ask('GET http://[x HTTP/1.1\r\n\r\n');
   expect(bodyOf(target)).toEqual({ code: 400, message: "request target 'http://[x' is not a valid URL" });

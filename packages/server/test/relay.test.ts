@@ -7,6 +7,7 @@ import { Agent, createServer, request, type IncomingMessage, type Server, type S
 import { connect, createServer as createNetServer, type AddressInfo, type Server as NetServer, type Socket } from 'node:net';
 import { BodyCounter, HeadChunks, HttpError, headEnd, parseRequestHead, requestFraming, responseFraming, parseResponseHead } from '../src/relay/http1.js';
 import { Relay, type Destination } from '../src/relay/relay.js';
+import { rawExchange } from './raw-http.js';
 
 const listening = async <T extends NetServer>(s: T): Promise<number> => {
   await new Promise<void>((r) => s.listen(0, '127.0.0.1', () => r()));
@@ -77,23 +78,7 @@ afterEach(async () => {
   }
 });
 
-/** Sends raw bytes on a fresh connection and reads until `done(text)` or the connection closes. */
-function raw(bytes: string | Buffer, done: (text: string) => boolean = () => false): Promise<{ text: string; closed: boolean }> {
-  return new Promise((resolve, reject) => {
-    const sock = connect(relayPort, '127.0.0.1');
-    let text = '';
-    sock.on('data', (d: Buffer) => {
-      text += d.toString('latin1');
-      if (done(text)) {
-        sock.destroy();
-        resolve({ text, closed: false });
-      }
-    });
-    sock.on('error', reject);
-    sock.on('close', () => resolve({ text, closed: true }));
-    sock.write(bytes);
-  });
-}
+const raw = (bytes: string | Buffer, done?: (text: string) => boolean) => rawExchange(relayPort, bytes, done);
 
 interface Reply {
   status: number;

@@ -88,8 +88,8 @@ export class HeadChunks {
 }
 
 /** Where the head that starts at 0 ends (after its empty line), or -1 while it is incomplete. */
-export function headEnd(buf: Buffer, searchedUpTo = 0): number {
-  const at = buf.indexOf('\r\n\r\n', Math.max(0, searchedUpTo - 3), 'latin1');
+export function headEnd(buf: Buffer): number {
+  const at = buf.indexOf(CRLFCRLF);
   return at < 0 ? -1 : at + 4;
 }
 
@@ -259,6 +259,14 @@ export class BodyCounter {
     if (++this.meta > MAX_CHUNK_META) this.fail('chunk extensions or trailers are too long');
   }
 
+  /** A byte of a chunk extension or a trailer line: text up to the CR, which leads to `atCr`. */
+  private lineByte(c: number, atCr: Chunk, line: 'chunk size' | 'trailer'): void {
+    this.metaByte();
+    if (c === 0x0d) this.state = atCr;
+    else if (c === 0x0a) this.fail(`${line} line does not end in CRLF`);
+    else if ((c < 0x20 && c !== 0x09) || c === 0x7f) this.fail(`control character in a ${line} line`);
+  }
+
   /** Returns the index just past the last body byte in `buf`. */
   private chunked(buf: Buffer, i: number): number {
     const end = buf.length;
@@ -290,13 +298,9 @@ export class BodyCounter {
           }
           break;
         }
-        case Chunk.Extension: {
-          const c = buf[i]!;
-          this.metaByte();
-          if (c === 0x0d) this.state = Chunk.SizeLf;
-          else if ((c < 0x20 && c !== 0x09) || c === 0x7f) this.fail('control character in a chunk extension');
+        case Chunk.Extension:
+          this.lineByte(buf[i]!, Chunk.SizeLf, 'chunk size');
           break;
-        }
         case Chunk.SizeLf:
           if (buf[i] !== 0x0a) this.fail('chunk size line does not end in CRLF');
           this.digits = 0;
@@ -322,14 +326,9 @@ export class BodyCounter {
           }
           break;
         }
-        case Chunk.Trailer: {
-          const c = buf[i]!;
-          this.metaByte();
-          if (c === 0x0d) this.state = Chunk.TrailerLf;
-          else if (c === 0x0a) this.fail('trailer line does not end in CRLF');
-          else if ((c < 0x20 && c !== 0x09) || c === 0x7f) this.fail('control character in a trailer');
+        case Chunk.Trailer:
+          this.lineByte(buf[i]!, Chunk.TrailerLf, 'trailer');
           break;
-        }
         case Chunk.TrailerLf:
           if (buf[i] !== 0x0a) this.fail('trailer line does not end in CRLF');
           this.state = Chunk.TrailerStart;
