@@ -28,7 +28,7 @@ export interface Joiner<T> {
 
 export class EventQueue<T> implements AsyncIterable<T> {
   private readonly items: Item<T>[] = [];
-  private waiter: ((r: IteratorResult<T>) => void) | undefined;
+  private waiter: ((r: IteratorResult<T[], undefined>) => void) | undefined;
   private failWaiter: ((err: unknown) => void) | undefined;
   private done = false;
   private error: unknown;
@@ -59,7 +59,7 @@ export class EventQueue<T> implements AsyncIterable<T> {
     if (this.waiter) {
       const w = this.waiter;
       this.waiter = this.failWaiter = undefined;
-      w({ value, done: false });
+      w({ value: [value], done: false });
       return;
     }
     this.items.push({ value, size });
@@ -95,30 +95,28 @@ export class EventQueue<T> implements AsyncIterable<T> {
     this.keepaliveTimer = undefined;
   }
 
-  /** The first item, joined with those after it that the joiner allows. */
-  private take(): Item<T> | undefined {
+  /** The first item and those after it that the joiner allows with it. */
+  private takeRun(): T[] | undefined {
     const first = this.items.shift();
-    if (!first || !this.joiner || this.items.length === 0) return first;
+    if (!first) return undefined;
     const values = [first.value];
     let size = first.size;
-    while (this.items.length > 0) {
+    while (this.joiner && this.items.length > 0) {
       const item = this.items[0]!;
       if (size + item.size > MAX_JOINED_BYTES || !this.joiner.joinable(first.value, item.value)) break;
       this.items.shift();
       values.push(item.value);
       size += item.size;
     }
-    return values.length === 1 ? first : { value: this.joiner.join(values), size };
+    const wasFull = this.queued >= LOW_WATER_BYTES;
+    this.queued -= size;
+    if (wasFull && this.queued < LOW_WATER_BYTES) this.onDrain?.();
+    return values;
   }
 
-  private next(): Promise<IteratorResult<T>> {
-    const item = this.take();
-    if (item) {
-      const wasFull = this.queued >= LOW_WATER_BYTES;
-      this.queued -= item.size;
-      if (wasFull && this.queued < LOW_WATER_BYTES) this.onDrain?.();
-      return Promise.resolve({ value: item.value, done: false });
-    }
+  private nextRun(): Promise<IteratorResult<T[], undefined>> {
+    const run = this.takeRun();
+    if (run) return Promise.resolve({ value: run, done: false });
     if (this.done) {
       if (this.error !== undefined) {
         const err = this.error;
@@ -133,15 +131,28 @@ export class EventQueue<T> implements AsyncIterable<T> {
     });
   }
 
+  /** Stops reading: what waits is dropped and the queue closes. */
+  private stop(): Promise<IteratorResult<never, undefined>> {
+    this.items.length = 0;
+    this.queued = 0;
+    this.close();
+    return Promise.resolve({ value: undefined, done: true });
+  }
+
+  /**
+   * The items as runs: each run is what one item of the plain iteration
+   * would be joined from, left apart, for a reader that can send the parts
+   * of a run without joining them into one value first.
+   */
+  runs(): AsyncIterable<T[]> {
+    return { [Symbol.asyncIterator]: () => ({ next: () => this.nextRun(), return: () => this.stop() }) };
+  }
+
   [Symbol.asyncIterator](): AsyncIterator<T> {
+    const join = (run: T[]): T => (run.length === 1 ? run[0]! : this.joiner!.join(run));
     return {
-      next: () => this.next(),
-      return: () => {
-        this.items.length = 0;
-        this.queued = 0;
-        this.close();
-        return Promise.resolve({ value: undefined, done: true });
-      },
+      next: () => this.nextRun().then((r) => (r.done ? r : { value: join(r.value), done: false })),
+      return: () => this.stop(),
     };
   }
 }

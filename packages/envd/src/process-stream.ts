@@ -82,10 +82,26 @@ export function dataFrameHeader(stream: keyof typeof DATA_FIELD, size: number): 
 export interface WireFormat {
   contentType: string;
   parse<Desc extends DescMessage>(schema: Desc, bytes: Uint8Array): MessageShape<Desc>;
-  /** The parts of the frame of a data event, written in order. */
-  dataFrame(stream: keyof typeof DATA_FIELD, output: Uint8Array): Uint8Array[];
+  /**
+   * The parts, written in order, of the frame of one data event whose output
+   * is `outputs` one after the other (a run of output that waited for the
+   * client, sent as one message).
+   */
+  dataFrame(stream: keyof typeof DATA_FIELD, outputs: Uint8Array[]): Uint8Array[];
   /** The frame of any other event, as a StartResponse or ConnectResponse. */
   eventFrame(wrap: typeof StartResponseSchema | typeof ConnectResponseSchema, event: ProcessEvent): Uint8Array;
+}
+
+function sizeOf(parts: Uint8Array[]): number {
+  let size = 0;
+  for (const p of parts) size += p.length;
+  return size;
+}
+
+/** The output of an event in a run that starts with output: the queue's joiner puts only output of one stream there. */
+function outputBytes(ev: ProcessEvent): Uint8Array {
+  if (ev.event.case !== 'data' || ev.event.value.output.case === undefined) throw new Error('a run of output holds an event that is not output');
+  return ev.event.value.output.value;
 }
 
 const encoder = new TextEncoder();
@@ -94,7 +110,8 @@ const decoder = new TextDecoder();
 export const binaryFormat: WireFormat = {
   contentType: 'application/connect+proto',
   parse: (schema, bytes) => fromBinary(schema, bytes),
-  dataFrame: (stream, output) => [dataFrameHeader(stream, output.length), output],
+  // The outputs follow their header as they are: no copy into one buffer.
+  dataFrame: (stream, outputs) => [dataFrameHeader(stream, sizeOf(outputs)), ...outputs],
   eventFrame: (wrap, event) => encodeEnvelope(0, toBinary(wrap, create(wrap, { event }))),
 };
 
@@ -102,7 +119,7 @@ export const jsonFormat: WireFormat = {
   contentType: 'application/connect+json',
   // Unknown fields are skipped, as connect's JSON does: a newer client may send some.
   parse: (schema, bytes) => fromJsonString(schema, decoder.decode(bytes), { ignoreUnknownFields: true }),
-  dataFrame: (stream, output) => [jsonDataFrame(stream, output)],
+  dataFrame: (stream, outputs) => [jsonDataFrame(stream, outputs.length === 1 ? outputs[0]! : Buffer.concat(outputs))],
   eventFrame: (wrap, event) => encodeEnvelope(0, encoder.encode(toJsonString(wrap, create(wrap, { event })))),
 };
 
@@ -238,11 +255,13 @@ export async function serveProcessStream(
         q.close();
       }, timeout.timeoutMs);
     }
-    for await (const ev of q) {
+    // Runs of output that waited go out as one frame each; any other event is a run of its own.
+    for await (const run of q.runs()) {
       if (res.destroyed) break;
+      const ev = run[0]!;
       const output = ev.event.case === 'data' ? ev.event.value.output : undefined;
       const pending =
-        output && output.case !== undefined ? write(res, format.dataFrame(output.case, output.value)) : write(res, [format.eventFrame(wrap, ev)]);
+        output && output.case !== undefined ? write(res, format.dataFrame(output.case, run.map(outputBytes))) : write(res, [format.eventFrame(wrap, ev)]);
       if (pending) await pending;
     }
   } catch (err) {

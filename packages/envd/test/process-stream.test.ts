@@ -7,7 +7,7 @@ import { Code } from '@connectrpc/connect';
 import { encodeEnvelope } from '@connectrpc/connect/protocol';
 import { endStreamFromJson } from '@connectrpc/connect/protocol-connect';
 import { ConnectResponseSchema, StartRequestSchema, StartResponseSchema } from '@paddock/models';
-import { dataFrameHeader, jsonDataFrame } from '../src/process-stream.js';
+import { binaryFormat, dataFrameHeader, jsonDataFrame, jsonFormat } from '../src/process-stream.js';
 import { processes, startEnvd, type RunningEnvd } from './harness.js';
 
 describe('data frames', () => {
@@ -47,6 +47,29 @@ describe('JSON data frames', () => {
     const event = { event: { case: 'data' as const, value: { output: { case: 'stdout' as const, value: whole.subarray(2, 5) } } } };
     const expected = encodeEnvelope(0, new TextEncoder().encode(toJsonString(StartResponseSchema, create(StartResponseSchema, { event }))));
     expect(Buffer.compare(jsonDataFrame('stdout', whole.subarray(2, 5)), expected)).toBe(0);
+  });
+});
+
+describe('frames of a run of output', () => {
+  // Output that waited for the client leaves as one message of all its parts.
+  const parts = [new Uint8Array([1, 2, 3]), new Uint8Array(70_000).fill(9), new Uint8Array(0), new Uint8Array([250, 251])];
+  const whole = Buffer.concat(parts);
+  for (const format of [binaryFormat, jsonFormat]) {
+    test(`in ${format.contentType}, the parts make the frame of their joined output`, () => {
+      const ours = Buffer.concat(format.dataFrame('stderr', parts));
+      expect(Buffer.compare(ours, Buffer.concat(format.dataFrame('stderr', [whole])))).toBe(0);
+      const event = { event: { case: 'data' as const, value: { output: { case: 'stderr' as const, value: whole } } } };
+      const message = create(StartResponseSchema, { event });
+      const expected =
+        format === binaryFormat ? encodeEnvelope(0, toBinary(StartResponseSchema, message)) : encodeEnvelope(0, new TextEncoder().encode(toJsonString(StartResponseSchema, message)));
+      expect(Buffer.compare(ours, expected)).toBe(0);
+    });
+  }
+
+  test('binary frames send the parts themselves, not a copy', () => {
+    const frame = binaryFormat.dataFrame('stdout', parts);
+    expect(frame).toHaveLength(parts.length + 1);
+    parts.forEach((p, i) => expect(frame[i + 1]).toBe(p));
   });
 });
 

@@ -84,23 +84,25 @@ describe.each([
     }
   });
 
-  test('output a reader has not read yet arrives as fewer, larger messages, whole and in order', async () => {
+  test('output a reader has not read yet arrives as fewer, larger messages, whole and in order, in both formats', async () => {
     const script = 'seq 1 2000000';
     const expected = createHash('sha256').update(execFileSync('/bin/bash', ['-c', script], { maxBuffer: 64 * 1024 * 1024 })).digest('hex');
-    const it = processes(envd).start(bash(script))[Symbol.asyncIterator]();
-    await it.next(); // start
-    // The process fills the queue while nobody reads.
-    await sleep(300);
-    const chunks: Uint8Array[] = [];
-    for (;;) {
-      const r = await it.next();
-      if (r.done) break;
-      const ev = r.value.event!.event;
-      if (ev.case === 'data' && ev.value.output.case === 'stdout') chunks.push(ev.value.output.value);
+    for (const binary of [false, true]) {
+      const it = processes(envd, { binary }).start(bash(script))[Symbol.asyncIterator]();
+      await it.next(); // start
+      // The process fills the queue while nobody reads.
+      await sleep(300);
+      const chunks: Uint8Array[] = [];
+      for (;;) {
+        const r = await it.next();
+        if (r.done) break;
+        const ev = r.value.event!.event;
+        if (ev.case === 'data' && ev.value.output.case === 'stdout') chunks.push(ev.value.output.value);
+      }
+      // A pipe read is at most 64 KiB: anything larger was joined.
+      expect(Math.max(...chunks.map((c) => c.length))).toBeGreaterThan(64 * 1024);
+      expect(createHash('sha256').update(Buffer.concat(chunks)).digest('hex')).toBe(expected);
     }
-    // A pipe read is at most 64 KiB: anything larger was joined.
-    expect(Math.max(...chunks.map((c) => c.length))).toBeGreaterThan(64 * 1024);
-    expect(createHash('sha256').update(Buffer.concat(chunks)).digest('hex')).toBe(expected);
   });
 
   test('processes run as the requested user, in its home, with HOME and USER', async () => {

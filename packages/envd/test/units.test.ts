@@ -169,6 +169,46 @@ describe('event queue', () => {
     expect(q.bytes).toBe(0);
   });
 
+  test('runs are the items the joiner would join, left apart; the drain is counted the same', async () => {
+    const joiner: Joiner<string> = {
+      joinable: (first, next) => first[0] === next[0],
+      join: () => {
+        throw new Error('runs do not join');
+      },
+    };
+    const q = new EventQueue<string>(joiner);
+    let drained = 0;
+    q.onDrain = () => void drained++;
+    for (const v of ['a1', 'a2', 'b1']) q.push(v, HIGH_WATER_BYTES / 2);
+    expect(q.full).toBe(true);
+    const it = q.runs()[Symbol.asyncIterator]();
+    expect(await it.next()).toEqual({ value: ['a1', 'a2'], done: false });
+    expect(drained).toBe(0); // half the mark still waits
+    expect(await it.next()).toEqual({ value: ['b1'], done: false });
+    expect(drained).toBe(1);
+    // An item pushed to a waiting reader is a run of its own.
+    const waiting = it.next();
+    q.push('a3', 10);
+    expect(await waiting).toEqual({ value: ['a3'], done: false });
+    q.close();
+    expect(await it.next()).toEqual({ value: undefined, done: true });
+  });
+
+  test('a reader that stops reading runs drops what waits and closes the queue', async () => {
+    const q = new EventQueue<string>();
+    let closes = 0;
+    q.onClose = () => void closes++;
+    q.push('a', 100);
+    for await (const run of q.runs()) {
+      expect(run).toEqual(['a']);
+      q.push('b', 100);
+      break;
+    }
+    expect(q.closed).toBe(true);
+    expect(q.bytes).toBe(0);
+    expect(closes).toBe(1);
+  });
+
   test('a reader waiting when the queue closes sees the end; onClose runs once', async () => {
     const q = new EventQueue<number>();
     let closes = 0;
