@@ -6,7 +6,7 @@
 export const HIGH_WATER_BYTES = 512 * 1024;
 export const LOW_WATER_BYTES = 64 * 1024;
 
-/** Most bytes that `join` puts into one item. */
+/** Most bytes in one run of items that may be joined (what `join` puts into one item). */
 export const MAX_JOINED_BYTES = 1024 * 1024;
 
 interface Item<T> {
