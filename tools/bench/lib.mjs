@@ -86,16 +86,32 @@ export async function throughput(fn, { warmup = 1, iterations = 3 } = {}) {
   return summarizeRates(await measure(fn, { warmup, iterations }, rated));
 }
 
+/**
+ * The ratio of a subject to the baseline it was measured in alternation
+ * with, by the baseline's summary: the median of the ratios of the samples
+ * taken next to each other. A slow or fast stretch of the machine falls on
+ * both samples of a pair and cancels in their ratio, where in the ratio of
+ * the two medians it does so only as far as the medians happen to come
+ * from the same stretch.
+ */
+const pairedRatios = new WeakMap();
+
+function paired(subjectSummary, baselineSummary, a, b) {
+  const ratios = a.map((x, i) => x / b[i]).sort((x, y) => x - y);
+  pairedRatios.set(baselineSummary, { subject: subjectSummary, ratio: percentile(ratios, 50) });
+  return [subjectSummary, baselineSummary];
+}
+
 /** timeit of a subject and its baseline, alternated; returns [subject, baseline]. */
 export async function timePair(subject, baseline, { warmup = 3, iterations = 20 } = {}) {
   const [a, b] = await alternate(subject, baseline, { warmup, iterations }, timed);
-  return [summarize(a), summarize(b)];
+  return paired(summarize(a), summarize(b), a, b);
 }
 
 /** throughput of a subject and its baseline, alternated; returns [subject, baseline]. */
 export async function throughputPair(subject, baseline, { warmup = 1, iterations = 3 } = {}) {
   const [a, b] = await alternate(subject, baseline, { warmup, iterations }, rated);
-  return [summarizeRates(a), summarizeRates(b)];
+  return paired(summarizeRates(a), summarizeRates(b), a, b);
 }
 
 /**
@@ -132,13 +148,18 @@ export function machine() {
 /**
  * A result row. `lowerIsBetter` for latencies (ratio = paddock / baseline),
  * false for throughputs (ratio = paddock / baseline too, higher is better).
+ * For a subject measured in alternation with its baseline, `ratio` is the
+ * median of the paired ratios; `ratioOfMedians` (the quotient of the two
+ * p50s) is kept next to it in the raw numbers.
  */
 export function row({ suite, name, unit, value, baseline, baselineName, lowerIsBetter = true, target, note }) {
-  const ratio = baseline ? value.p50 / baseline.p50 : null;
+  const pair = baseline && pairedRatios.get(baseline);
+  const ratioOfMedians = baseline ? value.p50 / baseline.p50 : null;
+  const ratio = pair?.subject === value ? pair.ratio : ratioOfMedians;
   let met = null;
   if (target) {
     const v = target.on === 'ratio' ? ratio : value.p50;
     met = v === null ? null : target.op === '<=' ? v <= target.value : v >= target.value;
   }
-  return { suite, name, unit, value, baseline: baseline ?? null, baselineName: baselineName ?? null, ratio, lowerIsBetter, target: target ?? null, met, note: note ?? null };
+  return { suite, name, unit, value, baseline: baseline ?? null, baselineName: baselineName ?? null, ratio, ratioOfMedians, lowerIsBetter, target: target ?? null, met, note: note ?? null };
 }

@@ -182,21 +182,15 @@ export async function sdkSuite({ quick, log }) {
       const ourSdk = await startWorkloadProcess('paddock', opts);
       const e2bSdk = await startWorkloadProcess('e2b', opts);
       try {
-        // Interleaved, so that both see the same machine load; twice the
+        // Alternated, so that both see the same machine load; twice the
         // usual count, as the two differ by less than the spread of either.
-        const ours = [];
-        const theirs = [];
-        for (let i = 0; i < 2 * n + 2; i++) {
+        // Each workload is timed in its own process, from a full warm pool.
+        const workload = (sdk) => async () => {
           await server.poolReady();
-          const a = await ourSdk.run();
-          await server.poolReady();
-          const b = await e2bSdk.run();
-          if (i >= 2) {
-            ours.push(a);
-            theirs.push(b);
-          }
-        }
-        rows.push(row({ suite: 'sdk', name: 'create, write + read 1 MiB, run `echo`, kill: @paddock/sdk', unit: 'ms', value: summarize(ours), baseline: summarize(theirs), baselineName: 'the same through the official e2b SDK, each SDK in a process of its own', target: { on: 'ratio', op: '<=', value: 1.0 } }));
+          return { elapsedMs: await sdk.run() };
+        };
+        const [ours, theirs] = await timePair(workload(ourSdk), workload(e2bSdk), { warmup: 2, iterations: 2 * n });
+        rows.push(row({ suite: 'sdk', name: 'create, write + read 1 MiB, run `echo`, kill: @paddock/sdk', unit: 'ms', value: ours, baseline: theirs, baselineName: 'the same through the official e2b SDK, each SDK in a process of its own', target: { on: 'ratio', op: '<=', value: 1.0 } }));
       } finally {
         await ourSdk.close();
         await e2bSdk.close();
