@@ -14,13 +14,13 @@ import { timingSafeEqual } from 'node:crypto';
 import { HttpError, field, type RequestHead } from './relay/http1.js';
 import { Relay, type Destination } from './relay/relay.js';
 import type { Sandboxes } from './sandboxes.js';
-import type { SandboxRecord, SandboxStore } from './store/sandboxes.js';
+import type { SandboxRecord, SandboxRoute, SandboxStore } from './store/sandboxes.js';
 
 const HOST_ROUTE = /^(\d{1,5})-([a-z0-9]{1,63})\./;
 const TRAFFIC_TOKEN_HEADER = 'e2b-traffic-access-token';
 
 interface Target {
-  sandbox: SandboxRecord;
+  sandbox: SandboxRoute;
   port: number;
 }
 
@@ -74,18 +74,20 @@ export function createProxy({ runtime, store, sandboxes }: ProxyDeps): Relay {
       throw new HttpError(400, "the request names no sandbox: use the host '{port}-{sandboxID}.{domain}' or the E2b-Sandbox-Id and E2b-Sandbox-Port headers");
     }
     if (!Number.isInteger(port) || port! < 1 || port! > 65535) throw new HttpError(400, `sandbox port '${port}' is not a TCP port`);
-    const s = id && /^[a-z0-9]{1,63}$/.test(id) ? store.live(id) : undefined;
+    const s = id && /^[a-z0-9]{1,63}$/.test(id) ? store.route(id) : undefined;
     if (!s) throw new HttpError(502, `sandbox '${id}' is not running`);
     return resolveState(s, port!);
   }
 
-  async function resolveState(s: SandboxRecord, port: number): Promise<Target> {
+  async function resolveState(s: SandboxRoute, port: number): Promise<Target> {
     if (s.state === 'paused') {
       if (!s.autoResume) throw new HttpError(502, `sandbox '${s.id}' is paused`);
       await sandboxes.connect(s.id, undefined).catch((err: Error) => {
         throw new HttpError(502, `sandbox '${s.id}' is paused and could not be resumed: ${err.message}`);
       });
-      return { sandbox: store.live(s.id)!, port };
+      const resumed = store.route(s.id);
+      if (!resumed) throw new HttpError(502, `sandbox '${s.id}' is not running`);
+      return { sandbox: resumed, port };
     }
     return { sandbox: s, port };
   }

@@ -35,6 +35,9 @@ export interface SandboxRecord {
   network: NetworkRules;
 }
 
+/** The part of a sandbox's record that routes requests to it. */
+export type SandboxRoute = Pick<SandboxRecord, 'id' | 'state' | 'autoResume' | 'trafficAccessToken'>;
+
 interface Row {
   id: string;
   template_id: string;
@@ -130,6 +133,19 @@ export class SandboxStore {
   live(id: string): SandboxRecord | undefined {
     const s = this.get(id);
     return s && s.state !== 'killed' ? s : undefined;
+  }
+
+  /**
+   * What the proxy needs of a live sandbox to route a request to it, read
+   * without the rest of the record: the proxy asks on every request, and
+   * the whole row with its JSON fields took three times as long.
+   */
+  route(id: string): SandboxRoute | undefined {
+    const r = statement(
+      this.db,
+      "SELECT id, state, auto_resume, traffic_access_token FROM sandboxes WHERE id = ? AND state != 'killed'",
+    ).get(id) as Pick<Row, 'id' | 'state' | 'auto_resume' | 'traffic_access_token'> | undefined;
+    return r && { id: r.id, state: r.state, autoResume: r.auto_resume === 1, trafficAccessToken: r.traffic_access_token };
   }
 
   setState(id: string, state: SandboxState, pausedWithMemory = false): void {
