@@ -9,6 +9,9 @@ export const LOW_WATER_BYTES = 64 * 1024;
 /** Most bytes in one run of items that may be joined (what `join` puts into one item). */
 export const MAX_JOINED_BYTES = 1024 * 1024;
 
+/** Items taken together: never empty. */
+export type Run<T> = [T, ...T[]];
+
 interface Item<T> {
   value: T;
   size: number;
@@ -28,7 +31,7 @@ export interface Joiner<T> {
 
 export class EventQueue<T> implements AsyncIterable<T> {
   private readonly items: Item<T>[] = [];
-  private waiter: ((r: IteratorResult<T[], undefined>) => void) | undefined;
+  private waiter: ((r: IteratorResult<Run<T>, undefined>) => void) | undefined;
   private failWaiter: ((err: unknown) => void) | undefined;
   private done = false;
   private error: unknown;
@@ -96,10 +99,10 @@ export class EventQueue<T> implements AsyncIterable<T> {
   }
 
   /** The first item and those after it that the joiner allows with it. */
-  private takeRun(): T[] | undefined {
+  private takeRun(): Run<T> | undefined {
     const first = this.items.shift();
     if (!first) return undefined;
-    const values = [first.value];
+    const values: Run<T> = [first.value];
     let size = first.size;
     while (this.joiner && this.items.length > 0) {
       const item = this.items[0]!;
@@ -114,7 +117,7 @@ export class EventQueue<T> implements AsyncIterable<T> {
     return values;
   }
 
-  private nextRun(): Promise<IteratorResult<T[], undefined>> {
+  private nextRun(): Promise<IteratorResult<Run<T>, undefined>> {
     const run = this.takeRun();
     if (run) return Promise.resolve({ value: run, done: false });
     if (this.done) {
@@ -144,12 +147,12 @@ export class EventQueue<T> implements AsyncIterable<T> {
    * would be joined from, left apart, for a reader that can send the parts
    * of a run without joining them into one value first.
    */
-  runs(): AsyncIterable<T[]> {
+  runs(): AsyncIterable<Run<T>> {
     return { [Symbol.asyncIterator]: () => ({ next: () => this.nextRun(), return: () => this.stop() }) };
   }
 
   [Symbol.asyncIterator](): AsyncIterator<T> {
-    const join = (run: T[]): T => (run.length === 1 ? run[0]! : this.joiner!.join(run));
+    const join = (run: Run<T>): T => (run.length === 1 ? run[0] : this.joiner!.join(run));
     return {
       next: () => this.nextRun().then((r) => (r.done ? r : { value: join(r.value), done: false })),
       return: () => this.stop(),

@@ -84,6 +84,22 @@ function outputOf(ev: ProcessEvent): Output | undefined {
   return output.case === undefined ? undefined : { stream: output.case, bytes: output.value };
 }
 
+/**
+ * The output of a run of events (see EventQueue.runs): its stream and its
+ * chunks in order; undefined when the run is not output. The joiner below
+ * puts only output of one stream into a run.
+ */
+export function outputRun(run: readonly ProcessEvent[]): { stream: Output['stream']; chunks: Uint8Array[] } | undefined {
+  const first = run[0] && outputOf(run[0]);
+  if (!first) return undefined;
+  const chunks = run.map((ev) => {
+    const out = outputOf(ev);
+    if (out?.stream !== first.stream) throw new Error(`a run of ${first.stream} output holds another event`);
+    return out.bytes;
+  });
+  return { stream: first.stream, chunks };
+}
+
 /** Output of one stream that a client has not read yet goes out as one message. */
 const joinOutput: Joiner<ProcessEvent> = {
   joinable: (first, next) => {
@@ -91,8 +107,8 @@ const joinOutput: Joiner<ProcessEvent> = {
     return a !== undefined && a.stream === outputOf(next)?.stream;
   },
   join: (events) => {
-    const chunks = events.map((ev) => outputOf(ev)!.bytes);
-    return dataEvent(outputOf(events[0]!)!.stream, Buffer.concat(chunks));
+    const { stream, chunks } = outputRun(events)!;
+    return dataEvent(stream, Buffer.concat(chunks));
   },
 };
 

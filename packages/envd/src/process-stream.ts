@@ -24,6 +24,7 @@ import {
   type ProcessEvent,
 } from '@paddock/models';
 import type { EventQueue } from './event-queue.js';
+import { outputRun } from './process-manager.js';
 import type { ProcessCalls } from './process-service.js';
 
 
@@ -92,16 +93,13 @@ export interface WireFormat {
   eventFrame(wrap: typeof StartResponseSchema | typeof ConnectResponseSchema, event: ProcessEvent): Uint8Array;
 }
 
+/** The mean size of a run's outputs below which the binary frame joins them. */
+const MIN_UNJOINED_OUTPUT = 16 * 1024;
+
 function sizeOf(parts: Uint8Array[]): number {
   let size = 0;
   for (const p of parts) size += p.length;
   return size;
-}
-
-/** The output of an event in a run that starts with output: the queue's joiner puts only output of one stream there. */
-function outputBytes(ev: ProcessEvent): Uint8Array {
-  if (ev.event.case !== 'data' || ev.event.value.output.case === undefined) throw new Error('a run of output holds an event that is not output');
-  return ev.event.value.output.value;
 }
 
 const encoder = new TextEncoder();
@@ -110,8 +108,14 @@ const decoder = new TextDecoder();
 export const binaryFormat: WireFormat = {
   contentType: 'application/connect+proto',
   parse: (schema, bytes) => fromBinary(schema, bytes),
-  // The outputs follow their header as they are: no copy into one buffer.
-  dataFrame: (stream, outputs) => [dataFrameHeader(stream, sizeOf(outputs)), ...outputs],
+  dataFrame: (stream, outputs) => {
+    const size = sizeOf(outputs);
+    // Large outputs follow their header as they are, with no copy. Small ones
+    // (short lines written one by one) are copied together: each write to a
+    // chunked response costs more than copying a few bytes.
+    const parts = outputs.length > 1 && size < MIN_UNJOINED_OUTPUT * outputs.length ? [Buffer.concat(outputs, size)] : outputs;
+    return [dataFrameHeader(stream, size), ...parts];
+  },
   eventFrame: (wrap, event) => encodeEnvelope(0, toBinary(wrap, create(wrap, { event }))),
 };
 
@@ -255,13 +259,11 @@ export async function serveProcessStream(
         q.close();
       }, timeout.timeoutMs);
     }
-    // Runs of output that waited go out as one frame each; any other event is a run of its own.
+    // A run of output that waited goes out as one frame; any other event is a run of its own.
     for await (const run of q.runs()) {
       if (res.destroyed) break;
-      const ev = run[0]!;
-      const output = ev.event.case === 'data' ? ev.event.value.output : undefined;
-      const pending =
-        output && output.case !== undefined ? write(res, format.dataFrame(output.case, run.map(outputBytes))) : write(res, [format.eventFrame(wrap, ev)]);
+      const output = outputRun(run);
+      const pending = output ? write(res, format.dataFrame(output.stream, output.chunks)) : write(res, run.map((ev) => format.eventFrame(wrap, ev)));
       if (pending) await pending;
     }
   } catch (err) {

@@ -66,10 +66,18 @@ describe('frames of a run of output', () => {
     });
   }
 
-  test('binary frames send the parts themselves, not a copy', () => {
-    const frame = binaryFormat.dataFrame('stdout', parts);
-    expect(frame).toHaveLength(parts.length + 1);
-    parts.forEach((p, i) => expect(frame[i + 1]).toBe(p));
+  test('binary frames send large parts themselves, not a copy', () => {
+    const large = [new Uint8Array(65_536).fill(1), new Uint8Array(40_000).fill(2)];
+    const frame = binaryFormat.dataFrame('stdout', large);
+    expect(frame).toHaveLength(large.length + 1);
+    large.forEach((p, i) => expect(frame[i + 1]).toBe(p));
+  });
+
+  test('binary frames copy many small parts into one (short lines written one by one)', () => {
+    const lines = Array.from({ length: 5000 }, (_, i) => new TextEncoder().encode(`line ${i}\n`));
+    const frame = binaryFormat.dataFrame('stdout', lines);
+    expect(frame).toHaveLength(2);
+    expect(Buffer.compare(Buffer.concat(frame), Buffer.concat(binaryFormat.dataFrame('stdout', [Buffer.concat(lines)])))).toBe(0);
   });
 });
 

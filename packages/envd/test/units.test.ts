@@ -194,6 +194,21 @@ describe('event queue', () => {
     expect(await it.next()).toEqual({ value: undefined, done: true });
   });
 
+  test('a reader waiting on runs gets the error the queue closes with, after what was queued', async () => {
+    const q = new EventQueue<string>();
+    const it = q.runs()[Symbol.asyncIterator]();
+    const waiting = it.next();
+    q.close(new Error('gone'));
+    await expect(waiting).rejects.toThrow('gone');
+
+    const q2 = new EventQueue<string>();
+    q2.push('a', 1);
+    q2.close(new Error('later'));
+    const it2 = q2.runs()[Symbol.asyncIterator]();
+    expect(await it2.next()).toEqual({ value: ['a'], done: false });
+    await expect(it2.next()).rejects.toThrow('later');
+  });
+
   test('a reader that stops reading runs drops what waits and closes the queue', async () => {
     const q = new EventQueue<string>();
     let closes = 0;
