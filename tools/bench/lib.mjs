@@ -96,9 +96,15 @@ export async function throughput(fn, { warmup = 1, iterations = 3 } = {}) {
  */
 const pairedRatios = new WeakMap();
 
+/** The middle of `sorted`; with an even count, the mean of the two middle values. */
+function median(sorted) {
+  const mid = sorted.length >> 1;
+  return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
+}
+
 function paired(subjectSummary, baselineSummary, a, b) {
   const ratios = a.map((x, i) => x / b[i]).sort((x, y) => x - y);
-  pairedRatios.set(baselineSummary, { subject: subjectSummary, ratio: percentile(ratios, 50) });
+  pairedRatios.set(baselineSummary, { subject: subjectSummary, ratio: median(ratios) });
   return [subjectSummary, baselineSummary];
 }
 
