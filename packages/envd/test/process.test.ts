@@ -82,20 +82,24 @@ describe.each([
     expect(o.end?.exitCode).toBe(0);
   });
 
-  test('output a reader has not read yet arrives as fewer, larger messages, whole and in order', async () => {
-    const script = 'seq 1 2000000';
-    const expected = createHash('sha256').update(execFileSync('/bin/bash', ['-c', script], { maxBuffer: 64 * 1024 * 1024 })).digest('hex');
+  /** The stdout messages of `script`, read only after it has had 300 ms to fill the queue. */
+  async function stdoutReadLate(script: string): Promise<Uint8Array[]> {
     const it = processes(envd).start(bash(script))[Symbol.asyncIterator]();
     await it.next(); // start
-    // The process fills the queue while nobody reads.
     await sleep(300);
     const chunks: Uint8Array[] = [];
     for (;;) {
       const r = await it.next();
-      if (r.done) break;
+      if (r.done) return chunks;
       const ev = r.value.event!.event;
       if (ev.case === 'data' && ev.value.output.case === 'stdout') chunks.push(ev.value.output.value);
     }
+  }
+
+  test('output a reader has not read yet arrives as fewer, larger messages, whole and in order', async () => {
+    const script = 'seq 1 2000000';
+    const expected = createHash('sha256').update(execFileSync('/bin/bash', ['-c', script], { maxBuffer: 64 * 1024 * 1024 })).digest('hex');
+    const chunks = await stdoutReadLate(script);
     // A pipe read is at most 64 KiB: anything larger was joined.
     expect(Math.max(...chunks.map((c) => c.length))).toBeGreaterThan(64 * 1024);
     expect(createHash('sha256').update(Buffer.concat(chunks)).digest('hex')).toBe(expected);
@@ -105,17 +109,7 @@ describe.each([
     // One line per write: the run the reader gets is of many small chunks.
     const script = 'for i in $(seq 1 20000); do echo "line $i"; done';
     const expected = Array.from({ length: 20000 }, (_, i) => `line ${i + 1}\n`).join('');
-    const it = processes(envd).start(bash(script))[Symbol.asyncIterator]();
-    await it.next(); // start
-    await sleep(300);
-    const chunks: Uint8Array[] = [];
-    for (;;) {
-      const r = await it.next();
-      if (r.done) break;
-      const ev = r.value.event!.event;
-      if (ev.case === 'data' && ev.value.output.case === 'stdout') chunks.push(ev.value.output.value);
-    }
-    expect(text(chunks)).toBe(expected);
+    expect(text(await stdoutReadLate(script))).toBe(expected);
   });
 
   test('processes run as the requested user, in its home, with HOME and USER', async () => {
