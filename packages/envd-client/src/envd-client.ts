@@ -1,12 +1,13 @@
 import type { IncomingMessage } from 'node:http';
 import { addAbortSignal, type Readable } from 'node:stream';
-import { createClient, type Client, type Interceptor, type Transport } from '@connectrpc/connect';
+import type { Client, Interceptor, Transport } from '@connectrpc/connect';
 import { Filesystem, Process, type envd } from '@paddock/models';
 import { EnvdArgumentError, EnvdHttpError, errorFromFailure, errorFromResponse } from './errors.js';
 import { connectionHeaders, envdInterceptor, type EnvdHeaderConfig } from './headers.js';
 import { metadataHeaders } from './metadata.js';
 import { headersOf, readBody, sendRequest } from './node-http.js';
 import { createNodeTransport } from './node-transport.js';
+import { createServiceClient } from './service-client.js';
 import { endpointUrl, fileUrl, filesQuery } from './signature.js';
 import { builtinFetchSlicesBytes, isInMemory, multipartBody, newBoundary, octetStreamBody, type RequestBody, type UploadData } from './upload-body.js';
 
@@ -135,8 +136,8 @@ export class EnvdClient {
       useBinaryFormat: options.useBinaryFormat ?? false,
       interceptors: [envdInterceptor(options)],
     });
-    this.filesystem = createClient(Filesystem, this.transport);
-    this.process = createClient(Process, this.transport);
+    this.filesystem = createServiceClient(Filesystem, this.transport);
+    this.process = createServiceClient(Process, this.transport);
   }
 
   /** `GET /files`: the file at `path`. An empty file gives an empty result. */

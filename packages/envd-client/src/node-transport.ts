@@ -37,6 +37,7 @@ import {
 import { endStreamFlag, endStreamFromJson, errorFromJsonBytes, requestHeader, trailerDemux, validateResponse } from '@connectrpc/connect/protocol-connect';
 import type { IncomingMessage } from 'node:http';
 import { headersOf, readBody, sendRequest } from './node-http.js';
+import { OneMessage } from './service-client.js';
 
 export interface NodeTransportOptions {
   baseUrl: string;
@@ -46,8 +47,12 @@ export interface NodeTransportOptions {
 
 type HeaderInit = ConstructorParameters<typeof Headers>[0];
 
+function asMessage<I extends DescMessage>(schema: I, m: MessageInitShape<I>): MessageShape<I> {
+  return isMessage(m, schema) ? m : create(schema, m);
+}
+
 async function* asMessages<I extends DescMessage>(schema: I, input: AsyncIterable<MessageInitShape<I>>): AsyncIterable<MessageShape<I>> {
-  for await (const m of input) yield isMessage(m, schema) ? m : create(schema, m);
+  for await (const m of input) yield asMessage(schema, m);
 }
 
 /** Messages parsed ahead of a reader that is not reading before the socket is paused. */
@@ -137,7 +142,7 @@ export function createNodeTransport(options: NodeTransportOptions): Transport {
           url: createMethodUrl(options.baseUrl, method),
           header: headersFor('unary', timeoutMs, header),
           contextValues: contextValues ?? createContextValues(),
-          message: isMessage(input, method.input) ? input : create(method.input, input),
+          message: asMessage(method.input, input),
           signal: sig,
         }),
         async (req, fail, done) => {
@@ -190,14 +195,20 @@ export function createNodeTransport(options: NodeTransportOptions): Transport {
           url: createMethodUrl(options.baseUrl, method),
           header: headersFor('server_streaming', timeoutMs, header),
           contextValues: contextValues ?? createContextValues(),
-          message: asMessages(method.input, input),
+          message: input instanceof OneMessage ? new OneMessage(asMessage(method.input, input.message)) : asMessages(method.input, input),
           signal: sig,
         }),
         async (req, fail, done) => {
           // A server-streaming call has exactly one request message.
-          const first = await req.message[Symbol.asyncIterator]().next();
-          if (first.done) throw new ConnectError('protocol error: missing request message', Code.Internal);
-          const payload = serialization.getI(binary).serialize(first.value);
+          let message: MessageShape<I>;
+          if (req.message instanceof OneMessage) {
+            message = req.message.message as MessageShape<I>;
+          } else {
+            const first = await req.message[Symbol.asyncIterator]().next();
+            if (first.done) throw new ConnectError('protocol error: missing request message', Code.Internal);
+            message = first.value;
+          }
+          const payload = serialization.getI(binary).serialize(message);
           const body = new Uint8Array(5 + payload.length);
           new DataView(body.buffer).setUint32(1, payload.length);
           body.set(payload, 5);

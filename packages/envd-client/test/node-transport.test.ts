@@ -1,7 +1,9 @@
 // createNodeTransport against a real connect-node server: every outcome of a
 // call (answer, error, end of stream, timeout, abort, a dead or wrong
 // server) must be what connect-node's own transport gives, since the SDK's
-// error mapping reads codes and messages. Each case runs through both.
+// error mapping reads codes and messages. Each case runs through both, and
+// through both connect's promise client and envd-client's, whose server
+// streams skip connect's generator layers (service-client.ts).
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Code, ConnectError, createClient, type ConnectRouter, type Transport } from '@connectrpc/connect';
@@ -10,7 +12,7 @@ import { create, toBinary, type MessageInitShape } from '@bufbuild/protobuf';
 import { encodeEnvelope } from '@connectrpc/connect/protocol';
 import { endStreamFlag } from '@connectrpc/connect/protocol-connect';
 import { FileType, Filesystem, Process, StartResponseSchema, type StreamInputRequestSchema } from '@paddock/models';
-import { createNodeTransport } from '../src/index.js';
+import { OneMessage, createNodeTransport, createServiceClient } from '../src/index.js';
 
 let server: Server;
 let baseUrl: string;
@@ -100,6 +102,14 @@ const transports: [string, (url: string, binary: boolean) => Transport][] = [
   ['createNodeTransport', (url, binary) => createNodeTransport({ baseUrl: url, useBinaryFormat: binary })],
 ];
 
+type MakeClient = typeof createClient;
+/** connect's promise client, and envd-client's (lighter server streams, the same outcomes). */
+const clients: [string, MakeClient][] = [
+  ['createClient', createClient],
+  ['createServiceClient', createServiceClient],
+];
+const combos = clients.flatMap(([c, makeClient]) => transports.map(([t, make]) => [`${c} over ${t}`, makeClient, make] as const));
+
 async function failure(p: Promise<unknown>): Promise<ConnectError> {
   try {
     await p;
@@ -115,13 +125,13 @@ async function collect(iterable: AsyncIterable<{ event?: { event: { case?: strin
   return cases;
 }
 
-describe.each(transports)('%s', (_name, make) => {
+describe.each(combos)('%s', (_name, makeClient, make) => {
   describe.each([
     ['JSON', false],
     ['binary', true],
   ])('in %s', (_format, binary) => {
-    const fs = () => createClient(Filesystem, make(baseUrl, binary));
-    const proc = () => createClient(Process, make(baseUrl, binary));
+    const fs = () => makeClient(Filesystem, make(baseUrl, binary));
+    const proc = () => makeClient(Process, make(baseUrl, binary));
 
     test('a unary answer with its headers and trailers', async () => {
       let header: Headers | undefined;
@@ -140,11 +150,26 @@ describe.each(transports)('%s', (_name, make) => {
       expect(err.metadata.get('why')).toBe('gone');
     });
 
-    test('a server stream delivers every message, then its trailers', async () => {
+    test('a server stream delivers every message, its headers before them and its trailers after', async () => {
+      const order: string[] = [];
       let trailer: Headers | undefined;
-      const cases = await collect(proc().start({ process: { cmd: 'many' } }, { onTrailer: (t) => (trailer = t) }));
-      expect(cases).toHaveLength(2_001);
-      expect(cases.at(-1)).toBe('end');
+      const stream = proc().start(
+        { process: { cmd: 'many' } },
+        {
+          onHeader: (h) => order.push(`header ${h.get('content-type')?.startsWith('application/connect') ? 'connect' : '?'}`),
+          onTrailer: (t) => {
+            trailer = t;
+            order.push('trailer');
+          },
+        },
+      );
+      let count = 0;
+      for await (const m of stream) {
+        if (count === 0 || m.event?.event.case === 'end') order.push(`message ${m.event?.event.case}`);
+        count += 1;
+      }
+      expect(count).toBe(2_001);
+      expect(order).toEqual(['header connect', 'message data', 'message end', 'trailer']);
       expect(trailer?.get('x-done')).toBe('yes');
     });
 
@@ -173,7 +198,7 @@ describe.each(transports)('%s', (_name, make) => {
         res.writeHead(502, { 'content-type': 'application/json' });
         res.end('{"code":502,"message":"sandbox is not running"}');
       };
-      const viaRaw = (b: boolean) => ({ fs: createClient(Filesystem, make(`${baseUrl}/raw`, b)), proc: createClient(Process, make(`${baseUrl}/raw`, b)) });
+      const viaRaw = (b: boolean) => ({ fs: makeClient(Filesystem, make(`${baseUrl}/raw`, b)), proc: makeClient(Process, make(`${baseUrl}/raw`, b)) });
       expect((await failure(viaRaw(binary).fs.stat({ path: '/a' }))).code).toBe(Code.Unavailable);
       expect((await failure(collect(viaRaw(binary).proc.start({ process: { cmd: 'x' } })))).code).toBe(Code.Unavailable);
       raw = (_req, res) => {
@@ -190,7 +215,7 @@ describe.each(transports)('%s', (_name, make) => {
         res.write(Buffer.from([0, 0, 0, 0, 9])); // an envelope promising 9 bytes that never come
         setTimeout(() => res.socket?.destroy(), 20);
       };
-      const err = await failure(collect(createClient(Process, make(`${baseUrl}/raw`, binary)).start({ process: { cmd: 'x' } })));
+      const err = await failure(collect(makeClient(Process, make(`${baseUrl}/raw`, binary)).start({ process: { cmd: 'x' } })));
       expect([Code.Aborted, Code.Unavailable, Code.InvalidArgument, Code.Internal]).toContain(err.code);
     });
 
@@ -199,7 +224,7 @@ describe.each(transports)('%s', (_name, make) => {
         res.writeHead(200, { 'content-type': binary ? 'application/connect+proto' : 'application/connect+json' });
         res.end();
       };
-      const err = await failure(collect(createClient(Process, make(`${baseUrl}/raw`, binary)).start({ process: { cmd: 'x' } })));
+      const err = await failure(collect(makeClient(Process, make(`${baseUrl}/raw`, binary)).start({ process: { cmd: 'x' } })));
       expect([err.code, err.rawMessage]).toEqual([Code.InvalidArgument, 'protocol error: missing EndStreamResponse']);
     });
 
@@ -222,13 +247,10 @@ describe.each(transports)('%s', (_name, make) => {
  * `internal`. Outside jest both transports answer `canceled` and
  * `unavailable` with the same messages.
  */
-describe.each([
-  ['JSON', false],
-  ['binary', true],
-])('createNodeTransport in %s: aborts and dead servers', (_format, binary) => {
+describe.each(clients.flatMap(([c, makeClient]) => [['JSON', false, c, makeClient] as const, ['binary', true, c, makeClient] as const]))('createNodeTransport in %s through %s: aborts and dead servers', (_format, binary, _client, makeClient) => {
   const make = (url: string, b: boolean) => createNodeTransport({ baseUrl: url, useBinaryFormat: b });
-  const fs = () => createClient(Filesystem, make(baseUrl, binary));
-  const proc = () => createClient(Process, make(baseUrl, binary));
+  const fs = () => makeClient(Filesystem, make(baseUrl, binary));
+  const proc = () => makeClient(Process, make(baseUrl, binary));
 
   test("the caller's signal cancels a waiting unary call and an open stream", async () => {
     const a = new AbortController();
@@ -259,7 +281,7 @@ describe.each([
     await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve));
     const port = (closed.address() as AddressInfo).port;
     await new Promise((resolve) => closed.close(resolve));
-    const err = await failure(createClient(Filesystem, make(`http://127.0.0.1:${port}`, binary)).stat({ path: '/a' }));
+    const err = await failure(makeClient(Filesystem, make(`http://127.0.0.1:${port}`, binary)).stat({ path: '/a' }));
     expect(err.code).toBe(Code.Unavailable);
   });
 
@@ -338,5 +360,19 @@ describe('createNodeTransport only', () => {
     await expect(fs.stat({ path: '/a.txt' })).resolves.toMatchObject({});
     expect(seen).toBe('application/json');
     expect(arrived).toBe('1');
+  });
+});
+
+describe('OneMessage', () => {
+  test('iterates as a generator of its one message does', async () => {
+    const read = new OneMessage('m')[Symbol.asyncIterator]();
+    await expect(read.next()).resolves.toEqual({ done: false, value: 'm' });
+    await expect(read.next()).resolves.toEqual({ done: true, value: undefined });
+    const returned = new OneMessage('m')[Symbol.asyncIterator]();
+    await expect(returned.return!()).resolves.toEqual({ done: true, value: undefined });
+    await expect(returned.next()).resolves.toEqual({ done: true, value: undefined });
+    const thrown = new OneMessage('m')[Symbol.asyncIterator]();
+    await expect(thrown.throw!(new Error('stop'))).rejects.toThrow('stop');
+    await expect(thrown.next()).resolves.toEqual({ done: true, value: undefined });
   });
 });
