@@ -353,6 +353,9 @@ typedef struct {
   uid_t uid;
   gid_t gid;
   int stdio[3];       // become the child's fds 0, 1, 2
+  // Written to the child's /proc/self/oom_score_adj when not empty. A vfork
+  // child's write sets its own score only, not envd's, whose memory it shares.
+  char oom_score_adj[16];
   int err;            // set by the child when it cannot exec
 } spawn_args_t;
 
@@ -380,6 +383,15 @@ static int spawn_child(void* p) {
     if (dup2(a->stdio[fd], fd) < 0) goto fail;
   }
   if (chdir(a->cwd) < 0) goto fail;
+  if (a->oom_score_adj[0]) {
+    // Best effort, as the score is a preference: without /proc the command still runs.
+    int fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+    if (fd >= 0) {
+      ssize_t ignored = write(fd, a->oom_score_adj, strlen(a->oom_score_adj));
+      (void)ignored;
+      close(fd);
+    }
+  }
   // As libuv does: without the right to drop them (an envd not run as
   // root), the groups stay and the uid and gid still switch.
   syscall(SYS_setgroups, 0, NULL);
@@ -437,14 +449,16 @@ static void close_all(int* fds, int n) {
   }
 }
 
-// spawn(candidates, argv, envp, cwd, uid, gid, withStdin)
+// spawn(candidates, argv, envp, cwd, uid, gid, withStdin, oomScoreAdj)
 //   -> [pid, stdinFd (or -1), stdoutFd, stderrFd]
+// oomScoreAdj (-1000..1000) is set in the child before it execs; null leaves
+// the score it inherits.
 // stdio are unix socket pairs, as libuv makes them for 'pipe'; without
 // stdin the child reads /dev/null. Throws an errno error (ENOENT, EACCES,
 // ...) when the program cannot be started; no process is left then.
 static napi_value spawn(napi_env env, napi_callback_info info) {
-  size_t argc = 7;
-  napi_value argv[7];
+  size_t argc = 8;
+  napi_value argv[8];
   CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
   spawn_args_t a;
   memset(&a, 0, sizeof a);
@@ -473,6 +487,20 @@ static napi_value spawn(napi_env env, napi_callback_info info) {
   if (napi_get_value_uint32(env, argv[4], &uid) != napi_ok || napi_get_value_uint32(env, argv[5], &gid) != napi_ok ||
       napi_get_value_bool(env, argv[6], &with_stdin) != napi_ok) {
     napi_throw_type_error(env, NULL, "spawn: bad uid, gid or stdin");
+    goto done;
+  }
+  napi_valuetype oom_type = napi_undefined;
+  if (argc > 7) napi_typeof(env, argv[7], &oom_type);
+  if (oom_type == napi_number) {
+    int32_t oom;
+    napi_get_value_int32(env, argv[7], &oom);
+    if (oom < -1000 || oom > 1000) {
+      napi_throw_range_error(env, NULL, "spawn: oomScoreAdj must be within -1000..1000");
+      goto done;
+    }
+    snprintf(a.oom_score_adj, sizeof a.oom_score_adj, "%d", oom);
+  } else if (oom_type != napi_null && oom_type != napi_undefined) {
+    napi_throw_type_error(env, NULL, "spawn: oomScoreAdj must be a number or null");
     goto done;
   }
   a.cwd = cwd;

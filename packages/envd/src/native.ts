@@ -26,8 +26,9 @@ export interface EnvdNative {
   removeXattr(path: string, name: string): void;
   /**
    * Starts `argv` from the first of `candidates` that execs, in a session
-   * of its own, as `uid`/`gid`, in `cwd`. Gives the pid and envd's ends of
-   * its stdio (stdin -1 when `withStdin` is false). Throws an errno error.
+   * of its own, as `uid`/`gid`, in `cwd`, with `oomScoreAdj` (-1000..1000)
+   * as its OOM score adjustment unless null. Gives the pid and envd's ends
+   * of its stdio (stdin -1 when `withStdin` is false). Throws an errno error.
    */
   spawn(
     candidates: string[],
@@ -37,6 +38,7 @@ export interface EnvdNative {
     uid: number,
     gid: number,
     withStdin: boolean,
+    oomScoreAdj: number | null,
   ): [pid: number, stdin: number, stdout: number, stderr: number];
   /** Collects child `pid` if it ended: [exit code or -1, signal number or 0]; null while it runs. */
   waitStatus(pid: number): [code: number, signal: number] | null;

@@ -20,6 +20,8 @@ export interface PipedSpawnOptions {
   gid: number;
   /** A pipe to its stdin; without it the command reads end-of-file at once. */
   stdin: boolean;
+  /** Its OOM score adjustment (/proc/<pid>/oom_score_adj), set before it runs; envd's own when omitted. */
+  oomScoreAdj?: number | undefined;
 }
 
 /** glibc's execvp searches this when the environment has no PATH. */
@@ -85,6 +87,7 @@ export class PipedChild extends EventEmitter {
       opts.uid,
       opts.gid,
       opts.stdin,
+      opts.oomScoreAdj ?? null,
     );
     // Registered before anything else runs: its SIGCHLD is handled on a later turn of the event loop.
     const child = new PipedChild(pid, { stdin, stdout, stderr });

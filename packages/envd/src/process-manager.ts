@@ -170,7 +170,16 @@ export class ManagedProcess {
     let child: PipedChild;
     try {
       // In a session of its own, so that a signal reaches everything it started.
-      child = PipedChild.spawn({ cmd: spec.cmd, args: spec.args, env, cwd: spec.cwd, uid: spec.user.uid, gid: spec.user.gid, stdin: spec.stdin });
+      child = PipedChild.spawn({
+        cmd: spec.cmd,
+        args: spec.args,
+        env,
+        cwd: spec.cwd,
+        uid: spec.user.uid,
+        gid: spec.user.gid,
+        stdin: spec.stdin,
+        oomScoreAdj: CHILD_OOM_SCORE_ADJ,
+      });
     } catch (err) {
       throw new ConnectError(`cannot start '${spec.cmd}': ${(err as Error).message}`, Code.InvalidArgument, undefined, undefined, err);
     }
@@ -207,6 +216,7 @@ export class ManagedProcess {
     } finally {
       process.setgroups?.(saved);
     }
+    preferForOomKill(term.pid);
     const proc = new ManagedProcess(config, spec.tag, { term }, true, onEnd);
     proc.wirePty(term);
     return proc;
@@ -236,7 +246,8 @@ export class ManagedProcess {
           err.destroy();
         }, PIPE_LINGER_MS);
       };
-      armLinger();
+      // Most commands have closed their pipes by the time their exit is seen: nothing to wait for then.
+      if (!(out.closed && err.closed)) armLinger();
     });
     child.once('close', finish);
   }
@@ -351,7 +362,6 @@ export class ProcessManager {
     const proc = await ManagedProcess.start(spec, (p) => this.forget(p));
     this.byPid.set(proc.pid, proc);
     if (proc.tag !== undefined) this.byTag.set(proc.tag, proc);
-    preferForOomKill(proc.pid);
     return proc;
   }
 
@@ -395,13 +405,15 @@ export class ProcessManager {
 /**
  * When the sandbox runs out of memory, the kernel kills the process with the
  * highest score. Raising a child's score needs no privilege (lowering
- * envd's own would), so user processes go before envd does.
+ * envd's own would), so user processes go before envd does. A piped
+ * command gets it from the native spawn before it runs; a terminal, which
+ * node-pty starts, right after.
  */
-const CHILD_OOM_SCORE_ADJ = '500';
+const CHILD_OOM_SCORE_ADJ = 500;
 
 function preferForOomKill(pid: number): void {
   try {
-    writeFileSync(`/proc/${pid}/oom_score_adj`, CHILD_OOM_SCORE_ADJ);
+    writeFileSync(`/proc/${pid}/oom_score_adj`, String(CHILD_OOM_SCORE_ADJ));
   } catch {
     // The process may be gone already.
   }

@@ -2,7 +2,7 @@
 import { Code, ConnectError } from '@connectrpc/connect';
 import { createHash } from 'node:crypto';
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Signal, type ProcessEvent } from '@paddock/models';
 import type { MessageInitShape } from '@bufbuild/protobuf';
@@ -194,6 +194,12 @@ describe.each([
     }
   });
 
+  test('a Start request over 4 MiB is resource_exhausted, and the next call is served', async () => {
+    const huge: MessageInitShape<typeof StartRequestSchema> = { process: { cmd: '/bin/true', args: [], envs: { BIG: 'x'.repeat(5 * 1024 * 1024) } }, stdin: false };
+    await expect(run(huge)).rejects.toMatchObject({ code: Code.ResourceExhausted, rawMessage: 'request is larger than 4194304 bytes' });
+    expect((await run(bash('echo ok'))).stdout).toBe('ok\n');
+  });
+
   test('a command that cannot start is invalid_argument naming it', async () => {
     await expect(run({ process: { cmd: '/no/such/binary' } })).rejects.toMatchObject({ code: Code.InvalidArgument });
     await expect(run({ process: { cmd: '/no/such/binary' } })).rejects.toThrow(/cannot start '\/no\/such\/binary'.*ENOENT|No such file/);
@@ -237,6 +243,14 @@ describe.each([
     const outcome = await run(bash('yes | head -c 1 >/dev/null; echo "${PIPESTATUS[0]}"; trap -p'));
     expect(outcome.stdout).toBe('141\n');
     expect(outcome.stderr).toBe('');
+  });
+
+  test('a command is what the kernel kills first when memory runs out, not envd', async () => {
+    // bash's parent ($PPID) is envd, whose own score stays as it was.
+    const outcome = await run(bash('cat /proc/self/oom_score_adj /proc/$PPID/oom_score_adj'));
+    const envdScore = readFileSync(`/proc/${envd.pid}/oom_score_adj`, 'utf8').trim();
+    expect(envdScore).not.toBe('500');
+    expect(outcome.stdout).toBe(`500\n${envdScore}\n`);
   });
 
   test('stdin=false gives end-of-file at once; stdin from SendInput and StreamInput reaches cat', async () => {
@@ -380,8 +394,8 @@ describe.each([
       }
       throw new Error(`not seen ${re}: ${JSON.stringify(Buffer.concat(output).toString())}`);
     };
-    await send('echo "cols=$(tput cols) uid=$(id -u) groups=$(id -G)"\n');
-    await waitFor(/cols=80 uid=1000 groups=1000\b/);
+    await send('echo "cols=$(tput cols) uid=$(id -u) groups=$(id -G) oom=$(cat /proc/$$/oom_score_adj)"\n');
+    await waitFor(/cols=80 uid=1000 groups=1000 oom=500\b/);
     await client.update({ process: { selector: { case: 'pid', value: pid } }, pty: { size: { cols: 123, rows: 40 } } });
     // tput asks the terminal, and 80 columns is also what terminfo says for
     // xterm: only the new size shows that it sees the terminal's.
