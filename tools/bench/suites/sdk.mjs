@@ -83,7 +83,9 @@ export async function sdkSuite({ quick, log }) {
     }
 
     // ---------------------------------------------------------- one live sandbox
-    await withServer(1, async (_server, opts) => {
+    // No warm pool: refilling one is a cold create, 200+ ms of CPU that would
+    // run during the first samples of the round trip.
+    await withServer(0, async (_server, opts) => {
       const sbx = await Sandbox.create({ ...opts, timeoutMs: 3600_000 });
       log('sdk: command round trip');
       const [rt, local] = await timePair(
