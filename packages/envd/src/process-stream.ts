@@ -26,6 +26,7 @@ import {
 import type { EventQueue } from './event-queue.js';
 import { outputRun } from './process-manager.js';
 import type { ProcessCalls } from './process-service.js';
+import { readRequestBody } from './request-body.js';
 
 
 /** Requests are a few fields; anything near this is not a Start or Connect request. */
@@ -156,46 +157,6 @@ export function servesDirectly(req: IncomingMessage): WireFormat | undefined {
   return undefined;
 }
 
-/**
- * The request's body, whole. Read with listeners rather than an async
- * iterator: a Start's body is one small chunk, and the iterator's promises
- * cost more than the rest of reading it, on the way to starting a command.
- */
-function readBody(req: IncomingMessage): Promise<Buffer> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    const onData = (chunk: Buffer): void => {
-      size += chunk.length;
-      if (size > MAX_REQUEST_BYTES) {
-        finish(new ConnectError(`request is larger than ${MAX_REQUEST_BYTES} bytes`, Code.ResourceExhausted));
-        return;
-      }
-      chunks.push(chunk);
-    };
-    const onEnd = (): void => finish();
-    const onClose = (): void => finish(new ConnectError('the request ended before its body did', Code.Canceled));
-    const onError = (err: Error): void => finish(err);
-    const finish = (err?: Error): void => {
-      req.off('data', onData);
-      req.off('end', onEnd);
-      req.off('close', onClose);
-      req.off('error', onError);
-      if (err) {
-        // What is left of a body too large is read and dropped, so that the error can still be answered.
-        req.resume();
-        reject(err);
-      } else {
-        resolve(Buffer.concat(chunks, size));
-      }
-    };
-    req.on('data', onData);
-    req.once('end', onEnd);
-    req.once('close', onClose);
-    req.once('error', onError);
-  });
-}
-
 /** The one message of a server-streaming request body. */
 function requestMessage(body: Buffer): Uint8Array {
   if (body.length < 5) throw new ConnectError('protocol error: the request has no message envelope', Code.InvalidArgument);
@@ -272,7 +233,7 @@ export async function serveProcessStream(
   try {
     const timeout = parseTimeout(header.get('connect-timeout-ms'), Number.MAX_SAFE_INTEGER);
     if (timeout.error) throw timeout.error;
-    const body = await readBody(req);
+    const body = await readRequestBody(req, MAX_REQUEST_BYTES, () => new ConnectError(`request is larger than ${MAX_REQUEST_BYTES} bytes`, Code.ResourceExhausted));
     if (!authorized) throw new ConnectError('missing or invalid access token', Code.Unauthenticated);
     const message = requestMessage(body);
     const wrap = method === 'start' ? StartResponseSchema : ConnectResponseSchema;

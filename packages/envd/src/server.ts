@@ -6,6 +6,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Filesystem, Process } from '@paddock/models';
 import { basicAuthUser, checkFileSignature, secretsEqual, type FileOperation } from './auth.js';
 import { HttpError } from './errors.js';
+import { readRequestBody } from './request-body.js';
 import { getFile, postFile } from './files.js';
 import { filesystemService } from './filesystem-service.js';
 import { log } from './log.js';
@@ -40,14 +41,8 @@ function sendError(res: ServerResponse, status: number, message: string): void {
 }
 
 async function readJson(req: IncomingMessage): Promise<unknown> {
-  let size = 0;
-  const chunks: Buffer[] = [];
-  for await (const chunk of req as AsyncIterable<Buffer>) {
-    size += chunk.length;
-    if (size > MAX_INIT_BODY) throw new HttpError(413, `request body is larger than ${MAX_INIT_BODY} bytes`);
-    chunks.push(chunk);
-  }
-  const text = Buffer.concat(chunks).toString('utf8').trim();
+  const body = await readRequestBody(req, MAX_INIT_BODY, () => new HttpError(413, `request body is larger than ${MAX_INIT_BODY} bytes`));
+  const text = body.toString('utf8').trim();
   if (!text) return {};
   try {
     return JSON.parse(text);

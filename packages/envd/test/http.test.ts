@@ -111,6 +111,13 @@ test('POST /init with a timestamp succeeds and leaves the clock alone', async ()
   expect([bad.status, await bad.json()]).toEqual([400, { code: 400, message: "field 'timestamp' must be a string" }]);
 });
 
+test('POST /init with a body over 1 MiB is 413, and the connection still answers', async () => {
+  const big = JSON.stringify({ envVars: { BIG: 'x'.repeat(2 * 1024 * 1024) } });
+  const res = await fetch(`${envd.url}/init`, { method: 'POST', headers: { 'content-type': 'application/json', ...auth() }, body: big });
+  expect([res.status, await res.json()]).toEqual([413, { code: 413, message: 'request body is larger than 1048576 bytes' }]);
+  expect((await fetch(`${envd.url}/health`)).status).toBe(204);
+});
+
 test('unknown routes are 404 and wrong methods 405, both with a JSON body', async () => {
   const missing = await fetch(`${envd.url}/nope`, { headers: auth() });
   expect(missing.status).toBe(404);
