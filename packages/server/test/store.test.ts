@@ -73,3 +73,18 @@ test('route sees a change of state at once', () => {
   store.setState('flip1', 'paused', true);
   expect(store.route('flip1')?.state).toBe('paused');
 });
+
+test('route is kept between reads, and never outlives a write that changes it', () => {
+  store.insert(record('kept1', { trafficAccessToken: 'traffic' }));
+  const first = store.route('kept1');
+  expect(store.route('kept1')).toBe(first);
+  // Killed after it was read: gone, not served from what was read before.
+  store.setState('kept1', 'killed');
+  expect(store.route('kept1')).toBeUndefined();
+  // Unknown when asked, inserted afterwards: found.
+  expect(store.route('late1')).toBeUndefined();
+  store.insert(record('late1', { state: 'paused', autoResume: true }));
+  expect(store.route('late1')).toEqual({ id: 'late1', state: 'paused', autoResume: true, trafficAccessToken: null });
+  store.setState('late1', 'running');
+  expect(store.route('late1')?.state).toBe('running');
+});
