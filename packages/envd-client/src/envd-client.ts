@@ -325,24 +325,19 @@ export class EnvdClient {
     const url = endpointUrl(this.#envdUrl, '/files', filesQuery(path, user));
     const call = startCall(signal, timeoutMs);
     try {
-      let response: Response;
       if (this.#nodeHttp && pieces) {
-        // Bytes in memory: straight to the socket. The answer is a short JSON list, read as a Response.
-        response = await asResponse(await sendRequest(url, { method: 'POST', headers, body: pieces, signal: call.signal }), call.signal);
-      } else {
-        if (length !== undefined) headers = { ...headers, 'Content-Length': String(length) };
-        const init: RequestInit = { method: 'POST', headers, body, signal: call.signal };
-        if (streaming) init.duplex = 'half';
-        response = await this.#fetch(url, init);
+        // Bytes in memory: straight to the socket, and the short JSON answer read from it as it is.
+        const res = await sendRequest(url, { method: 'POST', headers, body: pieces, signal: call.signal });
+        if (!isOk(res)) throw await errorFromResponse('POST', '/files', await asResponse(res, call.signal));
+        const bytes = await readBody(res, call.signal);
+        return await writtenEntries(res.statusCode ?? 0, () => JSON.parse(new TextDecoder().decode(bytes)) as unknown);
       }
+      if (length !== undefined) headers = { ...headers, 'Content-Length': String(length) };
+      const init: RequestInit = { method: 'POST', headers, body, signal: call.signal };
+      if (streaming) init.duplex = 'half';
+      const response = await this.#fetch(url, init);
       if (!response.ok) throw await errorFromResponse('POST', '/files', response);
-      const entries: unknown = await response.json().catch((err: unknown) => {
-        throw invalidResponse('POST', '/files', response.status, 'a body that is not JSON', err);
-      });
-      if (!Array.isArray(entries)) {
-        throw invalidResponse('POST', '/files', response.status, 'no list of written files');
-      }
-      return entries as EntryInfo[];
+      return await writtenEntries(response.status, () => response.json());
     } catch (err) {
       throw errorFromFailure('POST', '/files', err, call.callerAborted());
     } finally {
@@ -388,7 +383,19 @@ function isOk(res: IncomingMessage): boolean {
   return status >= 200 && status <= 299;
 }
 
-/** A node:http answer, body read whole, as a fetch Response: for what reads a Response (errors, JSON). */
+/** The list of written files that a `POST /files` answered with; `read` gives its body as JSON. */
+async function writtenEntries(status: number, read: () => unknown): Promise<EntryInfo[]> {
+  let entries: unknown;
+  try {
+    entries = await read();
+  } catch (err) {
+    throw invalidResponse('POST', '/files', status, 'a body that is not JSON', err);
+  }
+  if (!Array.isArray(entries)) throw invalidResponse('POST', '/files', status, 'no list of written files');
+  return entries as EntryInfo[];
+}
+
+/** A node:http answer, body read whole, as a fetch Response: for errors, which are read from a Response. */
 async function asResponse(res: IncomingMessage, signal: AbortSignal): Promise<Response> {
   const body = await readBody(res, signal);
   const status = res.statusCode ?? 0;

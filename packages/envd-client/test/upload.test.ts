@@ -366,6 +366,23 @@ describe('upload errors', () => {
     expect(err).toMatchObject({ kind: 'invalid_response', status: 200 });
   });
 
+  test('an answer that is not JSON is an invalid response, for bytes in memory and for a stream', async () => {
+    server = await serve((req, res) => {
+      req.resume();
+      req.on('end', () => res.writeHead(200, { 'content-type': 'application/json' }).end('[{"name": '));
+    });
+    const c = new EnvdClient({ envdUrl: server.url });
+    async function* chunks(): AsyncGenerator<Uint8Array> {
+      yield new TextEncoder().encode('streamed');
+    }
+    for (const data of ['in memory', chunks()]) {
+      const err = await c.upload('/f', data, { encoding: 'octet-stream' }).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(EnvdHttpError);
+      expect(err).toMatchObject({ kind: 'invalid_response', status: 200 });
+      expect((err as Error).message).toBe('POST /files answered 200 with a body that is not JSON');
+    }
+  });
+
   test('gzip with multipart, and an empty list, are refused', async () => {
     const c = new EnvdClient({ envdUrl: 'http://127.0.0.1:9' });
     await expect(c.upload('/f', 'x', { gzip: true, encoding: 'multipart' })).rejects.toThrow(EnvdArgumentError);
