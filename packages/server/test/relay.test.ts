@@ -5,6 +5,9 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { Agent, createServer, request, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { connect, createServer as createNetServer, type AddressInfo, type Server as NetServer, type Socket } from 'node:net';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { BodyCounter, HeadChunks, HttpError, headEnd, parseRequestHead, requestFraming, responseFraming, parseResponseHead } from '../src/relay/http1.js';
 import { Relay, type Destination } from '../src/relay/relay.js';
 import { rawExchange } from './raw-http.js';
@@ -295,6 +298,181 @@ describe('messages pass through whole', () => {
       sock.write('GET /ws HTTP/1.1\r\nHost: h\r\nx-to: ws\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n');
     });
     expect(r).toMatch(/^HTTP\/1\.1 101 Switching Protocols\r\n[^]*x-saw: upgrade\r\n\r\nping$/);
+  });
+});
+
+describe('bodies of known length go through the pump', () => {
+  const sha = (b: Buffer) => createHash('sha256').update(b).digest('hex');
+
+  test('a large upload and its answer arrive intact, the connections stay usable, and the pump moved both', async () => {
+    const sockets = new Set<unknown>();
+    await upstream('a', (req, res) => {
+      sockets.add(req.socket);
+      echo(req, res);
+    });
+    const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+    for (const size of [3 * 1024 * 1024, 5 * 1024 * 1024 + 17]) {
+      const body = randomBytes(size);
+      const r = await send('/up', { to: 'a', method: 'POST', body, agent });
+      expect(r.headers['x-sha']).toBe(sha(body));
+      expect(r.body.equals(body)).toBe(true);
+    }
+    // A small request after them, on the same two connections, is read right.
+    const small = await send('/small', { to: 'a', method: 'POST', body: 'tail', agent });
+    expect(small.body.toString()).toBe('tail');
+    expect(sockets.size).toBe(1);
+    expect(opened).toEqual(['a']);
+    // Each of the four large bodies (two requests, two answers) went through the pump.
+    expect(relay.pumped.bodies).toBe(4);
+    expect(relay.pumped.bytes).toBeGreaterThan(12 * 1024 * 1024);
+    agent.destroy();
+  });
+
+  test("to and from an upstream on a unix socket, as envd's is", async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'relay-unix-'));
+    const path = join(dir, 'up.sock');
+    const s = createServer(echo);
+    await new Promise<void>((r) => s.listen(path, () => r()));
+    const viaUnix = new Relay({
+      route: async () => ({
+        name: 'unix upstream',
+        poolKey: path,
+        open: () =>
+          new Promise((resolve, reject) => {
+            const sock = connect(path);
+            sock.once('connect', () => resolve(sock));
+            sock.once('error', reject);
+          }),
+      }),
+    });
+    const port = await listening(viaUnix.server);
+    try {
+      const body = randomBytes(4 * 1024 * 1024 + 3);
+      const r = await new Promise<Reply>((resolve, reject) => {
+        const req = request({ port, host: '127.0.0.1', method: 'PUT', path: '/', agent: false }, (res) => {
+          const chunks: Buffer[] = [];
+          res.on('data', (c: Buffer) => chunks.push(c));
+          res.on('end', () => resolve({ status: res.statusCode!, headers: res.headers, body: Buffer.concat(chunks) }));
+        });
+        req.on('error', reject);
+        req.end(body);
+      });
+      expect(r.headers['x-sha']).toBe(sha(body));
+      expect(r.body.equals(body)).toBe(true);
+      expect(viaUnix.pumped.bodies).toBe(2);
+    } finally {
+      viaUnix.destroyConnections();
+      await closing(viaUnix.server);
+      s.closeAllConnections();
+      await closing(s);
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  test('a request pipelined right behind a large body is read after it', async () => {
+    await upstream('a', echo);
+    const body = Buffer.alloc(2 * 1024 * 1024, 'b');
+    const r = await raw(
+      Buffer.concat([Buffer.from(`PUT /one HTTP/1.1\r\nHost: h\r\nx-to: a\r\nContent-Length: ${body.length}\r\n\r\n`), body, Buffer.from('GET /two HTTP/1.1\r\nHost: h\r\nx-to: a\r\n\r\n')]),
+      (t) => t.includes('x-method: GET') && t.endsWith('\r\n\r\n'),
+    );
+    expect(r.text).toContain(`x-sha: ${sha(body)}`);
+    expect(r.text).toMatch(/x-method: GET\r\n[^]*Content-Length: 0\r\n\r\n$/);
+    expect(relay.pumped.bodies).toBeGreaterThanOrEqual(1);
+  });
+
+  test('a client that goes away mid-upload ends the request upstream, and the relay goes on', async () => {
+    let got = 0;
+    let closedUpstream!: () => void;
+    const upstreamClosed = new Promise<void>((r) => (closedUpstream = r));
+    await upstream('a', (req) => {
+      req.on('data', (c: Buffer) => (got += c.length));
+      req.socket.once('close', closedUpstream);
+    });
+    const sock = connect(relayPort, '127.0.0.1');
+    sock.write(`POST / HTTP/1.1\r\nHost: h\r\nx-to: a\r\nContent-Length: ${8 * 1024 * 1024}\r\n\r\n`);
+    sock.write(Buffer.alloc(1024 * 1024, 1));
+    await new Promise((r) => setTimeout(r, 200));
+    sock.destroy();
+    await upstreamClosed;
+    expect(got).toBeGreaterThan(0);
+    expect(got).toBeLessThanOrEqual(1024 * 1024);
+    await upstream('b', (_req, res) => res.end('still here'));
+    expect((await send('/', { to: 'b' })).body.toString()).toBe('still here');
+  });
+
+  test('an answer that comes before the upload is whole is passed on at once', async () => {
+    let upstreamSide: Socket | undefined;
+    await rawUpstream('early', (sock) =>
+      sock.once('data', () => {
+        // Reads nothing more: the rest of the body stays in flight.
+        upstreamSide = sock;
+        sock.pause();
+        sock.write('HTTP/1.1 413 Payload Too Large\r\ncontent-length: 8\r\n\r\ntoo big!');
+      }),
+    );
+    const body = Buffer.alloc(16 * 1024 * 1024, 'x');
+    const r = await raw(Buffer.concat([Buffer.from(`PUT / HTTP/1.1\r\nHost: h\r\nx-to: early\r\nContent-Length: ${body.length}\r\n\r\n`), body]), (t) => t.endsWith('too big!'));
+    expect(r.text).toMatch(/^HTTP\/1\.1 413 Payload Too Large\r\ncontent-length: 8\r\n\r\ntoo big!$/);
+    // The pump was stopped mid-body, and the relay closed that upstream connection.
+    expect(relay.pumped.bodies).toBe(0);
+    upstreamSide!.resume();
+    await new Promise((r) => upstreamSide!.once('close', r));
+  });
+
+  test('an upload that stalls while the pump has it is cut off after the idle timeout', async () => {
+    const quick = new Relay({ idleTimeoutMs: 300, route: relay.options.route });
+    const quickPort = await listening(quick.server);
+    let aborted!: () => void;
+    const upstreamSaw = new Promise<void>((r) => (aborted = r));
+    await upstream('a', (req) => {
+      req.resume();
+      req.once('close', aborted);
+    });
+    const closed = await new Promise<string>((resolve, reject) => {
+      const sock = connect(quickPort, '127.0.0.1');
+      let got = '';
+      sock.on('data', (d: Buffer) => (got += d.toString()));
+      sock.on('error', reject);
+      sock.on('close', () => resolve(got));
+      sock.write(`POST / HTTP/1.1\r\nHost: h\r\nx-to: a\r\nContent-Length: ${4 * 1024 * 1024}\r\n\r\n`);
+      sock.write(Buffer.alloc(512 * 1024, 2));
+    });
+    expect(closed).toBe('');
+    await upstreamSaw;
+    quick.destroyConnections();
+    await closing(quick.server);
+  });
+
+  test('an upstream that stops mid-download cuts the client off, and its connection is not kept', async () => {
+    await rawUpstream('short', (sock) =>
+      sock.once('data', () => {
+        sock.write(`HTTP/1.1 200 OK\r\ncontent-length: ${8 * 1024 * 1024}\r\n\r\n`);
+        sock.end(Buffer.alloc(2 * 1024 * 1024, 'y'));
+      }),
+    );
+    const r = await raw('GET / HTTP/1.1\r\nHost: h\r\nx-to: short\r\n\r\n');
+    expect(r.closed).toBe(true);
+    const body = r.text.slice(r.text.indexOf('\r\n\r\n') + 4);
+    expect(body.length).toBe(2 * 1024 * 1024);
+    expect(relay.pumped.bodies).toBe(0);
+  });
+
+  test('a client that goes away mid-download ends the response upstream', async () => {
+    let ended!: () => void;
+    const aborted = new Promise<void>((resolve) => (ended = resolve));
+    const chunk = Buffer.alloc(1024 * 1024, 'z');
+    await upstream('a', (_req, res) => {
+      res.writeHead(200, { 'content-length': 64 * chunk.length });
+      const more = () => {
+        while (!res.destroyed && res.write(chunk));
+      };
+      res.on('drain', more);
+      more();
+      res.once('close', ended);
+    });
+    await raw('GET /big HTTP/1.1\r\nHost: h\r\nx-to: a\r\n\r\n', (t) => t.length > 2 * chunk.length);
+    await aborted;
   });
 });
 
@@ -596,6 +774,18 @@ describe('framing, piece by piece', () => {
       const c = new BodyCounter({ kind: 'chunked' }, 400);
       expect(() => c.take(Buffer.from(body))).toThrow(message);
     }
+  });
+
+  test('bytes of a body of known length that moved elsewhere are counted by skip', () => {
+    const b = new BodyCounter({ kind: 'length', length: 10 }, 400);
+    expect(b.take(Buffer.from('abc'))).toBe(3);
+    expect(b.lengthLeft).toBe(7);
+    b.skip(5);
+    expect([b.lengthLeft, b.done]).toEqual([2, false]);
+    expect(() => b.skip(3)).toThrow('cannot skip 3 bytes of this body');
+    b.skip(2);
+    expect(b.done).toBe(true);
+    expect(new BodyCounter({ kind: 'chunked' }, 400).lengthLeft).toBeUndefined();
   });
 
   test('how bodies are delimited', () => {

@@ -233,6 +233,18 @@ export class BodyCounter {
     this.done = framing.kind === 'length' && framing.length === 0;
   }
 
+  /** For a body of known length, the bytes of it still to come; otherwise undefined. */
+  get lengthLeft(): number | undefined {
+    return this.framing.kind === 'length' ? this.remaining : undefined;
+  }
+
+  /** Counts `n` bytes of a body of known length that moved without passing through {@link take}. */
+  skip(n: number): void {
+    if (this.framing.kind !== 'length' || n > this.remaining) throw new Error(`cannot skip ${n} bytes of this body`);
+    this.remaining -= n;
+    this.done = this.remaining === 0;
+  }
+
   /** How many bytes of `buf`, from `start`, belong to the body. */
   take(buf: Buffer, start = 0): number {
     if (this.done) return 0;

@@ -5,6 +5,10 @@
 // the pieces it came in, and a stream (process output, a watch) reaches the
 // client the moment its bytes do.
 //
+// A body of known length, once it is large enough to be worth it, is handed
+// to a native pump (./pump.ts) that moves it socket to socket in the kernel;
+// the relay takes over again at the body's end.
+//
 // Connections to a destination that has a pool key are kept and reused; others
 // are opened for one request and closed after it. An Upgrade request gets a
 // fresh connection and, once forwarded, the two sockets are spliced.
@@ -26,6 +30,7 @@ import {
   type RequestHead,
   type ResponseHead,
 } from './http1.js';
+import { Pump, pumpable, type PumpResult } from './pump.js';
 
 export interface Destination {
   /** Names it in errors, e.g. `sandbox 'abc' on port 8080`. */
@@ -50,6 +55,8 @@ const MAX_HEAD = 64 * 1024;
 /** Client bytes held while a request is routed or a response is under way, before reading stops. */
 const MAX_HELD = 1024 * 1024;
 const MAX_IDLE_PER_KEY = 64;
+/** Bodies with at least this much still to come go through the pump. */
+const PUMP_MIN = 64 * 1024;
 /** Hop-by-hop fields: they describe one connection and are not passed on. */
 const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'proxy-authorization', 'te', 'upgrade']);
 /** Fields that `Connection` may not take away: the next hop frames and routes the message by them. */
@@ -151,6 +158,8 @@ interface Exchange {
   /** Some of the response has been written to the client. */
   answered: boolean;
   responseDone: boolean;
+  /** Moving the rest of the request body or of the response body. */
+  bodyPump?: Pump;
   detach?: () => void;
 }
 
@@ -160,6 +169,8 @@ export class Relay {
   private readonly pool: Pool;
   readonly idleTimeoutMs: number;
   readonly headTimeoutMs: number;
+  /** Bodies the pump moved whole, and their bytes. */
+  readonly pumped = { bodies: 0, bytes: 0 };
 
   constructor(readonly options: RelayOptions) {
     this.idleTimeoutMs = options.idleTimeoutMs ?? 65_000;
@@ -190,7 +201,7 @@ class ClientConnection {
   private queued = 0;
   private ex: Exchange | undefined;
   private closed = false;
-  private pumping = false;
+  private driving = false;
   private again = false;
   /** The client is paused until the upstream connection drains. */
   private waitingDrain = false;
@@ -207,7 +218,7 @@ class ClientConnection {
     } else {
       this.toHead(chunk);
     }
-    this.pump();
+    this.drive();
   };
 
   constructor(
@@ -229,7 +240,7 @@ class ClientConnection {
       if (this.waitingClientDrain) {
         this.waitingClientDrain = false;
         socket.resume();
-        this.pump();
+        this.drive();
       }
     });
     socket.on('end', () => {
@@ -247,19 +258,19 @@ class ClientConnection {
     });
   }
 
-  private pump(): void {
-    if (this.pumping) {
+  private drive(): void {
+    if (this.driving) {
       this.again = true;
       return;
     }
-    this.pumping = true;
+    this.driving = true;
     try {
       do {
         this.again = false;
         this.step();
       } while (this.again && !this.closed);
     } finally {
-      this.pumping = false;
+      this.driving = false;
     }
   }
 
@@ -300,6 +311,7 @@ class ClientConnection {
       }
       if (ex.request.done) ex.requestDone = true;
     }
+    if (!ex.requestDone && !ex.discard && !this.waitingDrain && this.queue.length === 0) this.pumpRequest(ex);
     // Paused while too much was held, or before an answer that drops the rest: reading goes on.
     if (!this.waitingDrain && !this.waitingClientDrain && this.socket.isPaused()) this.socket.resume();
     if (ex.requestDone) {
@@ -410,7 +422,7 @@ class ClientConnection {
       if (!this.waitingDrain) return;
       this.waitingDrain = false;
       this.socket.resume();
-      this.pump();
+      this.drive();
     };
     up.on('data', onData).on('end', onEnd).on('close', onClose).on('error', onError).on('drain', onDrain);
     ex.detach = () => up.off('data', onData).off('end', onEnd).off('close', onClose).off('error', onError).off('drain', onDrain);
@@ -419,8 +431,49 @@ class ClientConnection {
     (up as Socket).cork?.();
     if (ex.upgrade) up.write(ex.rawHead);
     else up.write(requestHeadText(ex.head, !dest.poolKey), 'latin1');
-    this.pump();
+    this.drive();
     (up as Socket).uncork?.();
+    // Now that the head has left, the rest of a large body can go through the pump.
+    this.drive();
+  }
+
+  private pumpRequest(ex: Exchange): void {
+    const left = ex.request.lengthLeft;
+    if (ex.bodyPump || left === undefined || left < PUMP_MIN || !pumpable(this.socket, ex.up!)) return;
+    // The pump keeps the idle limit: Node does not see the reads it makes.
+    this.socket.setTimeout(0);
+    ex.bodyPump = new Pump(this.socket, ex.up!, left, this.relay.idleTimeoutMs, (r) => {
+      ex.bodyPump = undefined;
+      this.pumpEnded(ex.request, r);
+      if (r.code === null) {
+        ex.requestDone = true;
+        this.drive();
+      } else if (r.side === 'to' && r.code !== 'ETIMEDOUT') {
+        this.upstreamFailed(ex, `failed: write ${r.code}`);
+      } else {
+        // The client went away, or stalled past the idle limit, mid-request.
+        this.socket.destroy();
+      }
+    });
+  }
+
+  private pumpResponse(ex: Exchange): void {
+    const left = ex.response!.lengthLeft;
+    if (ex.bodyPump || this.upPaused || left === undefined || left < PUMP_MIN || !pumpable(ex.up!, this.socket)) return;
+    ex.bodyPump = new Pump(ex.up!, this.socket, left, 0, (r) => {
+      ex.bodyPump = undefined;
+      this.pumpEnded(ex.response!, r);
+      if (r.code === null) this.responseComplete(ex);
+      else if (r.side === 'from') this.upstreamFailed(ex, r.code === 'EOF' ? 'closed the connection before the response was complete' : `failed: read ${r.code}`);
+      else this.socket.destroy();
+    });
+  }
+
+  private pumpEnded(body: BodyCounter, r: PumpResult): void {
+    body.skip(r.moved);
+    if (r.code !== null) return;
+    this.relay.pumped.bodies++;
+    this.relay.pumped.bytes += r.moved;
   }
 
   /** After a 101: the two connections are joined, byte for byte, until either ends. */
@@ -461,6 +514,7 @@ class ClientConnection {
       if (n < chunk.length) ex.reusable = false;
       if (n) this.toClient(ex, n === chunk.length ? chunk : chunk.subarray(0, n));
       if (ex.response.done) this.responseComplete(ex);
+      else this.pumpResponse(ex);
     } catch (err) {
       this.upstreamFailed(ex, `sent a bad response: ${(err as Error).message}`);
     }
@@ -509,6 +563,7 @@ class ClientConnection {
       if (n) this.toClient(ex, n === rest.length ? rest : rest.subarray(0, n));
       this.socket.uncork();
       if (response.done) this.responseComplete(ex);
+      else this.pumpResponse(ex);
       return;
     }
   }
@@ -549,7 +604,7 @@ class ClientConnection {
   private answerOwn(ex: Exchange, status: number, message: string): void {
     if (this.ex !== ex || this.closed) return;
     ex.discard = true;
-    this.pump();
+    this.drive();
     if (this.ex !== ex || this.closed) return;
     ex.answered = true;
     ex.responseDone = true;
@@ -562,6 +617,8 @@ class ClientConnection {
   private release(ex: Exchange, keep: boolean): void {
     const up = ex.up;
     if (!up) return;
+    ex.bodyPump?.cancel();
+    ex.bodyPump = undefined;
     ex.up = undefined;
     ex.detach?.();
     if (keep && ex.reusable && ex.requestDone && ex.dest?.poolKey && !this.waitingDrain) this.pool.put(ex.dest.poolKey, up);
@@ -592,7 +649,7 @@ class ClientConnection {
     this.queued = 0;
     for (const chunk of left) this.toHead(chunk);
     this.again = true;
-    this.pump();
+    this.drive();
   }
 
   private fatal(err: HttpError, ex: Exchange): void {
