@@ -8,7 +8,9 @@ import { connect, createServer as createNetServer, type AddressInfo, type Server
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { PassThrough } from 'node:stream';
 import { BodyCounter, HeadChunks, HttpError, headEnd, parseRequestHead, requestFraming, responseFraming, parseResponseHead } from '../src/relay/http1.js';
+import { pumpable, startPump } from '../src/relay/pump.js';
 import { Relay, type Destination } from '../src/relay/relay.js';
 import { rawExchange } from './raw-http.js';
 
@@ -326,6 +328,33 @@ describe('bodies of known length go through the pump', () => {
     expect(relay.pumped.bodies).toBe(4);
     expect(relay.pumped.bytes).toBeGreaterThan(12 * 1024 * 1024);
     agent.destroy();
+  });
+
+  test('a pump that cannot start leaves the sockets as they were, and the relay moves the body itself', () => {
+    const started: string[] = [];
+    class FakeHandle {
+      reading = true;
+      constructor(readonly fd: number) {}
+      readStart() {
+        started.push('start');
+        return 0;
+      }
+      readStop() {
+        started.push('stop');
+        return 0;
+      }
+    }
+    const withHandle = (fd: number) => Object.assign(new PassThrough(), { _handle: new FakeHandle(fd) });
+    // Descriptors that are not open: the native start fails at its first dup.
+    const from = withHandle(2_000_000);
+    from.resume();
+    const to = withHandle(2_000_001);
+    expect(pumpable(from, to)).toBe(true);
+    expect(startPump(from, to, 1 << 20, 0, () => started.push('done'))).toBeUndefined();
+    // Reading stopped for the attempt and started again after it, through the handle's own readStart.
+    expect(started).toEqual(['stop', 'start']);
+    expect(Object.hasOwn(from._handle, 'readStart')).toBe(false);
+    expect(from._handle.reading).toBe(true);
   });
 
   test("to and from an upstream on a unix socket, as envd's is", async () => {

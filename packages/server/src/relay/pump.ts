@@ -126,3 +126,15 @@ export class Pump {
     this.source.readStart();
   }
 }
+
+/**
+ * Starts a {@link Pump}, or gives undefined when the system will not let it
+ * start (out of descriptors, say): the relay then moves the body itself.
+ */
+export function startPump(from: Duplex, to: Duplex, length: number, idleMs: number, done: (result: PumpResult) => void): Pump | undefined {
+  try {
+    return new Pump(from, to, length, idleMs, done);
+  } catch {
+    return undefined;
+  }
+}

@@ -30,7 +30,7 @@ import {
   type RequestHead,
   type ResponseHead,
 } from './http1.js';
-import { Pump, pumpable, type PumpResult } from './pump.js';
+import { pumpable, startPump, type Pump, type PumpResult } from './pump.js';
 
 export interface Destination {
   /** Names it in errors, e.g. `sandbox 'abc' on port 8080`. */
@@ -440,9 +440,7 @@ class ClientConnection {
   private pumpRequest(ex: Exchange): void {
     const left = ex.request.lengthLeft;
     if (ex.bodyPump || left === undefined || left < PUMP_MIN || !pumpable(this.socket, ex.up!)) return;
-    // The pump keeps the idle limit: Node does not see the reads it makes.
-    this.socket.setTimeout(0);
-    ex.bodyPump = new Pump(this.socket, ex.up!, left, this.relay.idleTimeoutMs, (r) => {
+    ex.bodyPump = startPump(this.socket, ex.up!, left, this.relay.idleTimeoutMs, (r) => {
       ex.bodyPump = undefined;
       this.pumpEnded(ex.request, r);
       if (r.code === null) {
@@ -455,12 +453,14 @@ class ClientConnection {
         this.socket.destroy();
       }
     });
+    // The pump keeps the idle limit: Node does not see the reads it makes.
+    if (ex.bodyPump) this.socket.setTimeout(0);
   }
 
   private pumpResponse(ex: Exchange): void {
     const left = ex.response!.lengthLeft;
     if (ex.bodyPump || this.upPaused || left === undefined || left < PUMP_MIN || !pumpable(ex.up!, this.socket)) return;
-    ex.bodyPump = new Pump(ex.up!, this.socket, left, 0, (r) => {
+    ex.bodyPump = startPump(ex.up!, this.socket, left, 0, (r) => {
       ex.bodyPump = undefined;
       this.pumpEnded(ex.response!, r);
       if (r.code === null) this.responseComplete(ex);
