@@ -107,6 +107,8 @@ function send(path: string, opts: { to: string; method?: string; body?: Buffer |
   });
 }
 
+const sha = (b: Buffer) => createHash('sha256').update(b).digest('hex');
+
 const echo = (req: IncomingMessage, res: ServerResponse) => {
   const chunks: Buffer[] = [];
   req.on('data', (c: Buffer) => chunks.push(c));
@@ -114,18 +116,24 @@ const echo = (req: IncomingMessage, res: ServerResponse) => {
     const body = Buffer.concat(chunks);
     res.setHeader('x-method', req.method!);
     res.setHeader('x-headers', JSON.stringify(req.headers));
-    res.setHeader('x-sha', createHash('sha256').update(body).digest('hex'));
+    res.setHeader('x-sha', sha(body));
     res.end(body);
   });
 };
 
+/** An echo upstream; the set holds each connection it was asked on. */
+async function echoUpstream(name: string): Promise<Set<unknown>> {
+  const sockets = new Set<unknown>();
+  await upstream(name, (req, res) => {
+    sockets.add(req.socket);
+    echo(req, res);
+  });
+  return sockets;
+}
+
 describe('messages pass through whole', () => {
   test('requests and responses with bodies, on one kept-alive client connection and one pooled upstream connection', async () => {
-    const sockets = new Set<unknown>();
-    await upstream('a', (req, res) => {
-      sockets.add(req.socket);
-      echo(req, res);
-    });
+    const sockets = await echoUpstream('a');
     const agent = new Agent({ keepAlive: true, maxSockets: 1 });
     const first = await send('/x?y=1', { to: 'a', method: 'POST', body: 'hello', agent });
     expect([first.status, first.body.toString(), first.headers['x-method']]).toEqual([200, 'hello', 'POST']);
@@ -173,7 +181,7 @@ describe('messages pass through whole', () => {
     await upstream('a', echo);
     const body = randomBytes(8 * 1024 * 1024);
     const r = await send('/big', { to: 'a', method: 'PUT', body });
-    expect(r.headers['x-sha']).toBe(createHash('sha256').update(body).digest('hex'));
+    expect(r.headers['x-sha']).toBe(sha(body));
     expect(r.body.equals(body)).toBe(true);
   });
 
@@ -186,7 +194,7 @@ describe('messages pass through whole', () => {
     // Far more than the relay holds (1 MiB) is on its way before the route is known.
     setTimeout(open, 300);
     const r = await reply;
-    expect(r.headers['x-sha']).toBe(createHash('sha256').update(body).digest('hex'));
+    expect(r.headers['x-sha']).toBe(sha(body));
     expect(r.body.equals(body)).toBe(true);
   });
 
@@ -304,14 +312,8 @@ describe('messages pass through whole', () => {
 });
 
 describe('bodies of known length go through the pump', () => {
-  const sha = (b: Buffer) => createHash('sha256').update(b).digest('hex');
-
   test('a large upload and its answer arrive intact, the connections stay usable, and the pump moved both', async () => {
-    const sockets = new Set<unknown>();
-    await upstream('a', (req, res) => {
-      sockets.add(req.socket);
-      echo(req, res);
-    });
+    const sockets = await echoUpstream('a');
     const agent = new Agent({ keepAlive: true, maxSockets: 1 });
     for (const size of [3 * 1024 * 1024, 5 * 1024 * 1024 + 17]) {
       const body = randomBytes(size);

@@ -100,17 +100,12 @@ export class Pump {
     }
   }
 
-  get running(): boolean {
-    return this.handle !== undefined;
-  }
-
-  /** Stops the pump; `done` is not called. Returns how many bytes it moved. */
-  cancel(): number {
-    if (!this.handle) return 0;
-    const moved = native.cancel(this.handle);
+  /** Stops the pump; `done` is not called. */
+  cancel(): void {
+    if (!this.handle) return;
+    native.cancel(this.handle);
     this.handle = undefined;
     this.giveBack();
-    return moved;
   }
 
   /** Node reads the source again, as it would have without the pump. */
