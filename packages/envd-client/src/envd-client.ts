@@ -5,7 +5,7 @@ import { Filesystem, Process, type envd } from '@paddock/models';
 import { EnvdArgumentError, EnvdHttpError, errorFromFailure, errorFromResponse } from './errors.js';
 import { connectionHeaders, envdInterceptor, type EnvdHeaderConfig } from './headers.js';
 import { metadataHeaders } from './metadata.js';
-import { headersOf, readBody, sendRequest } from './node-http.js';
+import { headersOf, readBody, sendRequest, webStreamOf } from './node-http.js';
 import { createNodeTransport } from './node-transport.js';
 import { createServiceClient } from './service-client.js';
 import { endpointUrl, fileUrl, filesQuery } from './signature.js';
@@ -163,7 +163,7 @@ export class EnvdClient {
     headers['Accept-Encoding'] = options.gzip ? 'gzip' : 'identity';
     const call = startCall(options.signal, options.requestTimeoutMs ?? this.#timeoutMs);
     try {
-      if (this.#nodeHttp && !options.gzip && format !== 'stream') return await this.#downloadOverNodeHttp(url, headers, format, call);
+      if (this.#nodeHttp && !options.gzip) return await this.#downloadOverNodeHttp(url, headers, format, call);
       const response = await this.#fetch(url, { headers, signal: call.signal });
       if (!response.ok) throw await errorFromResponse('GET', '/files', response);
       const body = response.headers.get('content-length') === '0' || response.body === null ? emptyStream() : response.body;
@@ -192,16 +192,20 @@ export class EnvdClient {
 
   /**
    * `download` without fetch: the body read straight from node:http. The
-   * formats and errors are the fetch path's; gzip and web streams stay there.
+   * formats and errors are the fetch path's; gzip stays there.
    */
   async #downloadOverNodeHttp(
     url: string,
     headers: Record<string, string>,
-    format: Exclude<DownloadFormat, 'stream'>,
+    format: DownloadFormat,
     call: Call,
-  ): Promise<string | Uint8Array | Blob | Readable> {
+  ): Promise<string | Uint8Array | Blob | ReadableStream<Uint8Array> | Readable> {
     const res = await sendRequest(url, { method: 'GET', headers, signal: call.signal });
     if (!isOk(res)) throw await errorFromResponse('GET', '/files', await asResponse(res, call.signal));
+    if (format === 'stream') {
+      call.stopTimer();
+      return webStreamOf(res, call.signal);
+    }
     if (format === 'node-stream') {
       call.stopTimer();
       // The caller's signal still ends the stream, as it ends fetch's body.

