@@ -109,8 +109,9 @@ const STREAM_QUEUE_BYTES = 256 * 1024;
  * chunk a view of Node's buffer (not a copy). A reader that falls behind
  * pauses the socket. The stream fails when the response is cut short, and
  * with the signal's reason once it fires; cancelling it closes the
- * connection. About a quarter cheaper per chunk than `Readable.toWeb`, and
- * far cheaper than fetch's body.
+ * connection. A 256 MiB download through the sandbox proxy read this way
+ * took about a quarter less time than through `Readable.toWeb`, and a tenth
+ * less than through fetch's body.
  */
 export function webStreamOf(res: IncomingMessage, signal: AbortSignal): ReadableStream<Uint8Array> {
   let controller!: ReadableStreamDefaultController<Uint8Array>;
