@@ -131,6 +131,34 @@ async function echoUpstream(name: string): Promise<Set<unknown>> {
   return sockets;
 }
 
+/**
+ * Sends `parts` of an upload that never completes to a relay with a 300 ms
+ * idle limit, in front of upstream 'a'. Resolves with what the client got
+ * before the relay closed its connection, once the upstream saw its request close.
+ */
+async function stalledUpload(...parts: (string | Buffer)[]): Promise<string> {
+  const quick = new Relay({ idleTimeoutMs: 300, route: relay.options.route });
+  const quickPort = await listening(quick.server);
+  let aborted!: () => void;
+  const upstreamSaw = new Promise<void>((r) => (aborted = r));
+  await upstream('a', (req) => {
+    req.resume();
+    req.once('close', aborted);
+  });
+  const got = await new Promise<string>((resolve, reject) => {
+    const sock = connect(quickPort, '127.0.0.1');
+    let text = '';
+    sock.on('data', (d: Buffer) => (text += d.toString()));
+    sock.on('error', reject);
+    sock.on('close', () => resolve(text));
+    for (const part of parts) sock.write(part);
+  });
+  await upstreamSaw;
+  quick.destroyConnections();
+  await closing(quick.server);
+  return got;
+}
+
 describe('messages pass through whole', () => {
   test('requests and responses with bodies, on one kept-alive client connection and one pooled upstream connection', async () => {
     const sockets = await echoUpstream('a');
@@ -452,27 +480,8 @@ describe('bodies of known length go through the pump', () => {
   });
 
   test('an upload that stalls while the pump has it is cut off after the idle timeout', async () => {
-    const quick = new Relay({ idleTimeoutMs: 300, route: relay.options.route });
-    const quickPort = await listening(quick.server);
-    let aborted!: () => void;
-    const upstreamSaw = new Promise<void>((r) => (aborted = r));
-    await upstream('a', (req) => {
-      req.resume();
-      req.once('close', aborted);
-    });
-    const closed = await new Promise<string>((resolve, reject) => {
-      const sock = connect(quickPort, '127.0.0.1');
-      let got = '';
-      sock.on('data', (d: Buffer) => (got += d.toString()));
-      sock.on('error', reject);
-      sock.on('close', () => resolve(got));
-      sock.write(`POST / HTTP/1.1\r\nHost: h\r\nx-to: a\r\nContent-Length: ${4 * 1024 * 1024}\r\n\r\n`);
-      sock.write(Buffer.alloc(512 * 1024, 2));
-    });
-    expect(closed).toBe('');
-    await upstreamSaw;
-    quick.destroyConnections();
-    await closing(quick.server);
+    const head = `POST / HTTP/1.1\r\nHost: h\r\nx-to: a\r\nContent-Length: ${4 * 1024 * 1024}\r\n\r\n`;
+    expect(await stalledUpload(head, Buffer.alloc(512 * 1024, 2))).toBe('');
   });
 
   test('an upstream that stops mid-download cuts the client off, and its connection is not kept', async () => {
@@ -614,22 +623,7 @@ describe('what a client cannot do', () => {
   });
 
   test('a request body that stalls is cut off after the idle timeout', async () => {
-    const quick = new Relay({ idleTimeoutMs: 300, route: relay.options.route });
-    const quickPort = await listening(quick.server);
-    let aborted!: () => void;
-    const upstreamSaw = new Promise<void>((r) => (aborted = r));
-    await upstream('a', (req) => req.once('close', aborted));
-    const closed = await new Promise<string>((resolve, reject) => {
-      const sock = connect(quickPort, '127.0.0.1');
-      let got = '';
-      sock.on('data', (d: Buffer) => (got += d.toString()));
-      sock.on('error', reject);
-      sock.on('close', () => resolve(got));
-      sock.write('POST / HTTP/1.1\r\nHost: h\r\nx-to: a\r\nContent-Length: 10\r\n\r\n12');
-    });
-    expect(closed).toBe('');
-    await upstreamSaw;
-    await closing(quick.server);
+    expect(await stalledUpload('POST / HTTP/1.1\r\nHost: h\r\nx-to: a\r\nContent-Length: 10\r\n\r\n12')).toBe('');
   });
 
   test("a refusal while a large body is still held answers at once and closes", async () => {
