@@ -289,8 +289,9 @@ class ClientConnection {
       return;
     }
     if (ex.requestDone || (!ex.up && !ex.discard)) {
-      // Pipelined requests wait for this response; body bytes wait for the connection.
-      if (this.queued > MAX_HELD) this.socket.pause();
+      // Pipelined requests wait for this response; body bytes wait for the
+      // connection. A body the pump can take stays in the kernel meanwhile.
+      if (this.queued > MAX_HELD || (!ex.requestDone && this.pumpSized(ex))) this.socket.pause();
       return;
     }
     while (this.queue.length && !ex.requestDone && !this.waitingDrain) {
@@ -311,7 +312,12 @@ class ClientConnection {
       }
       if (ex.request.done) ex.requestDone = true;
     }
-    if (!ex.requestDone && !ex.discard && !this.waitingDrain && this.queue.length === 0) this.pumpRequest(ex);
+    if (!ex.requestDone && !ex.discard && !this.waitingDrain && this.queue.length === 0) {
+      // What Node read before the client was paused goes first, through the
+      // queue: read() hands it to onData, and the loop goes round again.
+      if (this.socket.readableLength > 0 && this.pumpSized(ex)) this.socket.read();
+      else this.pumpRequest(ex);
+    }
     // Paused while too much was held, or before an answer that drops the rest: reading goes on.
     if (!this.waitingDrain && !this.waitingClientDrain && this.socket.isPaused()) this.socket.resume();
     if (ex.requestDone) {
@@ -437,9 +443,15 @@ class ClientConnection {
     this.drive();
   }
 
-  private pumpRequest(ex: Exchange): void {
+  /** The rest of the request's body is long enough, and of known length, for the pump. */
+  private pumpSized(ex: Exchange): boolean {
     const left = ex.request.lengthLeft;
-    if (ex.bodyPump || left === undefined || left < PUMP_MIN || !pumpable(this.socket, ex.up!)) return;
+    return left !== undefined && left >= PUMP_MIN;
+  }
+
+  private pumpRequest(ex: Exchange): void {
+    if (ex.bodyPump || !this.pumpSized(ex) || !pumpable(this.socket, ex.up!)) return;
+    const left = ex.request.lengthLeft!;
     ex.bodyPump = startPump(this.socket, ex.up!, left, this.relay.idleTimeoutMs, (r) => {
       ex.bodyPump = undefined;
       this.pumpEnded(ex.request, r);
