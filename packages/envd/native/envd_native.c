@@ -6,7 +6,8 @@
 // - extended attributes, where uploaded file metadata is kept;
 // - waitpid on a given pid, so that envd, as a container's init, can reap
 //   orphaned processes without touching the children libuv waits for;
-// - starting a process with vfork semantics (see spawn below).
+// - starting a process with vfork semantics (see spawn below);
+// - receiving an upload's body straight into its file (receive_file.c).
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -26,6 +27,8 @@
 
 #include <node_api.h>
 #include <uv.h>
+
+#include "receive_file.h"
 
 #define CHECK(call)                                                   \
   do {                                                                \
@@ -605,6 +608,8 @@ static napi_value init(napi_env env, napi_value exports) {
       {"removeXattr", NULL, remove_xattr, NULL, NULL, NULL, napi_enumerable, NULL},
       {"spawn", NULL, spawn, NULL, NULL, NULL, napi_enumerable, NULL},
       {"waitStatus", NULL, wait_status, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"receiveToFile", NULL, receive_to_file, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"cancelReceive", NULL, cancel_receive, NULL, NULL, NULL, napi_enumerable, NULL},
   };
   CHECK(napi_define_properties(env, exports, sizeof props / sizeof props[0], props));
   return exports;

@@ -1,6 +1,6 @@
 // GET and POST /files: file contents over plain HTTP, streamed both ways.
 import Busboy from 'busboy';
-import { closeSync, createReadStream, fstatSync, ftruncateSync, openSync, read, readSync, writev, constants as fsc } from 'node:fs';
+import { closeSync, createReadStream, fstatSync, ftruncateSync, openSync, read, readSync, writeSync, writev, constants as fsc } from 'node:fs';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { basename } from 'node:path';
 import { PassThrough, Readable, Writable, finished } from 'node:stream';
@@ -9,6 +9,7 @@ import { constants as zc, createGunzip, createGzip, gzipSync } from 'node:zlib';
 import { HttpError, fsHttpError } from './errors.js';
 import { openForWrite } from './fs-ops.js';
 import { metadataFromHeaders, writeMetadata } from './metadata.js';
+import { native, type ReceiveHandle } from './native.js';
 import { resolveUserPath } from './paths.js';
 import type { User } from './users.js';
 
@@ -312,30 +313,48 @@ function pour(body: Readable, out: Writable): Promise<void> {
   });
 }
 
-async function writeOne(body: Readable, target: string, user: User, metadata: Record<string, string> | undefined): Promise<WrittenEntry> {
+/** How much of a file an upload wrote, and what stopped it if it failed. */
+interface Filled {
+  written: number;
+  failure?: unknown;
+}
+
+/** Pours a body into the file through {@link BatchedFileWriter}. */
+function pourInto(body: Readable): (fd: number) => Promise<Filled> {
+  return async (fd) => {
+    const out = new BatchedFileWriter(fd);
+    try {
+      await pour(body, out);
+      return { written: out.bytesWritten };
+    } catch (err) {
+      if (!out.closed) await new Promise<void>((resolve) => out.destroy().once('close', () => resolve()));
+      return { written: out.bytesWritten, failure: err };
+    }
+  };
+}
+
+/**
+ * Opens `target` and has `fill` write the upload into it. `dropBody` is
+ * called when the file cannot be opened, for the body to be read and dropped.
+ */
+async function writeOne(target: string, user: User, metadata: Record<string, string> | undefined, fill: (fd: number) => Promise<Filled>, dropBody: () => void): Promise<WrittenEntry> {
   let fd: number;
   try {
     fd = openForWrite(target, user);
   } catch (err) {
-    body.resume();
+    dropBody();
     throw fsHttpError(err, target);
   }
   // The file is cut to its new length after the last write, not at open: it
   // must not be seen closed with the tail of what it held before, and on
   // ext4 a file cut to nothing and written again is flushed to disk when it
   // is closed, which made a rewrite of 1 MiB take a millisecond more.
-  const out = new BatchedFileWriter(fd);
-  let failure: unknown;
-  try {
-    await pour(body, out);
-  } catch (err) {
-    if (!out.closed) await new Promise<void>((resolve) => out.destroy().once('close', () => resolve()));
-    failure = err;
-  }
+  const { written, failure: failed } = await fill(fd);
+  let failure = failed;
   try {
     try {
       // After a failure what was written is the file, as if it had been cut at open.
-      ftruncateSync(fd, out.bytesWritten);
+      ftruncateSync(fd, written);
     } finally {
       closeSync(fd);
     }
@@ -344,10 +363,118 @@ async function writeOne(body: Readable, target: string, user: User, metadata: Re
     failure ??= err;
   }
   if (failure !== undefined) {
+    if (failure instanceof HttpError) throw failure;
     if ((failure as NodeJS.ErrnoException).code === 'Z_DATA_ERROR') throw new HttpError(400, 'the request body is not valid gzip');
     throw fsHttpError(failure, target);
   }
   return { name: basename(target), path: target, type: 'file', ...(metadata ? { metadata } : {}) };
+}
+
+/**
+ * Bodies at least this long, sent unencoded with a Content-Length over
+ * HTTP/1.1, go from the socket into the file in the kernel
+ * (native/receive_file.c). The connection is then closed after the answer,
+ * as Node's parser still waits for the body it never saw; a new connection
+ * costs far less than what moving a body this size through JavaScript does.
+ */
+const RECEIVE_IN_KERNEL = 256 * 1024;
+
+/** The part of a socket's libuv stream handle that taking a body off Node uses. */
+interface StreamHandle {
+  fd: number;
+  reading: boolean;
+  readStart(): number;
+  readStop(): number;
+}
+
+/**
+ * The socket's handle when the body of `req` can be received in the kernel.
+ * That relies on Node internals: a net.Socket's `_handle`, its `fd`, and
+ * `reading`/`readStart`/`readStop`, through which Node starts and stops
+ * reading (its HTTP server reads the handle itself, and stops it through
+ * the same calls). When they are not there the body goes through Node.
+ */
+function kernelReceivable(req: IncomingMessage): StreamHandle | undefined {
+  if (req.httpVersionMajor !== 1 || req.headers['transfer-encoding'] !== undefined) return undefined;
+  const length = Number(req.headers['content-length']);
+  if (!Number.isSafeInteger(length) || length < RECEIVE_IN_KERNEL) return undefined;
+  const h = (req.socket as unknown as { _handle?: Partial<StreamHandle> | null })._handle;
+  if (!h || typeof h.fd !== 'number' || h.fd < 0 || typeof h.readStart !== 'function' || typeof h.readStop !== 'function') return undefined;
+  return h as StreamHandle;
+}
+
+/**
+ * Receives the body of `req` into the file: what Node has read of it
+ * already is written first, the rest goes from socket to file in the kernel.
+ * Node reads the socket no more: its reads are stopped, and a read it asks
+ * for later is not started. The answer closes the connection. If all of
+ * the body had come already, or writing what had come fails, the kernel has
+ * taken nothing: Node gets the socket back, and reads on (and drops what
+ * is left of the body) as it would have.
+ */
+function receiveInKernel(req: IncomingMessage, res: ServerResponse, handle: StreamHandle): (fd: number) => Promise<Filled> {
+  return async (fd) => {
+    // The request's handler can run while Node's parser is inside a chunk
+    // that holds the head and the start of the body: it hands that start on
+    // once the handler has returned. On the next turn of the event loop no
+    // chunk is half parsed.
+    await new Promise((resolve) => setImmediate(resolve));
+    const length = Number(req.headers['content-length']);
+    handle.reading = false;
+    handle.readStop();
+    handle.readStart = () => 0;
+    res.setHeader('Connection', 'close');
+    const giveBack = (): void => {
+      delete (handle as Partial<StreamHandle>).readStart;
+      res.removeHeader('Connection');
+      // A paused socket starts reading when it is resumed, as any does.
+      if (req.socket.isPaused()) {
+        handle.reading = false;
+      } else {
+        handle.reading = true;
+        handle.readStart();
+      }
+    };
+    let written = 0;
+    try {
+      // Node's parser hands the body on as it reads it, so all of it that
+      // Node has read waits in the request's buffer.
+      for (let chunk: Buffer | null; (chunk = req.read() as Buffer | null) !== null; ) {
+        let done = 0;
+        while (done < chunk.length) done += writeSync(fd, chunk, done, chunk.length - done, written + done);
+        written += chunk.length;
+      }
+    } catch (err) {
+      giveBack();
+      return { written, failure: err };
+    }
+    if (written >= length) {
+      // All of it had come: Node has seen the whole request.
+      giveBack();
+      return { written };
+    }
+    return new Promise<Filled>((resolve) => {
+      const socket = req.socket;
+      const onClose = (): void => {
+        native.cancelReceive(receiver);
+        resolve({ written, failure: new HttpError(400, 'the connection closed before the request body had arrived') });
+      };
+      let receiver: ReceiveHandle;
+      try {
+        receiver = native.receiveToFile(handle.fd, fd, written, length - written, (code, moved, side) => {
+          socket.off('close', onClose);
+          written += moved;
+          if (code === null) resolve({ written });
+          else if (side === 'file') resolve({ written, failure: Object.assign(new Error(`write failed: ${code}`), { code }) });
+          else resolve({ written, failure: new HttpError(400, code === 'EOF' ? `the request body ended after ${written} of ${length} bytes` : `the request body could not be read: ${code}`) });
+        });
+      } catch (err) {
+        resolve({ written, failure: err });
+        return;
+      }
+      socket.once('close', onClose);
+    });
+  };
 }
 
 function decodedBody(req: IncomingMessage): Readable {
@@ -390,7 +517,7 @@ function multipart(req: IncomingMessage, body: Readable, params: URLSearchParams
       // Parts are written one after the other, in the order they arrive.
       const pass = stream.pipe(new PassThrough({ highWaterMark: READ_CHUNK }));
       chain = chain.then(() =>
-        writeOne(pass, abs, user, metadata).then(
+        writeOne(abs, user, metadata, pourInto(pass), () => pass.resume()).then(
           (e) => void written.push(e),
           (err) => {
             failed ??= err;
@@ -430,7 +557,9 @@ export async function postFile(req: IncomingMessage, res: ServerResponse, params
       written = await multipart(req, body, params, user, metadata);
     } else {
       const target = resolveUserPath(requirePath(params), user);
-      written = [await writeOne(body, target, user, metadata)];
+      const handle = body === req ? kernelReceivable(req) : undefined;
+      const fill = handle ? receiveInKernel(req, res, handle) : pourInto(body);
+      written = [await writeOne(target, user, metadata, fill, () => body.resume())];
     }
   } catch (err) {
     // What is left of the request is read and dropped, so that the answer

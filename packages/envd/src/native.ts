@@ -15,6 +15,9 @@ export interface InotifyEvent {
 declare const inotifyHandle: unique symbol;
 export type InotifyHandle = { readonly [inotifyHandle]: true };
 
+declare const receiveHandle: unique symbol;
+export type ReceiveHandle = { readonly [receiveHandle]: true };
+
 export interface EnvdNative {
   inotifyOpen(onEvents: (events: InotifyEvent[]) => void): InotifyHandle;
   inotifyAddWatch(handle: InotifyHandle, path: string, mask: number): number;
@@ -42,6 +45,23 @@ export interface EnvdNative {
   ): [pid: number, stdin: number, stdout: number, stderr: number];
   /** Collects child `pid` if it ended: [exit code or -1, signal number or 0]; null while it runs. */
   waitStatus(pid: number): [code: number, signal: number] | null;
+  /**
+   * Moves exactly `length` bytes from socket `sockFd` into file `fileFd`
+   * from `offset`, in the kernel. `done` is called once, on a later turn of
+   * the event loop: code null when all arrived and were written, else 'EOF'
+   * or an errno name and the side that failed. After a failed write the
+   * rest of the body is still read, and dropped. Throws an errno error when
+   * it cannot start.
+   */
+  receiveToFile(
+    sockFd: number,
+    fileFd: number,
+    offset: number,
+    length: number,
+    done: (code: string | null, written: number, side: 'socket' | 'file' | null) => void,
+  ): ReceiveHandle;
+  /** Stops a receive; its `done` is not called. */
+  cancelReceive(handle: ReceiveHandle): void;
 }
 
 function load(): EnvdNative {

@@ -2,7 +2,8 @@
 import { execFileSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { createReadStream, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
-import { request } from 'node:http';
+import { Agent, request } from 'node:http';
+import { connect as netConnect } from 'node:net';
 import { connect } from 'node:http2';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
@@ -18,6 +19,14 @@ beforeAll(async () => {
 afterAll(() => envd.stop());
 
 const MiB = 1024 * 1024;
+
+/** Resolves once `check` holds; fails after 10 s. */
+async function until(check: () => boolean): Promise<void> {
+  for (const deadline = Date.now() + 10_000; !check(); ) {
+    if (Date.now() > deadline) throw new Error(`still not so after 10 s: ${check}`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
 const auth = () => ({ 'x-access-token': envd.token! });
 const url = (path: string, query: Record<string, string> = {}) => `${envd.url}${path}?${new URLSearchParams(query)}`;
 
@@ -200,6 +209,112 @@ describe('files', () => {
     } finally {
       execFileSync('umount', [dir]);
     }
+  });
+
+  describe('an upload of 256 KiB or more with a length is received from socket to file in the kernel', () => {
+    /** Sends `parts` on a connection of its own (a number waits that many ms); gives what comes back once the connection closes. */
+    function rawUpload(head: string, parts: (Buffer | string | number)[]): Promise<string> {
+      return new Promise((resolve, reject) => {
+        const sock = netConnect(envd.port, '127.0.0.1');
+        const got: Buffer[] = [];
+        sock.on('data', (c: Buffer) => got.push(c));
+        sock.on('error', reject);
+        sock.on('close', () => resolve(Buffer.concat(got).toString('latin1')));
+        sock.on('connect', async () => {
+          sock.write(head);
+          for (const part of parts) {
+            if (typeof part === 'number') await new Promise((r) => setTimeout(r, part));
+            else sock.write(part);
+          }
+        });
+      });
+    }
+    const uploadHead = (path: string, length: number) =>
+      `POST /files?path=${encodeURIComponent(path)} HTTP/1.1\r\nHost: envd\r\nX-Access-Token: ${envd.token}\r\nContent-Type: application/octet-stream\r\nContent-Length: ${length}\r\n\r\n`;
+
+    test('exactly, just under, at and over the threshold; the answer closes the connection from 256 KiB on', async () => {
+      const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+      try {
+        for (const size of [256 * 1024 - 1, 256 * 1024, 256 * 1024 + 1, 3 * MiB + 5]) {
+          const body = randomBytes(size);
+          const res = await new Promise<{ status: number; connection: string | undefined; text: string }>((resolve, reject) => {
+            const req = request(url('/files', { path: 'kernel.bin' }), { method: 'POST', agent, headers: { ...auth(), 'content-type': 'application/octet-stream', 'content-length': size } }, (r) => {
+              let text = '';
+              r.on('data', (c) => (text += c));
+              r.on('end', () => resolve({ status: r.statusCode!, connection: r.headers.connection, text }));
+            });
+            req.on('error', reject);
+            req.end(body);
+          });
+          expect([size, res.status, res.connection]).toEqual([size, 200, size < 256 * 1024 ? 'keep-alive' : 'close']);
+          expect(readFileSync(join(envd.home.user, 'kernel.bin')).equals(body)).toBe(true);
+        }
+      } finally {
+        agent.destroy();
+      }
+    });
+
+    test('a body that comes in pieces, the first with the head, arrives whole', async () => {
+      const body = randomBytes(2 * MiB + 3);
+      const head = uploadHead('pieces.bin', body.length);
+      const answer = await rawUpload('', [Buffer.concat([Buffer.from(head), body.subarray(0, 1000)]), 30, body.subarray(1000, 300_000), 30, body.subarray(300_000, MiB), 30, body.subarray(MiB)]);
+      expect(answer).toMatch(/^HTTP\/1.1 200 OK\r\n/);
+      expect(answer.toLowerCase()).toContain('connection: close\r\n');
+      expect(readFileSync(join(envd.home.user, 'pieces.bin')).equals(body)).toBe(true);
+    });
+
+    test('bytes after the body are not taken into the file', async () => {
+      const body = randomBytes(MiB);
+      const answer = await rawUpload(uploadHead('exact.bin', body.length), [Buffer.concat([body, Buffer.from('GET /health HTTP/1.1\r\nHost: envd\r\n\r\n')])]);
+      expect(answer).toMatch(/^HTTP\/1.1 200 OK\r\n/);
+      expect(readFileSync(join(envd.home.user, 'exact.bin')).equals(body)).toBe(true);
+    });
+
+    test('when even the start of the body does not fit on the disk, Node reads and drops the rest: 507, and the connection goes on', async () => {
+      const dir = join(envd.home.user, 'full-disk');
+      mkdirSync(dir);
+      execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=256k,uid=1000,gid=1000', 'tmpfs', dir]);
+      const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+      const send = (path: string, body: Buffer) =>
+        new Promise<{ status: number; text: string; reused: boolean }>((resolve, reject) => {
+          const req = request(url('/files', { path }), { method: 'POST', agent, headers: { ...auth(), 'content-type': 'application/octet-stream', 'content-length': body.length } }, (r) => {
+            let text = '';
+            r.on('data', (c) => (text += c));
+            r.on('end', () => resolve({ status: r.statusCode!, text, reused: req.reusedSocket }));
+          });
+          req.on('error', reject);
+          req.end(body);
+        });
+      try {
+        writeFileSync(join(dir, 'filler'), Buffer.alloc(256 * 1024));
+        const full = await send('full-disk/new.bin', randomBytes(MiB));
+        expect([full.status, JSON.parse(full.text)]).toEqual([507, { code: 507, message: `no space left on device writing '${join(dir, 'new.bin')}'` }]);
+        const next = await send('after-full.txt', Buffer.from('next'));
+        expect([next.status, next.reused]).toEqual([200, true]);
+        expect(readFileSync(join(envd.home.user, 'after-full.txt'), 'utf8')).toBe('next');
+      } finally {
+        agent.destroy();
+        execFileSync('umount', [dir]);
+      }
+    });
+
+    test('a client that goes away mid-body leaves the file with what arrived, and envd goes on', async () => {
+      const path = join(envd.home.user, 'cut.bin');
+      writeFileSync(path, randomBytes(3 * MiB));
+      const sent = randomBytes(512 * 1024);
+      const sock = netConnect(envd.port, '127.0.0.1');
+      await new Promise((r) => sock.once('connect', r));
+      sock.write(uploadHead('cut.bin', 2 * MiB));
+      sock.write(sent);
+      // Once envd has taken what was sent, the client goes away.
+      await until(() => readFileSync(path).subarray(0, sent.length).equals(sent));
+      sock.destroy();
+      // The file is then cut to what arrived.
+      await until(() => statSync(path).size === sent.length);
+      expect(readFileSync(path).equals(sent)).toBe(true);
+      expect((await post({ path: 'cut.bin' }, 'after')).status).toBe(200);
+      expect(readFileSync(path, 'utf8')).toBe('after');
+    });
   });
 
   test('an empty file downloads with content-length 0', async () => {
