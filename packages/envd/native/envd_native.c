@@ -7,7 +7,8 @@
 // - waitpid on a given pid, so that envd, as a container's init, can reap
 //   orphaned processes without touching the children libuv waits for;
 // - starting a process with vfork semantics (see spawn below);
-// - receiving an upload's body straight into its file (receive_file.c).
+// - moving file bodies between a socket and a file in the kernel
+//   (file_transfer.c).
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -28,7 +29,7 @@
 #include <node_api.h>
 #include <uv.h>
 
-#include "receive_file.h"
+#include "file_transfer.h"
 
 #define CHECK(call)                                                   \
   do {                                                                \
@@ -609,7 +610,8 @@ static napi_value init(napi_env env, napi_value exports) {
       {"spawn", NULL, spawn, NULL, NULL, NULL, napi_enumerable, NULL},
       {"waitStatus", NULL, wait_status, NULL, NULL, NULL, napi_enumerable, NULL},
       {"receiveToFile", NULL, receive_to_file, NULL, NULL, NULL, napi_enumerable, NULL},
-      {"cancelReceive", NULL, cancel_receive, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"sendFromFile", NULL, send_from_file, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"cancelTransfer", NULL, cancel_transfer, NULL, NULL, NULL, napi_enumerable, NULL},
   };
   CHECK(napi_define_properties(env, exports, sizeof props / sizeof props[0], props));
   return exports;

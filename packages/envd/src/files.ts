@@ -9,7 +9,7 @@ import { constants as zc, createGunzip, createGzip, gzipSync } from 'node:zlib';
 import { HttpError, fsHttpError } from './errors.js';
 import { openForWrite } from './fs-ops.js';
 import { metadataFromHeaders, writeMetadata } from './metadata.js';
-import { native, type ReceiveHandle } from './native.js';
+import { native, type TransferHandle } from './native.js';
 import { resolveUserPath } from './paths.js';
 import type { User } from './users.js';
 
@@ -132,6 +132,8 @@ export async function getFile(req: IncomingMessage, res: ServerResponse, params:
   // promised that many bytes, and reading to the end of a file that is
   // still growing would send others.
   if (!useGzip) {
+    const handle = size >= KERNEL_TRANSFER_MIN ? socketHandle(req) : undefined;
+    if (handle && (await sendInKernel(res, handle, fd, size))) return;
     await (size <= DOWNLOAD_CHUNK ? sendWhole(res, fd, size, target) : sendRange(res, fd, size, target));
     return;
   }
@@ -179,6 +181,55 @@ async function sendRange(res: ServerResponse, fd: number, size: number, target: 
   } finally {
     closeSync(fd);
   }
+}
+
+/**
+ * Sends the head, then the first `size` bytes of the file from the kernel
+ * (sendfile), and ends the response. Node writes nothing to the socket
+ * meanwhile: the response's own body is all that would go there, and it
+ * goes this way. Gives false, with nothing sent and the file still open,
+ * when the kernel cannot take it on; else closes the file.
+ */
+async function sendInKernel(res: ServerResponse, handle: StreamHandle, fd: number, size: number): Promise<boolean> {
+  const socket = res.socket;
+  if (!socket || socket.destroyed) return false;
+  // Settles with how the transfer ended, or with 'not started'.
+  const ended = await new Promise<{ code: string | null } | 'not started'>((resolve) => {
+    let transfer: TransferHandle | undefined;
+    const onClose = (): void => {
+      if (transfer) native.cancelTransfer(transfer);
+      resolve({ code: 'ECONNRESET' });
+    };
+    const start = (): void => {
+      socket.off('drain', start);
+      if (socket.destroyed) {
+        socket.off('close', onClose);
+        resolve({ code: 'ECONNRESET' });
+        return;
+      }
+      try {
+        transfer = native.sendFromFile(handle.fd, fd, 0, size, (code) => {
+          socket.off('close', onClose);
+          resolve({ code });
+        });
+      } catch {
+        socket.off('close', onClose);
+        resolve('not started');
+      }
+    };
+    socket.once('close', onClose);
+    res.flushHeaders();
+    // The body follows the head: it starts once Node has handed the socket all it held.
+    if (socket.writableLength > 0) socket.on('drain', start);
+    else start();
+  });
+  if (ended === 'not started') return false;
+  closeSync(fd);
+  // Cut short since it was opened, or the client went away: the client must
+  // see the transfer fail rather than a whole short file.
+  if (ended.code === null) res.end();
+  else res.destroy();
+  return true;
 }
 
 /** Up to `max` bytes of `fd` from `position`: fewer at its end, none past it. */
@@ -371,13 +422,14 @@ async function writeOne(target: string, user: User, metadata: Record<string, str
 }
 
 /**
- * Bodies at least this long, sent unencoded with a Content-Length over
- * HTTP/1.1, go from the socket into the file in the kernel
- * (native/receive_file.c). The connection is then closed after the answer,
- * as Node's parser still waits for the body it never saw; a new connection
- * costs far less than what moving a body this size through JavaScript does.
+ * Bodies at least this long go between socket and file in the kernel
+ * (native/file_transfer.c) when sent unencoded over HTTP/1.1 with a known
+ * length: a download with sendfile(2), an upload with splice(2). After an
+ * upload the connection is closed, as Node's parser still waits for the
+ * body it never saw; a new connection costs far less than moving a body
+ * this size through JavaScript does.
  */
-const RECEIVE_IN_KERNEL = 256 * 1024;
+const KERNEL_TRANSFER_MIN = 256 * 1024;
 
 /** The part of a socket's libuv stream handle that taking a body off Node uses. */
 interface StreamHandle {
@@ -388,19 +440,26 @@ interface StreamHandle {
 }
 
 /**
- * The socket's handle when the body of `req` can be received in the kernel.
- * That relies on Node internals: a net.Socket's `_handle`, its `fd`, and
+ * The handle of the socket `req` came on, when the kernel can move a body
+ * over it: an HTTP/1 request on a socket with a descriptor. That relies on
+ * Node internals: a net.Socket's `_handle`, its `fd`, and
  * `reading`/`readStart`/`readStop`, through which Node starts and stops
  * reading (its HTTP server reads the handle itself, and stops it through
  * the same calls). When they are not there the body goes through Node.
  */
-function kernelReceivable(req: IncomingMessage): StreamHandle | undefined {
-  if (req.httpVersionMajor !== 1 || req.headers['transfer-encoding'] !== undefined) return undefined;
-  const length = Number(req.headers['content-length']);
-  if (!Number.isSafeInteger(length) || length < RECEIVE_IN_KERNEL) return undefined;
+function socketHandle(req: IncomingMessage): StreamHandle | undefined {
+  if (req.httpVersionMajor !== 1) return undefined;
   const h = (req.socket as unknown as { _handle?: Partial<StreamHandle> | null })._handle;
   if (!h || typeof h.fd !== 'number' || h.fd < 0 || typeof h.readStart !== 'function' || typeof h.readStop !== 'function') return undefined;
   return h as StreamHandle;
+}
+
+/** The socket's handle when the body of `req` can be received in the kernel. */
+function kernelReceivable(req: IncomingMessage): StreamHandle | undefined {
+  if (req.headers['transfer-encoding'] !== undefined) return undefined;
+  const length = Number(req.headers['content-length']);
+  if (!Number.isSafeInteger(length) || length < KERNEL_TRANSFER_MIN) return undefined;
+  return socketHandle(req);
 }
 
 /**
@@ -456,10 +515,10 @@ function receiveInKernel(req: IncomingMessage, res: ServerResponse, handle: Stre
     return new Promise<Filled>((resolve) => {
       const socket = req.socket;
       const onClose = (): void => {
-        native.cancelReceive(receiver);
+        native.cancelTransfer(receiver);
         resolve({ written, failure: new HttpError(400, 'the connection closed before the request body had arrived') });
       };
-      let receiver: ReceiveHandle;
+      let receiver: TransferHandle;
       try {
         receiver = native.receiveToFile(handle.fd, fd, written, length - written, (code, moved, side) => {
           socket.off('close', onClose);

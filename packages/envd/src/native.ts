@@ -15,8 +15,11 @@ export interface InotifyEvent {
 declare const inotifyHandle: unique symbol;
 export type InotifyHandle = { readonly [inotifyHandle]: true };
 
-declare const receiveHandle: unique symbol;
-export type ReceiveHandle = { readonly [receiveHandle]: true };
+declare const transferHandle: unique symbol;
+export type TransferHandle = { readonly [transferHandle]: true };
+
+/** How a transfer between a socket and a file ended: code null when every byte moved. */
+export type TransferDone = (code: string | null, moved: number, side: 'socket' | 'file' | null) => void;
 
 export interface EnvdNative {
   inotifyOpen(onEvents: (events: InotifyEvent[]) => void): InotifyHandle;
@@ -48,20 +51,20 @@ export interface EnvdNative {
   /**
    * Moves exactly `length` bytes from socket `sockFd` into file `fileFd`
    * from `offset`, in the kernel. `done` is called once, on a later turn of
-   * the event loop: code null when all arrived and were written, else 'EOF'
-   * or an errno name and the side that failed. After a failed write the
-   * rest of the body is still read, and dropped. Throws an errno error when
-   * it cannot start.
+   * the event loop, with the bytes written: code null when all arrived and
+   * were written, else 'EOF' (the socket ended first) or an errno name, and
+   * the side that failed. After a failed write the rest of the body is still
+   * read, and dropped. Throws an errno error when it cannot start.
    */
-  receiveToFile(
-    sockFd: number,
-    fileFd: number,
-    offset: number,
-    length: number,
-    done: (code: string | null, written: number, side: 'socket' | 'file' | null) => void,
-  ): ReceiveHandle;
-  /** Stops a receive; its `done` is not called. */
-  cancelReceive(handle: ReceiveHandle): void;
+  receiveToFile(sockFd: number, fileFd: number, offset: number, length: number, done: TransferDone): TransferHandle;
+  /**
+   * Sends `length` bytes of file `fileFd` from `offset` to socket `sockFd`,
+   * in the kernel. `done` as for receiveToFile, with the bytes sent; 'EOF'
+   * with side 'file' when the file ended first.
+   */
+  sendFromFile(sockFd: number, fileFd: number, offset: number, length: number, done: TransferDone): TransferHandle;
+  /** Stops a transfer; its `done` is not called. */
+  cancelTransfer(handle: TransferHandle): void;
 }
 
 function load(): EnvdNative {

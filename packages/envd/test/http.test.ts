@@ -1,7 +1,7 @@
 // envd's plain HTTP routes: health, metrics, envs, init and files.
 import { execFileSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
-import { createReadStream, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { createReadStream, mkdirSync, readFileSync, statSync, truncateSync, writeFileSync } from 'node:fs';
 import { Agent, request } from 'node:http';
 import { connect as netConnect } from 'node:net';
 import { connect } from 'node:http2';
@@ -211,7 +211,7 @@ describe('files', () => {
     }
   });
 
-  describe('an upload of 256 KiB or more with a length is received from socket to file in the kernel', () => {
+  describe('bodies of 256 KiB or more go between socket and file in the kernel', () => {
     /** Sends `parts` on a connection of its own (a number waits that many ms); gives what comes back once the connection closes. */
     function rawUpload(head: string, parts: (Buffer | string | number)[]): Promise<string> {
       return new Promise((resolve, reject) => {
@@ -232,7 +232,7 @@ describe('files', () => {
     const uploadHead = (path: string, length: number) =>
       `POST /files?path=${encodeURIComponent(path)} HTTP/1.1\r\nHost: envd\r\nX-Access-Token: ${envd.token}\r\nContent-Type: application/octet-stream\r\nContent-Length: ${length}\r\n\r\n`;
 
-    test('exactly, just under, at and over the threshold; the answer closes the connection from 256 KiB on', async () => {
+    test('uploads exactly, just under, at and over the threshold; the answer closes the connection from 256 KiB on', async () => {
       const agent = new Agent({ keepAlive: true, maxSockets: 1 });
       try {
         for (const size of [256 * 1024 - 1, 256 * 1024, 256 * 1024 + 1, 3 * MiB + 5]) {
@@ -252,6 +252,58 @@ describe('files', () => {
       } finally {
         agent.destroy();
       }
+    });
+
+    test('downloads exactly, around the threshold, on one kept-alive connection that then serves the next request', async () => {
+      const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+      const get = (path: string) =>
+        new Promise<{ status: number; length: string | undefined; body: Buffer; reused: boolean }>((resolve, reject) => {
+          const req = request(url('/files', { path }), { agent, headers: { ...auth(), 'accept-encoding': 'identity' } }, (r) => {
+            const chunks: Buffer[] = [];
+            r.on('data', (c: Buffer) => chunks.push(c));
+            r.on('end', () => resolve({ status: r.statusCode!, length: r.headers['content-length'], body: Buffer.concat(chunks), reused: req.reusedSocket }));
+          });
+          req.on('error', reject);
+          req.end();
+        });
+      try {
+        const sizes = [256 * 1024 - 1, 256 * 1024, 3 * MiB + 5, 1];
+        for (const [i, size] of sizes.entries()) {
+          const content = randomBytes(size);
+          writeFileSync(join(envd.home.user, 'sent.bin'), content);
+          const got = await get('sent.bin');
+          expect([size, got.status, got.length, got.reused]).toEqual([size, 200, String(size), i > 0]);
+          expect(got.body.equals(content)).toBe(true);
+        }
+      } finally {
+        agent.destroy();
+      }
+    });
+
+    test('a file cut short while it is sent ends the download in failure, not as a whole short file; envd goes on', async () => {
+      const path = join(envd.home.user, 'shrinking.bin');
+      writeFileSync(path, randomBytes(64 * MiB));
+      const outcome = await new Promise<{ error: string | undefined; received: number }>((resolve) => {
+        const req = request(url('/files', { path: 'shrinking.bin' }), { headers: { ...auth(), 'accept-encoding': 'identity' } }, (res) => {
+          let received = 0;
+          res.once('data', (c: Buffer) => {
+            received += c.length;
+            // Not read on, the connection holds far less than the file, so most of the
+            // file is still to be sent when it shrinks to half.
+            res.pause();
+            truncateSync(path, 32 * MiB);
+            res.on('data', (more: Buffer) => (received += more.length));
+            res.resume();
+          });
+          res.on('error', (err) => resolve({ error: err.message, received }));
+          res.on('end', () => resolve({ error: undefined, received }));
+        });
+        req.on('error', (err) => resolve({ error: err.message, received: -1 }));
+        req.end();
+      });
+      expect(outcome.error).toBe('aborted');
+      expect(outcome.received).toBe(32 * MiB);
+      expect((await fetch(`${envd.url}/health`)).status).toBe(204);
     });
 
     test('a body that comes in pieces, the first with the head, arrives whole', async () => {

@@ -1,0 +1,365 @@
+// File bodies moved between a socket and a file in the kernel, driven by the
+// event loop, so that the bytes never enter JavaScript:
+//
+// - an upload's body goes socket -> pipe -> file with splice(2). Node's HTTP
+//   parser would otherwise copy every 64 KiB the socket gives into a fresh
+//   buffer, and those copies and the garbage they leave cost envd more than
+//   the rest of an upload;
+// - a download's body goes file -> socket with sendfile(2), instead of being
+//   read into a buffer on the thread pool and written from there.
+//
+// A transfer works on its own duplicates of the two descriptors, so that a
+// socket Node closes while it runs can never have its number reused under
+// it. JavaScript must keep Node off the socket meanwhile (off reading it for
+// an upload, off writing it for a download); files.ts does that.
+//
+//   receiveToFile(sockFd, fileFd, offset, length, done) -> handle
+//     Takes exactly `length` bytes from the socket (never more: what follows
+//     belongs to whoever reads the socket next) and writes them to the file
+//     from `offset`. After a failed write it goes on reading the body and
+//     drops it, so that the client is still sending into an open socket
+//     when it is answered; `done` then names the write's error.
+//   sendFromFile(sockFd, fileFd, offset, length, done) -> handle
+//     Sends `length` bytes of the file from `offset` to the socket.
+//   done(code, moved, side) is called once, on a later turn of the loop:
+//     code is null when every byte moved; else 'EOF' (the socket ended
+//     first, or for a send the file did: it was cut short) or an errno name;
+//     side is 'socket' or 'file'. `moved` counts bytes written to the file,
+//     or sent to the socket.
+//   cancelTransfer(handle): stops it; `done` is not called afterwards.
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/sendfile.h>
+#include <unistd.h>
+
+#include <node_api.h>
+#include <uv.h>
+
+#include "file_transfer.h"
+
+#define PIPE_BYTES (1024 * 1024)
+// The most one sendfile call is asked for; the socket takes less when full.
+#define SEND_BYTES (4 * 1024 * 1024)
+
+typedef enum { RECEIVE, SEND } direction_t;
+
+typedef struct {
+  direction_t direction;
+  int sock, file;            // duplicates owned by the transfer; -1 once closed
+  int pipe_r, pipe_w;        // receive only
+  size_t pipe_cap;
+  loff_t offset;             // the file position of the next byte
+  int64_t left;              // bytes still to take from the socket (receive) or the file (send)
+  size_t in_pipe;            // received, not yet written (or dropped)
+  int64_t moved;
+  int write_err;             // receive: errno of the first failed write; 0 while writes succeed
+  uv_poll_t poll;
+  int polling;
+  napi_env env;
+  napi_ref done;
+  napi_async_context async;
+  int ended;                 // finished or cancelled: fds and refs released
+  int poll_open;             // the poll handle is not yet closed
+  int finalized;             // the JavaScript handle was collected
+} transfer_t;
+
+static void maybe_free(transfer_t* t) {
+  if (t->ended && !t->poll_open && t->finalized) free(t);
+}
+
+static void on_poll_closed(uv_handle_t* h) {
+  transfer_t* t = h->data;
+  t->poll_open = 0;
+  maybe_free(t);
+}
+
+static void close_fd(int* fd) {
+  if (*fd >= 0) close(*fd);
+  *fd = -1;
+}
+
+static void release(transfer_t* t) {
+  if (t->ended) return;
+  t->ended = 1;
+  // uv_poll_stop takes the descriptor out of epoll before it is closed.
+  uv_poll_stop(&t->poll);
+  close_fd(&t->sock);
+  close_fd(&t->file);
+  close_fd(&t->pipe_r);
+  close_fd(&t->pipe_w);
+  uv_close((uv_handle_t*)&t->poll, on_poll_closed);
+}
+
+static void finish(transfer_t* t, const char* code, const char* side) {
+  if (t->ended) return;
+  napi_env env = t->env;
+  napi_ref done_ref = t->done;
+  napi_async_context async = t->async;
+  int64_t moved = t->moved;
+  release(t);
+  napi_handle_scope scope;
+  napi_open_handle_scope(env, &scope);
+  napi_value cb, recv, args[3], result;
+  napi_get_reference_value(env, done_ref, &cb);
+  napi_get_global(env, &recv);
+  if (code) napi_create_string_utf8(env, code, NAPI_AUTO_LENGTH, &args[0]);
+  else napi_get_null(env, &args[0]);
+  napi_create_int64(env, moved, &args[1]);
+  if (side) napi_create_string_utf8(env, side, NAPI_AUTO_LENGTH, &args[2]);
+  else napi_get_null(env, &args[2]);
+  napi_make_callback(env, async, recv, cb, 3, args, &result);
+  napi_close_handle_scope(env, scope);
+  napi_delete_reference(env, done_ref);
+  napi_async_destroy(env, async);
+}
+
+static void on_poll(uv_poll_t* h, int status, int events);
+
+// Waits for the socket to be ready again; false once the transfer has ended.
+static int wait_socket(transfer_t* t) {
+  if (t->polling) return 1;
+  int rc = uv_poll_start(&t->poll, t->direction == RECEIVE ? UV_READABLE : UV_WRITABLE, on_poll);
+  if (rc != 0) {
+    finish(t, uv_err_name(rc), "socket");
+    return 0;
+  }
+  t->polling = 1;
+  return 1;
+}
+
+// Empties the pipe into the file, or drops what it holds once a write failed.
+// The pipe holds what is read from it and a regular file takes what it is
+// given, so neither call waits on the network.
+static void drain_pipe(transfer_t* t) {
+  static char scratch[64 * 1024];
+  while (t->in_pipe > 0) {
+    ssize_t n;
+    if (t->write_err == 0) {
+      n = splice(t->pipe_r, NULL, t->file, &t->offset, t->in_pipe, SPLICE_F_MOVE);
+    } else {
+      n = read(t->pipe_r, scratch, t->in_pipe < sizeof scratch ? t->in_pipe : sizeof scratch);
+    }
+    if (n > 0) {
+      t->in_pipe -= (size_t)n;
+      if (t->write_err == 0) t->moved += n;
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (t->write_err != 0) {
+      // The pipe cannot be emptied: nothing more can be done with it.
+      t->left = 0;
+      t->in_pipe = 0;
+      return;
+    }
+    // A file that takes nothing is full.
+    t->write_err = n == 0 ? ENOSPC : errno;
+  }
+}
+
+static void advance_receive(transfer_t* t) {
+  while (!t->ended) {
+    drain_pipe(t);
+    if (t->left == 0) {
+      if (t->write_err != 0) finish(t, uv_err_name(-t->write_err), "file");
+      else finish(t, NULL, NULL);
+      return;
+    }
+    size_t want = t->left < (int64_t)t->pipe_cap ? (size_t)t->left : t->pipe_cap;
+    ssize_t n = splice(t->sock, NULL, t->pipe_w, NULL, want, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+    if (n > 0) {
+      t->left -= n;
+      t->in_pipe += (size_t)n;
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    // The pipe is empty here, so EAGAIN can only mean the socket has nothing yet.
+    if (n < 0 && errno == EAGAIN) {
+      wait_socket(t);
+      return;
+    }
+    finish(t, n == 0 ? "EOF" : uv_err_name(-errno), "socket");
+    return;
+  }
+}
+
+// Errors of sendfile that come from the socket's side; any other is the file's.
+static int socket_error(int err) {
+  return err == EPIPE || err == ECONNRESET || err == ENOTCONN || err == ETIMEDOUT || err == ENOBUFS;
+}
+
+static void advance_send(transfer_t* t) {
+  while (!t->ended) {
+    if (t->left == 0) {
+      finish(t, NULL, NULL);
+      return;
+    }
+    size_t want = t->left < SEND_BYTES ? (size_t)t->left : SEND_BYTES;
+    ssize_t n = sendfile(t->sock, t->file, &t->offset, want);
+    if (n > 0) {
+      t->left -= n;
+      t->moved += n;
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EAGAIN) {
+      wait_socket(t);
+      return;
+    }
+    if (n == 0) {
+      finish(t, "EOF", "file");
+      return;
+    }
+    int err = errno;
+    finish(t, uv_err_name(-err), socket_error(err) ? "socket" : "file");
+    return;
+  }
+}
+
+static void advance(transfer_t* t) {
+  if (t->direction == RECEIVE) advance_receive(t);
+  else advance_send(t);
+}
+
+static void on_poll(uv_poll_t* h, int status, int events) {
+  (void)events;
+  transfer_t* t = h->data;
+  if (t->ended) return;
+  if (status < 0) {
+    // An error condition on the socket: the next call names it. If it does
+    // not, the poll's own error does.
+    int64_t before = t->left;
+    advance(t);
+    if (!t->ended && t->left == before) finish(t, uv_err_name(status), "socket");
+    return;
+  }
+  advance(t);
+}
+
+static void finalize(napi_env env, void* data, void* hint) {
+  (void)env;
+  (void)hint;
+  transfer_t* t = data;
+  t->finalized = 1;
+  if (!t->ended) {
+    // Collected while running: nobody can cancel it any more, so it stops.
+    napi_delete_reference(t->env, t->done);
+    napi_async_destroy(t->env, t->async);
+    release(t);
+  }
+  maybe_free(t);
+}
+
+static napi_value throw_error(napi_env env, const char* code, const char* message) {
+  napi_throw_error(env, code, message);
+  return NULL;
+}
+
+static napi_value start(napi_env env, napi_callback_info info, direction_t direction) {
+  const char* usage = direction == RECEIVE ? "receiveToFile(sockFd, fileFd, offset, length, done) takes 5 arguments"
+                                           : "sendFromFile(sockFd, fileFd, offset, length, done) takes 5 arguments";
+  size_t argc = 5;
+  napi_value argv[5];
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 5) return throw_error(env, NULL, usage);
+  int32_t sock_fd, file_fd;
+  int64_t offset, length;
+  napi_valuetype type;
+  if (napi_get_value_int32(env, argv[0], &sock_fd) != napi_ok || napi_get_value_int32(env, argv[1], &file_fd) != napi_ok || sock_fd < 0 || file_fd < 0)
+    return throw_error(env, NULL, "sockFd and fileFd must be open descriptors");
+  if (napi_get_value_int64(env, argv[2], &offset) != napi_ok || offset < 0) return throw_error(env, NULL, "offset must be 0 or more");
+  if (napi_get_value_int64(env, argv[3], &length) != napi_ok || length <= 0) return throw_error(env, NULL, "length must be a positive number of bytes");
+  if (napi_typeof(env, argv[4], &type) != napi_ok || type != napi_function) return throw_error(env, NULL, "done must be a function");
+
+  int fds[2] = {-1, -1};
+  int sock = fcntl(sock_fd, F_DUPFD_CLOEXEC, 0);
+  int file = sock < 0 ? -1 : fcntl(file_fd, F_DUPFD_CLOEXEC, 0);
+  if (file < 0 || (direction == RECEIVE && pipe2(fds, O_NONBLOCK | O_CLOEXEC) != 0)) {
+    int err = errno;
+    if (sock >= 0) close(sock);
+    if (file >= 0) close(file);
+    return throw_error(env, uv_err_name(-err), strerror(err));
+  }
+  int cap = 0;
+  if (direction == RECEIVE) {
+    // A bigger pipe takes more per wake-up; the default (64 KiB) still works.
+    fcntl(fds[1], F_SETPIPE_SZ, PIPE_BYTES);
+    cap = fcntl(fds[1], F_GETPIPE_SZ);
+  }
+
+  transfer_t* t = calloc(1, sizeof *t);
+  if (!t) {
+    close(sock);
+    close(file);
+    if (fds[0] >= 0) close(fds[0]);
+    if (fds[1] >= 0) close(fds[1]);
+    return throw_error(env, "ENOMEM", "out of memory");
+  }
+  t->direction = direction;
+  t->sock = sock;
+  t->file = file;
+  t->pipe_r = fds[0];
+  t->pipe_w = fds[1];
+  t->pipe_cap = cap > 0 ? (size_t)cap : 65536;
+  t->offset = offset;
+  t->left = length;
+  t->env = env;
+  t->poll.data = t;
+  uv_loop_t* loop;
+  napi_get_uv_event_loop(env, &loop);
+  int rc = uv_poll_init(loop, &t->poll, sock);
+  // The first move waits for the poll, which reports a ready socket on the
+  // next turn of the loop: `done` is never called before this returns.
+  if (rc == 0) {
+    t->poll_open = 1;
+    rc = uv_poll_start(&t->poll, direction == RECEIVE ? UV_READABLE : UV_WRITABLE, on_poll);
+    t->polling = rc == 0;
+  }
+  napi_value handle;
+  if (rc != 0 || napi_create_external(env, t, finalize, NULL, &handle) != napi_ok) {
+    const char* code = rc != 0 ? uv_err_name(rc) : "ENOMEM";
+    close_fd(&t->sock);
+    close_fd(&t->file);
+    close_fd(&t->pipe_r);
+    close_fd(&t->pipe_w);
+    t->ended = 1;
+    t->finalized = 1;
+    if (t->poll_open) {
+      uv_poll_stop(&t->poll);
+      uv_close((uv_handle_t*)&t->poll, on_poll_closed);
+    } else {
+      free(t);
+    }
+    return throw_error(env, code, "the file transfer could not start");
+  }
+  napi_create_reference(env, argv[4], 1, &t->done);
+  napi_value name;
+  napi_create_string_utf8(env, direction == RECEIVE ? "paddock:receive-to-file" : "paddock:send-from-file", NAPI_AUTO_LENGTH, &name);
+  napi_async_init(env, NULL, name, &t->async);
+  return handle;
+}
+
+napi_value receive_to_file(napi_env env, napi_callback_info info) {
+  return start(env, info, RECEIVE);
+}
+
+napi_value send_from_file(napi_env env, napi_callback_info info) {
+  return start(env, info, SEND);
+}
+
+napi_value cancel_transfer(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1];
+  void* data = NULL;
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 1 || napi_get_value_external(env, argv[0], &data) != napi_ok || !data)
+    return throw_error(env, NULL, "cancelTransfer expects a transfer handle");
+  transfer_t* t = data;
+  if (!t->ended) {
+    napi_delete_reference(env, t->done);
+    napi_async_destroy(env, t->async);
+    release(t);
+  }
+  return NULL;
+}

@@ -1,6 +1,0 @@
-// receiveToFile and cancelReceive (receive_file.c), registered by envd_native.c.
-#pragma once
-#include <node_api.h>
-
-napi_value receive_to_file(napi_env env, napi_callback_info info);
-napi_value cancel_receive(napi_env env, napi_callback_info info);
