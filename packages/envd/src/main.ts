@@ -9,7 +9,7 @@
 import './base64.js';
 import { chmodSync, rmSync } from 'node:fs';
 import { createServer as createHttp1Server, type IncomingMessage, type ServerResponse } from 'node:http';
-import { createServer as createHttp2Server } from 'node:http2';
+import type { Http2Server } from 'node:http2';
 import { createServer as createNetServer, type Server, type Socket } from 'node:net';
 import { parseArgs } from 'node:util';
 import { log } from './log.js';
@@ -83,7 +83,16 @@ const envd = createEnvd({
 
 const handler = (req: IncomingMessage, res: ServerResponse) => envd.handle(req, res);
 const http1 = createHttp1Server({ requestTimeout: 0, headersTimeout: 60_000, keepAliveTimeout: 65_000 }, handler);
-const http2 = createHttp2Server({}, handler as never);
+let http2: Promise<Http2Server> | undefined;
+/**
+ * The HTTP/2 server, made on the first h2c connection: loading node:http2
+ * (and the TLS it brings) took ~9 ms of every envd start, before the first
+ * command of a new sandbox could run, and the clients speak HTTP/1.1.
+ */
+function http2Server(): Promise<Http2Server> {
+  http2 ??= import('node:http2').then(({ createServer }) => createServer({}, handler as never));
+  return http2;
+}
 
 /**
  * One listener for HTTP/1.1 and cleartext HTTP/2 (h2c with prior
@@ -95,8 +104,15 @@ function frontServer(): Server {
     socket.once('data', (first: Buffer) => {
       socket.pause();
       socket.unshift(first);
-      (first.subarray(0, 4).toString('latin1') === 'PRI ' ? http2 : http1).emit('connection', socket);
-      process.nextTick(() => socket.resume());
+      if (first.subarray(0, 4).toString('latin1') !== 'PRI ') {
+        http1.emit('connection', socket);
+        process.nextTick(() => socket.resume());
+        return;
+      }
+      void http2Server().then((server) => {
+        server.emit('connection', socket);
+        socket.resume();
+      });
     });
     socket.on('error', () => socket.destroy());
   });

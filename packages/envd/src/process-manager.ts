@@ -5,8 +5,9 @@
 // dropped, so memory stays bounded.
 import { Code, ConnectError } from '@connectrpc/connect';
 import { statSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { constants as osConstants } from 'node:os';
-import * as pty from 'node-pty';
+import type * as pty from 'node-pty';
 import { create as createMessage, type MessageInitShape } from '@bufbuild/protobuf';
 import { ProcessEvent_EndEventSchema, ProcessEventSchema, type ProcessEvent } from '@paddock/models';
 import { EventQueue, type Joiner } from './event-queue.js';
@@ -70,6 +71,17 @@ function endEvent(code: number | null, signal: string | null, error?: string): P
       : { exitCode: -1, exited: false, status: `signal: ${SIGNAL_WORDS[signal ?? ''] ?? signal ?? 'unknown'}` };
   if (error !== undefined) value.error = error;
   return createMessage(ProcessEventSchema, { event: { case: 'end', value: createMessage(ProcessEvent_EndEventSchema, value) } });
+}
+
+let ptyModule: typeof pty | undefined;
+/**
+ * node-pty, loaded with the first terminal: loading it took ~7 ms of every
+ * envd start, before the first command of a new sandbox could run, and most
+ * sandboxes never open a terminal.
+ */
+function nodePty(): typeof pty {
+  ptyModule ??= createRequire(import.meta.url)('node-pty') as typeof pty;
+  return ptyModule;
 }
 
 function dataEvent(stream: 'stdout' | 'stderr' | 'pty', bytes: Uint8Array): ProcessEvent {
@@ -201,7 +213,7 @@ export class ManagedProcess {
     let term: pty.IPty;
     try {
       process.setgroups?.([spec.user.gid]);
-      term = pty.spawn(spec.cmd, spec.args, {
+      term = nodePty().spawn(spec.cmd, spec.args, {
         name: env.TERM ?? 'xterm-256color',
         cols: spec.pty!.cols || 80,
         rows: spec.pty!.rows || 24,
