@@ -187,8 +187,9 @@ async function sendRange(res: ServerResponse, fd: number, size: number, target: 
  * Sends the head, then the first `size` bytes of the file from the kernel
  * (sendfile), and ends the response. Node writes nothing to the socket
  * meanwhile: the response's own body is all that would go there, and it
- * goes this way. Gives false, with nothing sent and the file still open,
- * when the kernel cannot take it on; else closes the file.
+ * goes this way. Gives false when the kernel cannot take the body on (the
+ * head may have gone, the file is still open, and the caller sends the
+ * body itself); else closes the file.
  */
 async function sendInKernel(res: ServerResponse, handle: StreamHandle, fd: number, size: number): Promise<boolean> {
   const socket = res.socket;
