@@ -138,12 +138,10 @@ function listen(server: Server, target: { port: number; host: string } | { path:
   });
 }
 
+/** How long after `ready` Node's fetch (for `Headers`) is loaded. */
+const HEADERS_PRELOAD_MS = 1000;
+
 async function main(): Promise<void> {
-  // Connect turns every request's headers into a WHATWG `Headers`, a class
-  // Node loads (with the rest of its bundled fetch) on first use: ~30 ms.
-  // Paid before `ready`, it is off the first request, and a sandbox from the
-  // warm pool has paid it before anyone waits.
-  void globalThis.Headers;
   const ready: Record<string, unknown> = { version: envdVersion };
   if (port !== undefined) {
     const s = frontServer();
@@ -161,6 +159,13 @@ async function main(): Promise<void> {
   }
   // One line once every listener is up; the runtime and tests wait for it.
   log.info('ready', ready);
+  // Connect turns every request's headers into a WHATWG `Headers`, a class
+  // Node loads (with the rest of its bundled fetch) on first use: ~25 ms.
+  // Paid before `ready` it delayed every new sandbox by that much, and the
+  // first command (a binary Start, served by process-stream.ts) does not
+  // need it. It is loaded a second after, when a new sandbox has run that
+  // command and a pooled one waits for its first.
+  setTimeout(() => void globalThis.Headers, HEADERS_PRELOAD_MS).unref();
   const stopReaper = startReaper((pid) => envd.processes.has(pid) || PipedChild.owns(pid));
 
   let stopping = false;

@@ -17,7 +17,7 @@ import {
 } from '@paddock/models';
 import { basicAuthUser } from './auth.js';
 import type { EventQueue } from './event-queue.js';
-import { keepaliveIntervalMs } from './headers.js';
+import { keepaliveIntervalMs, type HeaderReader } from './headers.js';
 import { resolveUserPath } from './paths.js';
 import type { ManagedProcess, ProcessManager } from './process-manager.js';
 import type { EnvdState } from './state.js';
@@ -36,13 +36,13 @@ const signals: Partial<Record<Signal, NodeJS.Signals>> = {
 /** Start and Connect as calls, apart from how their events go out (see process-stream.ts). */
 export interface ProcessCalls {
   /** Starts the process a Start request asks for; its events, from its start on, for one client. */
-  start(req: StartRequest, header: Headers, timeoutMs: number | undefined): Promise<EventQueue<ProcessEvent>>;
+  start(req: StartRequest, header: HeaderReader, timeoutMs: number | undefined): Promise<EventQueue<ProcessEvent>>;
   /** The events of the running process a Connect request names, for one client. */
-  connect(req: ConnectRequest, header: Headers): EventQueue<ProcessEvent>;
+  connect(req: ConnectRequest, header: HeaderReader): EventQueue<ProcessEvent>;
 }
 
 /** A new client of `proc`, with keepalives at the rate its headers ask for. */
-function follow(proc: ManagedProcess, header: Headers): EventQueue<ProcessEvent> {
+function follow(proc: ManagedProcess, header: HeaderReader): EventQueue<ProcessEvent> {
   const queue = proc.attach();
   queue.keepalive(keepaliveIntervalMs(header), () => create(ProcessEventSchema, { event: { case: 'keepalive', value: {} } }));
   return queue;

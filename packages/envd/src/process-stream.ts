@@ -24,6 +24,7 @@ import {
   type ProcessEvent,
 } from '@paddock/models';
 import type { EventQueue } from './event-queue.js';
+import type { HeaderReader } from './headers.js';
 import { outputRun } from './process-manager.js';
 import type { ProcessCalls } from './process-service.js';
 import { readRequestBody } from './request-body.js';
@@ -206,6 +207,22 @@ function write(res: ServerResponse, parts: Uint8Array[]): Promise<void> | undefi
 }
 
 /**
+ * The request's headers as the calls read them: by lower-case name, repeats
+ * joined with ", " as Headers joins them. HTTP/2's pseudo-headers (`:path`,
+ * ...) are not headers of the call.
+ */
+function headerReader(req: IncomingMessage): HeaderReader {
+  return {
+    get(name) {
+      const key = name.toLowerCase();
+      const value = key.startsWith(':') ? undefined : req.headers[key];
+      if (value === undefined) return null;
+      return Array.isArray(value) ? value.join(', ') : value;
+    },
+  };
+}
+
+/**
  * Serves a Start or Connect call in `format`. Errors, before or during the
  * stream, end it with Connect's end-of-stream message, as connect does.
  */
@@ -217,11 +234,7 @@ export async function serveProcessStream(
   authorized: boolean,
   format: WireFormat,
 ): Promise<void> {
-  const header = new Headers();
-  for (const [k, v] of Object.entries(req.headers)) {
-    // HTTP/2's pseudo-headers (`:method`, ...) are not headers of the call.
-    if (!k.startsWith(':')) for (const value of Array.isArray(v) ? v : v === undefined ? [] : [v]) header.append(k, value);
-  }
+  const header = headerReader(req);
   let queue: EventQueue<ProcessEvent> | undefined;
   // A client that goes away stops its stream; the process keeps running.
   // One gone before the queue exists is seen by the loop below.
@@ -263,7 +276,9 @@ export async function serveProcessStream(
     queue?.close();
   }
   if (res.destroyed) return;
-  const end = new TextEncoder().encode(JSON.stringify(endStreamToJson(new Headers(), failure, undefined)));
+  // A stream that ended well has nothing to say at its end; only an error
+  // (whose ConnectError builds a Headers anyway) needs connect's encoder.
+  const end = new TextEncoder().encode(failure ? JSON.stringify(endStreamToJson(new Headers(), failure, undefined)) : '{}');
   res.end(encodeEnvelope(endStreamFlag, end));
 }
 
