@@ -1,6 +1,7 @@
 // Measuring helpers shared by the benchmark suites. Benchmarks report
 // ratios to a baseline measured in the same run; absolute numbers are
 // printed for context, never asserted.
+import { execFileSync } from 'node:child_process';
 import { connect, createServer } from 'node:net';
 import { cpus, totalmem, release } from 'node:os';
 
@@ -138,6 +139,17 @@ export async function loopbackTcp(size) {
   await done;
   server.close();
   return size;
+}
+
+/**
+ * Waits until what earlier writes left dirty is on disk (sync(1)). A phase
+ * that writes hundreds of MiB leaves the kernel writing them back for
+ * seconds after; a phase measured meanwhile shares the two cores and the
+ * disk with that writeback, and reads of 256 MiB swung between two speeds
+ * from one run to the next.
+ */
+export function settleDisk() {
+  execFileSync('sync');
 }
 
 export function machine() {

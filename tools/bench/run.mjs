@@ -54,6 +54,8 @@ function markdown(r) {
     'comparison each SDK runs in a process of its own too, as in a user\'s program. Each suite starts in a',
     'fresh process, and the local baselines (spawns, pipes, loopback TCP, fs) run and are timed in a small',
     'process that does nothing else, so that what a suite did before does not slow its baselines down.',
+    'Each file-transfer phase, and the phase after the last, starts once the disk has taken what the phase',
+    'before wrote (`sync`), so that it does not share the cores with the writeback of earlier writes.',
     '',
     '| suite | benchmark | Paddock p50 | p95 | baseline | baseline p50 | ratio | target | met |',
     '|---|---|---|---|---|---|---|---|---|',

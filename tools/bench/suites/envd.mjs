@@ -10,7 +10,7 @@ import { Agent, request } from 'node:http';
 import { join } from 'node:path';
 import { startLocalEnvd } from '../../testing/local-envd.mjs';
 import { startBaselineProcess } from '../baseline-process.mjs';
-import { row, throughput, throughputPair, timePair, timeit } from '../lib.mjs';
+import { row, settleDisk, throughput, throughputPair, timePair, timeit } from '../lib.mjs';
 
 const MiB = 1024 * 1024;
 
@@ -78,6 +78,7 @@ export async function envdSuite({ quick, log }) {
     const payload = randomBytes(fileSize);
     writeFileSync(src, payload);
     const tcp = () => base.loopbackTcp(fileSize);
+    settleDisk();
     const [upload, tcpUp] = await throughputPair(
       async () => {
         const res = await httpCall(`${envd.url}/files?path=upload.bin`, { method: 'POST', headers: { 'content-type': 'application/octet-stream', 'content-length': fileSize } }, payload);
@@ -87,6 +88,7 @@ export async function envdSuite({ quick, log }) {
       tcp,
       { warmup: 1, iterations: long },
     );
+    settleDisk();
     const [download, tcpDown] = await throughputPair(
       async () => {
         const res = await httpCall(`${envd.url}/files?path=upload.bin`, { headers: { 'accept-encoding': 'identity' } });
@@ -96,11 +98,13 @@ export async function envdSuite({ quick, log }) {
       tcp,
       { warmup: 1, iterations: long },
     );
+    settleDisk();
     const fsCopy = await throughput(() => base.copyFile(src, join(envd.dir, 'copy.bin')), { warmup: 1, iterations: quick ? 2 : 4 });
     rows.push(row({ suite: 'envd', name: `upload ${size} MiB (POST /files)`, unit: 'MiB/s', value: upload, baseline: tcpUp, baselineName: 'loopback TCP in Node', lowerIsBetter: false, target: { on: 'ratio', op: '>=', value: 0.5 } }));
     rows.push(row({ suite: 'envd', name: `download ${size} MiB (GET /files)`, unit: 'MiB/s', value: download, baseline: tcpDown, baselineName: 'loopback TCP in Node', lowerIsBetter: false, target: { on: 'ratio', op: '>=', value: 0.5 } }));
     rows.push(row({ suite: 'envd', name: `download ${size} MiB (GET /files)`, unit: 'MiB/s', value: download, baseline: fsCopy, baselineName: 'fs stream copy', lowerIsBetter: false }));
 
+    settleDisk();
     log('envd: ListDir of 10 000 entries');
     const big = join(envd.dir, 'many');
     mkdirSync(big);

@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { startBaselineProcess } from '../baseline-process.mjs';
-import { row, summarize, throughput, throughputPair, timePair, timeit } from '../lib.mjs';
+import { row, settleDisk, summarize, throughput, throughputPair, timePair, timeit } from '../lib.mjs';
 import { startServerProcess } from '../server-process.mjs';
 import { startWorkloadProcess } from '../workload-process.mjs';
 import { bareRunc } from './runtime.mjs';
@@ -125,6 +125,7 @@ export async function sdkSuite({ quick, log }) {
         // next here (one thread sends and receives).
         const iterations = mib === 1 ? many : long;
         const tcp = () => base.loopbackTcp(mib * MiB);
+        settleDisk();
         const [up, tcpUp] = await throughputPair(
           async () => {
             await sbx.files.write(`up-${mib}.bin`, payload);
@@ -133,6 +134,7 @@ export async function sdkSuite({ quick, log }) {
           tcp,
           { warmup: 2, iterations },
         );
+        settleDisk();
         const [down, tcpDown] = await throughputPair(
           async () => {
             let bytes = 0;
@@ -143,6 +145,7 @@ export async function sdkSuite({ quick, log }) {
           tcp,
           { warmup: 1, iterations },
         );
+        settleDisk();
         const copy = await throughput(() => base.copyFile(src, join(localHome, 'copy.bin')), { warmup: 1, iterations });
         const target = { on: 'ratio', op: '>=', value: 0.5 };
         rows.push(row({ suite: 'sdk', name: `files.write ${mib} MiB`, unit: 'MiB/s', value: up, baseline: tcpUp, baselineName: 'loopback TCP in Node', lowerIsBetter: false, target }));
@@ -150,6 +153,7 @@ export async function sdkSuite({ quick, log }) {
         rows.push(row({ suite: 'sdk', name: `files.read ${mib} MiB`, unit: 'MiB/s', value: down, baseline: copy, baselineName: 'fs stream copy', lowerIsBetter: false }));
       }
 
+      settleDisk();
       log('sdk: list of 10 000 entries');
       await sbx.commands.run('mkdir -p many && cd many && seq -f "f%05g" 1 10000 | xargs touch');
       const localDir = join(localHome, 'many');
