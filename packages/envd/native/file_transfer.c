@@ -57,8 +57,7 @@ typedef struct {
   size_t in_pipe;            // received, not yet written (or dropped)
   int64_t moved;
   int write_err;             // receive: errno of the first failed write; 0 while writes succeed
-  uv_poll_t poll;
-  int polling;
+  uv_poll_t poll;             // watches the socket from start to end; level-triggered
   napi_env env;
   napi_ref done;
   napi_async_context async;
@@ -117,20 +116,6 @@ static void finish(transfer_t* t, const char* code, const char* side) {
   napi_async_destroy(env, async);
 }
 
-static void on_poll(uv_poll_t* h, int status, int events);
-
-// Waits for the socket to be ready again; false once the transfer has ended.
-static int wait_socket(transfer_t* t) {
-  if (t->polling) return 1;
-  int rc = uv_poll_start(&t->poll, t->direction == RECEIVE ? UV_READABLE : UV_WRITABLE, on_poll);
-  if (rc != 0) {
-    finish(t, uv_err_name(rc), "socket");
-    return 0;
-  }
-  t->polling = 1;
-  return 1;
-}
-
 // Empties the pipe into the file, or drops what it holds once a write failed.
 // The pipe holds what is read from it and a regular file takes what it is
 // given, so neither call waits on the network.
@@ -176,11 +161,9 @@ static void advance_receive(transfer_t* t) {
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
-    // The pipe is empty here, so EAGAIN can only mean the socket has nothing yet.
-    if (n < 0 && errno == EAGAIN) {
-      wait_socket(t);
-      return;
-    }
+    // The pipe is empty here, so EAGAIN can only mean the socket has nothing
+    // yet: the poll calls again when it has.
+    if (n < 0 && errno == EAGAIN) return;
     finish(t, n == 0 ? "EOF" : uv_err_name(-errno), "socket");
     return;
   }
@@ -205,10 +188,8 @@ static void advance_send(transfer_t* t) {
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && errno == EAGAIN) {
-      wait_socket(t);
-      return;
-    }
+    // The socket is full: the poll calls again when it takes more.
+    if (n < 0 && errno == EAGAIN) return;
     if (n == 0) {
       finish(t, "EOF", "file");
       return;
@@ -315,7 +296,6 @@ static napi_value start(napi_env env, napi_callback_info info, direction_t direc
   if (rc == 0) {
     t->poll_open = 1;
     rc = uv_poll_start(&t->poll, direction == RECEIVE ? UV_READABLE : UV_WRITABLE, on_poll);
-    t->polling = rc == 0;
   }
   napi_value handle;
   if (rc != 0 || napi_create_external(env, t, finalize, NULL, &handle) != napi_ok) {
