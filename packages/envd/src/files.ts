@@ -8,6 +8,7 @@ import { pipeline } from 'node:stream/promises';
 import { constants as zc, createGunzip, createGzip, gzipSync } from 'node:zlib';
 import { HttpError, fsHttpError } from './errors.js';
 import { openForWrite } from './fs-ops.js';
+import { skipBodyInParser } from './http-parser.js';
 import { metadataFromHeaders, writeMetadata } from './metadata.js';
 import { native, type TransferHandle } from './native.js';
 import { resolveUserPath } from './paths.js';
@@ -425,10 +426,8 @@ async function writeOne(target: string, user: User, metadata: Record<string, str
 /**
  * Bodies at least this long go between socket and file in the kernel
  * (native/file_transfer.c) when sent unencoded over HTTP/1.1 with a known
- * length: a download with sendfile(2), an upload with splice(2). After an
- * upload the connection is closed, as Node's parser still waits for the
- * body it never saw; a new connection costs far less than moving a body
- * this size through JavaScript does.
+ * length: a download with sendfile(2), an upload with splice(2). Smaller
+ * bodies go through Node.
  */
 const KERNEL_TRANSFER_MIN = 256 * 1024;
 
@@ -466,11 +465,14 @@ function kernelReceivable(req: IncomingMessage): StreamHandle | undefined {
 /**
  * Receives the body of `req` into the file: what Node has read of it
  * already is written first, the rest goes from socket to file in the kernel.
- * Node reads the socket no more: its reads are stopped, and a read it asks
- * for later is not started. The answer closes the connection. If all of
- * the body had come already, or writing what had come fails, the kernel has
- * taken nothing: Node gets the socket back, and reads on (and drops what
- * is left of the body) as it would have.
+ * Node reads the socket no more meanwhile: its reads are stopped, and a read
+ * it asks for is not started. Once the whole body is in the file, Node's
+ * parser is moved past the part it did not see and Node gets the socket
+ * back, so the connection serves the next request. If all of the body had
+ * come already, or writing what had come fails, the kernel has taken
+ * nothing: Node gets the socket back, and reads on (and drops what is left
+ * of the body) as it would have. In any other case (a failed transfer, a
+ * parser that cannot be moved on) the answer closes the connection.
  */
 function receiveInKernel(req: IncomingMessage, res: ServerResponse, handle: StreamHandle): (fd: number) => Promise<Filled> {
   return async (fd) => {
@@ -483,10 +485,8 @@ function receiveInKernel(req: IncomingMessage, res: ServerResponse, handle: Stre
     handle.reading = false;
     handle.readStop();
     handle.readStart = () => 0;
-    res.setHeader('Connection', 'close');
     const giveBack = (): void => {
       delete (handle as Partial<StreamHandle>).readStart;
-      res.removeHeader('Connection');
       // A paused socket starts reading when it is resumed, as any does.
       if (req.socket.isPaused()) {
         handle.reading = false;
@@ -513,6 +513,7 @@ function receiveInKernel(req: IncomingMessage, res: ServerResponse, handle: Stre
       giveBack();
       return { written };
     }
+    const unseen = length - written;
     return new Promise<Filled>((resolve) => {
       const socket = req.socket;
       const onClose = (): void => {
@@ -521,14 +522,18 @@ function receiveInKernel(req: IncomingMessage, res: ServerResponse, handle: Stre
       };
       let receiver: TransferHandle;
       try {
-        receiver = native.receiveToFile(handle.fd, fd, written, length - written, (code, moved, side) => {
+        receiver = native.receiveToFile(handle.fd, fd, written, unseen, (code, moved, side) => {
           socket.off('close', onClose);
           written += moved;
+          // A connection whose parser still waits for the body cannot go on.
+          if (code === null && skipBodyInParser(req, unseen)) giveBack();
+          else res.setHeader('Connection', 'close');
           if (code === null) resolve({ written });
           else if (side === 'file') resolve({ written, failure: Object.assign(new Error(`write failed: ${code}`), { code }) });
           else resolve({ written, failure: new HttpError(400, code === 'EOF' ? `the request body ended after ${written} of ${length} bytes` : `the request body could not be read: ${code}`) });
         });
       } catch (err) {
+        res.setHeader('Connection', 'close');
         resolve({ written, failure: err });
         return;
       }

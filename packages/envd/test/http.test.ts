@@ -232,21 +232,20 @@ describe('files', () => {
     const uploadHead = (path: string, length: number) =>
       `POST /files?path=${encodeURIComponent(path)} HTTP/1.1\r\nHost: envd\r\nX-Access-Token: ${envd.token}\r\nContent-Type: application/octet-stream\r\nContent-Length: ${length}\r\n\r\n`;
 
-    test('uploads exactly, just under, at and over the threshold; the answer closes the connection from 256 KiB on', async () => {
+    test('uploads exactly, just under, at and over the threshold, one after another on one kept-alive connection', async () => {
       const agent = new Agent({ keepAlive: true, maxSockets: 1 });
       try {
-        for (const size of [256 * 1024 - 1, 256 * 1024, 256 * 1024 + 1, 3 * MiB + 5]) {
+        for (const [i, size] of [256 * 1024 - 1, 256 * 1024, 256 * 1024 + 1, 3 * MiB + 5, 64 * MiB + 7, 1].entries()) {
           const body = randomBytes(size);
-          const res = await new Promise<{ status: number; connection: string | undefined; text: string }>((resolve, reject) => {
+          const res = await new Promise<{ status: number; connection: string | undefined; reused: boolean }>((resolve, reject) => {
             const req = request(url('/files', { path: 'kernel.bin' }), { method: 'POST', agent, headers: { ...auth(), 'content-type': 'application/octet-stream', 'content-length': size } }, (r) => {
-              let text = '';
-              r.on('data', (c) => (text += c));
-              r.on('end', () => resolve({ status: r.statusCode!, connection: r.headers.connection, text }));
+              r.resume();
+              r.on('end', () => resolve({ status: r.statusCode!, connection: r.headers.connection, reused: req.reusedSocket }));
             });
             req.on('error', reject);
             req.end(body);
           });
-          expect([size, res.status, res.connection]).toEqual([size, 200, size < 256 * 1024 ? 'keep-alive' : 'close']);
+          expect([size, res.status, res.connection, res.reused]).toEqual([size, 200, 'keep-alive', i > 0]);
           expect(readFileSync(join(envd.home.user, 'kernel.bin')).equals(body)).toBe(true);
         }
       } finally {
@@ -306,19 +305,27 @@ describe('files', () => {
       expect((await fetch(`${envd.url}/health`)).status).toBe(204);
     });
 
-    test('a body that comes in pieces, the first with the head, arrives whole', async () => {
+    /** A request after an upload, which ends the connection once answered. */
+    const lastRequest = 'GET /health HTTP/1.1\r\nHost: envd\r\nConnection: close\r\n\r\n';
+    /** The status lines and Connection headers of the answers in `raw`, in order. */
+    const answers = (raw: string) =>
+      raw
+        .split(/(?=HTTP\/1\.1 \d{3} )/)
+        .map((answer) => answer.slice(0, answer.indexOf('\r\n\r\n')))
+        .map((head) => `${head.slice(9, 12)} ${/\r\nconnection: ([^\r]*)/i.exec(head)?.[1]?.toLowerCase()}`);
+
+    test('a body that comes in pieces, the first with the head, arrives whole, and the connection reads the next request', async () => {
       const body = randomBytes(2 * MiB + 3);
       const head = uploadHead('pieces.bin', body.length);
-      const answer = await rawUpload('', [Buffer.concat([Buffer.from(head), body.subarray(0, 1000)]), 30, body.subarray(1000, 300_000), 30, body.subarray(300_000, MiB), 30, body.subarray(MiB)]);
-      expect(answer).toMatch(/^HTTP\/1.1 200 OK\r\n/);
-      expect(answer.toLowerCase()).toContain('connection: close\r\n');
+      const answer = await rawUpload('', [Buffer.concat([Buffer.from(head), body.subarray(0, 1000)]), 30, body.subarray(1000, 300_000), 30, body.subarray(300_000, MiB), 30, body.subarray(MiB), 30, lastRequest]);
+      expect(answers(answer)).toEqual(['200 keep-alive', '204 close']);
       expect(readFileSync(join(envd.home.user, 'pieces.bin')).equals(body)).toBe(true);
     });
 
-    test('bytes after the body are not taken into the file', async () => {
+    test('bytes after the body are not taken into the file: they are the next request', async () => {
       const body = randomBytes(MiB);
-      const answer = await rawUpload(uploadHead('exact.bin', body.length), [Buffer.concat([body, Buffer.from('GET /health HTTP/1.1\r\nHost: envd\r\n\r\n')])]);
-      expect(answer).toMatch(/^HTTP\/1.1 200 OK\r\n/);
+      const answer = await rawUpload(uploadHead('exact.bin', body.length), [Buffer.concat([body, Buffer.from(lastRequest)])]);
+      expect(answers(answer)).toEqual(['200 keep-alive', '204 close']);
       expect(readFileSync(join(envd.home.user, 'exact.bin')).equals(body)).toBe(true);
     });
 

@@ -1,11 +1,13 @@
 // The pure pieces of envd, without a running daemon.
 import { createHash } from 'node:crypto';
 import { lstatSync, mkdtempSync, writeFileSync, chmodSync, rmSync } from 'node:fs';
+import type { IncomingMessage } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { basicAuthUser, checkFileSignature, fileSignature, secretsEqual } from '../src/auth.js';
 import { permissionString } from '../src/entry-info.js';
 import { EventQueue, HIGH_WATER_BYTES, MAX_JOINED_BYTES, type Joiner } from '../src/event-queue.js';
+import { skipBodyInParser } from '../src/http-parser.js';
 import { metadataFromHeaders } from '../src/metadata.js';
 import { resolveUserPath } from '../src/paths.js';
 import { UserDb } from '../src/users.js';
@@ -234,5 +236,53 @@ describe('event queue', () => {
     q.close();
     expect(await pending).toEqual({ value: undefined, done: true });
     expect(closes).toBe(1);
+  });
+});
+
+describe("moving Node's HTTP parser past a body it did not read", () => {
+  // Stand-ins for Node's internals, which skipBodyInParser must not trust to be there.
+  const requestOn = (parser: unknown, complete = false) => ({ socket: { parser }, complete }) as unknown as IncomingMessage;
+
+  test('does nothing, and says so, without a parser or without a body callback on it', () => {
+    const calls: number[] = [];
+    const parser = { execute: (data: Uint8Array) => (calls.push(data.length), data.length), 3: function other() {} };
+    expect(skipBodyInParser(requestOn(undefined), 10)).toBe(false);
+    expect(skipBodyInParser(requestOn(null), 10)).toBe(false);
+    expect(skipBodyInParser(requestOn({}), 10)).toBe(false);
+    expect(skipBodyInParser(requestOn(parser), 10)).toBe(false);
+    expect(calls).toEqual([]);
+  });
+
+  test('feeds the length in pieces of at most 1 MiB with the body callback off, and puts it back', () => {
+    const seen: { length: number; callback: unknown }[] = [];
+    const parser: Record<string, unknown> = {
+      3: function parserOnBody() {},
+      execute(data: Uint8Array) {
+        seen.push({ length: data.length, callback: parser[3] });
+        return data.length;
+      },
+    };
+    const onBody = parser[3];
+    const req = requestOn(parser, true);
+    expect(skipBodyInParser(req, 2.5 * 1024 * 1024)).toBe(true);
+    expect(seen).toEqual([
+      { length: 1024 * 1024, callback: undefined },
+      { length: 1024 * 1024, callback: undefined },
+      { length: 512 * 1024, callback: undefined },
+    ]);
+    expect(parser[3]).toBe(onBody);
+  });
+
+  test('is false when the parser refuses the bytes, throws, or is not at the end of the request after them', () => {
+    const parserThat = (execute: (data: Uint8Array) => unknown) => ({ 3: function parserOnBody() {}, execute });
+    const refusing = parserThat(() => new Error('Parse Error'));
+    expect(skipBodyInParser(requestOn(refusing, true), 100)).toBe(false);
+    expect(refusing[3].name).toBe('parserOnBody');
+    const throwing = parserThat(() => {
+      throw new Error('inside');
+    });
+    expect(skipBodyInParser(requestOn(throwing, true), 100)).toBe(false);
+    expect(throwing[3].name).toBe('parserOnBody');
+    expect(skipBodyInParser(requestOn(parserThat((d) => d.length), false), 100)).toBe(false);
   });
 });
