@@ -255,6 +255,10 @@ export class EnvdClient {
     for (const f of files) {
       if (!f.path) throw new EnvdArgumentError('path', 'an octet-stream upload needs a target path for every file');
     }
+    if (files.length === 1) {
+      const [f] = files as [UploadEntry];
+      return await this.#post(f.path, user, octetStreamBody(f.data, gzip, this.#sliceBytes), headers, options.signal, timeoutMs);
+    }
     // One request per file, side by side; the first failure cancels the rest.
     const siblings = new AbortController();
     const signal = options.signal ? AbortSignal.any([options.signal, siblings.signal]) : siblings.signal;
@@ -321,13 +325,14 @@ export class EnvdClient {
   async #post(
     path: string | undefined,
     user: string | undefined,
-    { body, streaming, length, pieces }: RequestBody,
+    requestBody: RequestBody,
     headers: Record<string, string>,
     signal: AbortSignal | undefined,
     timeoutMs: number,
   ): Promise<EntryInfo[]> {
     const url = endpointUrl(this.#envdUrl, '/files', filesQuery(path, user));
     const call = startCall(signal, timeoutMs);
+    const { streaming, length, pieces } = requestBody;
     try {
       if (this.#nodeHttp && pieces) {
         // Bytes in memory: straight to the socket, and the short JSON answer read from it as it is.
@@ -337,7 +342,7 @@ export class EnvdClient {
         return await writtenEntries(res.statusCode ?? 0, () => JSON.parse(new TextDecoder().decode(bytes)) as unknown);
       }
       if (length !== undefined) headers = { ...headers, 'Content-Length': String(length) };
-      const init: RequestInit = { method: 'POST', headers, body, signal: call.signal };
+      const init: RequestInit = { method: 'POST', headers, body: requestBody.body, signal: call.signal };
       if (streaming) init.duplex = 'half';
       const response = await this.#fetch(url, init);
       if (!response.ok) throw await errorFromResponse('POST', '/files', response);

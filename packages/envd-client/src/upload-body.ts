@@ -73,7 +73,7 @@ export function isInMemory(data: UploadData): boolean {
 }
 
 export interface RequestBody {
-  /** The body as fetch takes it (made when read, where that costs a copy). */
+  /** The body as fetch takes it (made when read, where that costs a copy or a stream; read it once). */
   readonly body: Uint8Array | Blob | ReadableStream<Uint8Array>;
   /** fetch needs `duplex: 'half'` for a stream body. */
   streaming: boolean;
@@ -95,8 +95,17 @@ function concatBody(pieces: Piece[], sliceBytes: boolean): RequestBody {
   if (pieces.every((p) => ArrayBuffer.isView(p))) {
     const bytes = pieces as Uint8Array[];
     const length = bytes.reduce((n, p) => n + p.length, 0);
-    if (sliceBytes && length >= STREAM_FROM) return { body: pullStream(slices(bytes)), streaming: true, length, pieces: bytes };
-    // Joined only if fetch sends it: over node:http the pieces go as they are.
+    // Made only if fetch sends it: over node:http the pieces go as they are.
+    if (sliceBytes && length >= STREAM_FROM) {
+      return {
+        get body() {
+          return pullStream(slices(bytes));
+        },
+        streaming: true,
+        length,
+        pieces: bytes,
+      };
+    }
     return {
       get body() {
         return concatBytes(bytes);
