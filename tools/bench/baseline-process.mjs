@@ -36,7 +36,7 @@ export async function startBaselineProcess() {
   return {
     /**
      * Runs `cmd` to its end, as `user` ({ uid, gid, home }) when given, with
-     * stdout piped back and counted; fails if it exits non-zero.
+     * stdout piped back and counted; fails if it exits non-zero or writes to stderr.
      */
     spawn: (cmd, args, { user } = {}) => call('spawn', { cmd, args, user }),
     /** `size` bytes over loopback TCP (see lib.mjs). */
@@ -78,7 +78,8 @@ function runToEnd({ cmd, args, user }) {
     child.stderr.on('data', (b) => (stderr += b));
     child.once('error', reject);
     child.once('close', (code, signal) => {
-      if (code === 0) resolve(bytes);
+      // A baseline that complains did not do the work it stands for (a shell that could not read its profile).
+      if (code === 0 && stderr === '') resolve(bytes);
       else reject(new Error(`${cmd} ${args.join(' ')} ended with ${signal ?? `code ${code}`}: ${stderr.trim()}`));
     });
   });

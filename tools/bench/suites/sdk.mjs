@@ -2,7 +2,7 @@
 // driven through @paddock/sdk, and the same workload through the official
 // e2b SDK, each next to a baseline measured in the same run.
 import { Sandbox } from '@paddock/sdk';
-import { chownSync, cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
@@ -42,7 +42,10 @@ export async function sdkSuite({ quick, log }) {
   // Local commands run as the user envd runs them as, in a home of their own
   // that holds what the sandbox user's home holds: the base template copies
   // /etc/skel there, and `bash -l` reads its .profile (which reads .bashrc).
-  // With an empty home the local shell did about 2% less work.
+  // mkdtemp makes the directory 0700, which kept that user out of the home
+  // below it: the local `bash -l` read no profile at all (it says so on
+  // stderr, which the baseline process now refuses).
+  chmodSync(localHome, 0o755);
   const userHome = join(localHome, 'home');
   mkdirSync(userHome, { recursive: true });
   if (existsSync('/etc/skel')) cpSync('/etc/skel', userHome, { recursive: true });
