@@ -253,6 +253,32 @@ describe('files', () => {
       }
     });
 
+    test('an upload that waits for 100 Continue (as curl sends one over 1 MiB) goes through the kernel, and the connection goes on', async () => {
+      const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+      const send = (path: string, body: Buffer) =>
+        new Promise<{ status: number; continued: boolean; reused: boolean }>((resolve, reject) => {
+          let continued = false;
+          const req = request(url('/files', { path }), { method: 'POST', agent, headers: { ...auth(), 'content-type': 'application/octet-stream', 'content-length': body.length, expect: '100-continue' } }, (r) => {
+            r.resume();
+            r.on('end', () => resolve({ status: r.statusCode!, continued, reused: req.reusedSocket }));
+          });
+          req.on('continue', () => {
+            continued = true;
+            req.end(body);
+          });
+          req.on('error', reject);
+        });
+      try {
+        const bodies = [randomBytes(3 * MiB + 1), randomBytes(MiB)];
+        for (const [i, body] of bodies.entries()) {
+          expect(await send(`continue-${i}.bin`, body)).toEqual({ status: 200, continued: true, reused: i > 0 });
+          expect(readFileSync(join(envd.home.user, `continue-${i}.bin`)).equals(body)).toBe(true);
+        }
+      } finally {
+        agent.destroy();
+      }
+    });
+
     test('downloads exactly, around the threshold, on one kept-alive connection that then serves the next request', async () => {
       const agent = new Agent({ keepAlive: true, maxSockets: 1 });
       const get = (path: string) =>
