@@ -550,26 +550,6 @@ describe('connections to upstreams', () => {
     agent.destroy();
   });
 
-  test('an upstream that closes after an answer that said so has a new connection opened, which the next request takes', async () => {
-    const conns: Socket[] = [];
-    const servedOn: number[] = []; // for each request, which upstream connection it came on
-    const s = await upstream('a', (req, res) => {
-      servedOn.push(conns.indexOf(req.socket));
-      res.setHeader('connection', 'close');
-      res.end('ok');
-    });
-    s.on('connection', (sock: Socket) => conns.push(sock));
-    const agent = new Agent({ keepAlive: true, maxSockets: 1 });
-    expect((await send('/', { to: 'a', agent })).body.toString()).toBe('ok');
-    // The new one is opened with no request waiting for it, and put in the pool.
-    for (let i = 0; i < 400 && opened.length < 2; i++) await new Promise((r) => setTimeout(r, 5));
-    expect(opened).toEqual(['a', 'a']);
-    await new Promise((r) => setImmediate(r));
-    expect((await send('/', { to: 'a', agent })).body.toString()).toBe('ok');
-    expect(servedOn).toEqual([0, 1]);
-    agent.destroy();
-  });
-
   test('bytes after a complete response keep that connection out of the pool', async () => {
     let n = 0;
     await rawUpstream('sloppy', (sock) => {

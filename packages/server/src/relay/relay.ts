@@ -93,9 +93,6 @@ function errorResponse(status: number, message: string, close: boolean): string 
 class Pool {
   private readonly idle = new Map<string, Duplex[]>();
   private readonly drops = new WeakMap<Duplex, () => void>();
-  /** Keys whose refill connection is being opened. */
-  private readonly opening = new Set<string>();
-  private destroyed = false;
 
   constructor(private readonly idleMs: number) {}
 
@@ -133,22 +130,7 @@ class Pool {
     list.push(sock);
   }
 
-  /** Opens a connection for `key` in the background, unless one is idle or being opened already. */
-  refill(key: string, open: () => Promise<Duplex>): void {
-    if (this.destroyed || this.idle.get(key)?.length || this.opening.has(key)) return;
-    this.opening.add(key);
-    open().then(
-      (sock) => {
-        this.opening.delete(key);
-        if (this.destroyed) sock.destroy();
-        else this.put(key, sock);
-      },
-      () => this.opening.delete(key),
-    );
-  }
-
   destroy(): void {
-    this.destroyed = true;
     for (const list of this.idle.values()) for (const s of list) s.destroy();
     this.idle.clear();
   }
@@ -170,12 +152,6 @@ interface Exchange {
   up?: Duplex;
   /** The upstream connection may serve another request afterwards. */
   reusable: boolean;
-  /**
-   * The upstream closes its connection after this response, as asked in it
-   * (envd does after an upload it took in the kernel): a new one is opened
-   * for the pool once the response is complete.
-   */
-  replace?: boolean;
   /** The response head while it arrives. */
   upHead: HeadChunks;
   response?: BodyCounter;
@@ -588,9 +564,7 @@ class ClientConnection {
       }
       const framing = responseFraming(head, ex.head.method);
       if (framing.kind === 'close') ex.closeAfter = true;
-      const closing = tokens(head, 'connection').includes('close');
-      if (closing && ex.reusable && framing.kind !== 'close' && head.minor === 1) ex.replace = true;
-      if (framing.kind === 'close' || head.minor === 0 || closing) ex.reusable = false;
+      if (framing.kind === 'close' || head.minor === 0 || tokens(head, 'connection').includes('close')) ex.reusable = false;
       const response = (ex.response = new BodyCounter(framing, 502));
       const rest = buf;
       const n = response.take(rest);
@@ -661,8 +635,6 @@ class ClientConnection {
     ex.detach?.();
     if (keep && ex.reusable && ex.requestDone && ex.dest?.poolKey && !this.waitingDrain) this.pool.put(ex.dest.poolKey, up);
     else up.destroy();
-    // The next request to this upstream then finds a connection open.
-    if (keep && ex.replace && ex.responseDone && ex.dest?.poolKey) this.pool.refill(ex.dest.poolKey, () => ex.dest!.open());
     this.upPaused = false;
     if (this.waitingDrain) {
       this.waitingDrain = false;
