@@ -454,12 +454,13 @@ function socketHandle(req: IncomingMessage): StreamHandle | undefined {
   return h as StreamHandle;
 }
 
-/** The socket's handle when the body of `req` can be received in the kernel. */
-function kernelReceivable(req: IncomingMessage): StreamHandle | undefined {
+/** The socket's handle and the body's length, when the body of `req` can be received in the kernel. */
+function kernelReceivable(req: IncomingMessage): { handle: StreamHandle; length: number } | undefined {
   if (req.headers['transfer-encoding'] !== undefined) return undefined;
   const length = Number(req.headers['content-length']);
   if (!Number.isSafeInteger(length) || length < KERNEL_TRANSFER_MIN) return undefined;
-  return socketHandle(req);
+  const handle = socketHandle(req);
+  return handle && { handle, length };
 }
 
 /**
@@ -474,14 +475,13 @@ function kernelReceivable(req: IncomingMessage): StreamHandle | undefined {
  * of the body) as it would have. In any other case (a failed transfer, a
  * parser that cannot be moved on) the answer closes the connection.
  */
-function receiveInKernel(req: IncomingMessage, res: ServerResponse, handle: StreamHandle): (fd: number) => Promise<Filled> {
+function receiveInKernel(req: IncomingMessage, res: ServerResponse, { handle, length }: { handle: StreamHandle; length: number }): (fd: number) => Promise<Filled> {
   return async (fd) => {
     // The request's handler can run while Node's parser is inside a chunk
     // that holds the head and the start of the body: it hands that start on
     // once the handler has returned. On the next turn of the event loop no
     // chunk is half parsed.
     await new Promise((resolve) => setImmediate(resolve));
-    const length = Number(req.headers['content-length']);
     handle.reading = false;
     handle.readStop();
     handle.readStart = () => 0;
@@ -622,8 +622,8 @@ export async function postFile(req: IncomingMessage, res: ServerResponse, params
       written = await multipart(req, body, params, user, metadata);
     } else {
       const target = resolveUserPath(requirePath(params), user);
-      const handle = body === req ? kernelReceivable(req) : undefined;
-      const fill = handle ? receiveInKernel(req, res, handle) : pourInto(body);
+      const kernel = body === req ? kernelReceivable(req) : undefined;
+      const fill = kernel ? receiveInKernel(req, res, kernel) : pourInto(body);
       written = [await writeOne(target, user, metadata, fill, () => body.resume())];
     }
   } catch (err) {
