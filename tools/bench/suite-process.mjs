@@ -33,8 +33,11 @@ async function main(name, quick) {
     server: async () => (await import('./suites/server.mjs')).serverSuite,
   };
   const suite = await modules[name]();
-  const log = (msg) => process.stderr.write(`[bench] ${msg}\n`);
+  // Each line says how long the suite had run when it started that phase.
+  const started = performance.now();
+  const log = (msg) => process.stderr.write(`[bench] ${((performance.now() - started) / 1000).toFixed(1).padStart(5)} s ${msg}\n`);
   const rows = await suite({ quick, log });
+  log(`${name}: done`);
   process.send({ rows }, () => process.disconnect());
 }
 

@@ -54,7 +54,7 @@ export async function envdSuite({ quick, log }) {
   // Local commands run as envd runs them: as `user`, in its home.
   const runLocally = (cmd, args) => base.spawn(cmd, args, { user: { uid: 1000, gid: 1000, home: envd.home.user } });
   const iterations = quick ? 15 : 100;
-  const long = quick ? 2 : 15; // as in the sdk suite
+  const long = quick ? 2 : 21; // as in the sdk suite
   try {
     log('envd: exec round trip');
     const bashTrue = ['/bin/bash', ['-l', '-c', 'true']];

@@ -19,28 +19,47 @@ function memAvailable() {
  * `runc run` of /bin/true in a bundle whose root is the same stack a sandbox
  * gets (base template layers over the host view), without envd or limits.
  * The layer paths are the runtime's on-disk layout. Each run is started
- * from `base`, the baseline process.
+ * from `base`, the baseline process. Returns `run(i)`, for timeit or to
+ * alternate with a subject, and `close()`, which removes the bundle.
  */
-export async function bareRunc(base, dataDir, iterations) {
+export function openBareRunc(base, dataDir) {
   const bundle = join(dataDir, 'bench-bundle');
   for (const d of ['upper', 'work', 'rootfs']) mkdirSync(join(bundle, d), { recursive: true, mode: 0o755 });
   const template = join(dataDir, 'templates/base/base-v1');
   const lowers = [join(template, 'layer'), join(template, 'mask'), join(dataDir, 'hostview')].join(':');
   execFileSync('mount', ['-t', 'overlay', 'overlay', '-o', `lowerdir=${lowers},upperdir=${join(bundle, 'upper')},workdir=${join(bundle, 'work')}`, join(bundle, 'rootfs')]);
-  execFileSync('runc', ['spec', '--bundle', bundle]);
-  const config = JSON.parse(readFileSync(join(bundle, 'config.json'), 'utf8'));
-  config.process.terminal = false;
-  config.process.args = ['/bin/true'];
-  config.process.rlimits = [];
-  config.root.readonly = false;
-  writeFileSync(join(bundle, 'config.json'), JSON.stringify(config));
   const state = join(dataDir, 'bench-runc');
-  try {
-    return await timeit((i) => base.spawn('runc', ['--root', state, 'run', '--bundle', bundle, `bench-${i}-${process.pid}`]), { warmup: 3, iterations });
-  } finally {
+  const close = () => {
     execFileSync('umount', [join(bundle, 'rootfs')]);
     rmSync(bundle, { recursive: true, force: true });
     rmSync(state, { recursive: true, force: true });
+  };
+  try {
+    execFileSync('runc', ['spec', '--bundle', bundle]);
+    const config = JSON.parse(readFileSync(join(bundle, 'config.json'), 'utf8'));
+    config.process.terminal = false;
+    config.process.args = ['/bin/true'];
+    config.process.rlimits = [];
+    config.root.readonly = false;
+    writeFileSync(join(bundle, 'config.json'), JSON.stringify(config));
+  } catch (err) {
+    close();
+    throw err;
+  }
+  let runs = 0;
+  return {
+    run: () => base.spawn('runc', ['--root', state, 'run', '--bundle', bundle, `bench-${runs++}-${process.pid}`]),
+    close,
+  };
+}
+
+/** timeit of openBareRunc's runs, on their own. */
+export async function bareRunc(base, dataDir, iterations) {
+  const bare = openBareRunc(base, dataDir);
+  try {
+    return await timeit(bare.run, { warmup: 3, iterations });
+  } finally {
+    bare.close();
   }
 }
 
