@@ -36,7 +36,9 @@ export async function sdkSuite({ quick, log }) {
   // 420 MiB/s within one run), so their medians need many samples to hold
   // still between runs. Long transfers need fewer, but more than a handful:
   // with 11, consecutive runs still differed by up to 17% on them, and
-  // with 15 by up to 15% (256 MiB reads spread 0.36 to 0.98 within a run).
+  // with 15 by up to 29%. 21 is what the 5-minute budget leaves room for;
+  // it does not steady the 256 MiB read, whose samples fall into two speeds
+  // (0.36 to 0.98 of loopback within one run) from the client's own CPU.
   const many = quick ? 20 : 150;
   const long = quick ? 2 : 21;
   const localHome = mkdtempSync(join(tmpdir(), 'paddock-bench-local-'));
@@ -156,7 +158,7 @@ export async function sdkSuite({ quick, log }) {
         );
         settleDisk();
         // Context, not a target: a few copies, as in the envd suite. Fifteen
-        // wrote 4 GiB, and their writeback took ~10 s of the 5-minute budget.
+        // wrote 4 GiB, and with their writeback the phase took 31 to 45 s.
         const copies = mib === 1 ? many : quick ? 2 : 4;
         const copy = await throughput(() => base.copyFile(src, join(localHome, 'copy.bin')), { warmup: 1, iterations: copies });
         const target = { on: 'ratio', op: '>=', value: 0.5 };
