@@ -7,18 +7,18 @@
 // could win; the raw side handles only what this one request needs.
 //
 //   MIB=256 N=20 node tools/bench/probes/raw-download.mjs
-import { Sandbox } from "@paddock/sdk";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { connect } from "node:net";
-import { randomBytes } from "node:crypto";
-import { startServerProcess } from "../server-process.mjs";
-const KEY = "e2b_" + "d".repeat(40);
+import { Sandbox } from '@paddock/sdk';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { connect } from 'node:net';
+import { randomBytes } from 'node:crypto';
+import { startServerProcess } from '../server-process.mjs';
+const KEY = 'e2b_' + 'd'.repeat(40);
 const MiB = 1 << 20;
 const SIZE = +(process.env.MIB ?? 256) * MiB;
 const N = +(process.env.N ?? 30);
-const home = mkdtempSync(join(tmpdir(), "raw-"));
+const home = mkdtempSync(join(tmpdir(), 'raw-'));
 const server = await startServerProcess({
   home,
   warmPoolSize: 0,
@@ -37,27 +37,29 @@ function rawGet(sbx) {
       const onData = (b) => {
         if (head === null) {
           pending = Buffer.concat([pending, b]);
-          const i = pending.indexOf("\r\n\r\n");
+          const i = pending.indexOf('\r\n\r\n');
           if (i < 0) return;
-          head = pending.subarray(0, i).toString("latin1");
-          if (!head.startsWith("HTTP/1.1 200 "))
-            return reject(new Error(`raw GET: ${head.split("\r\n")[0]}`));
+          head = pending.subarray(0, i).toString('latin1');
+          if (!head.startsWith('HTTP/1.1 200 ')) {
+            sock.off('data', onData);
+            return reject(new Error(`raw GET: ${head.split('\r\n')[0]}`));
+          }
           want = +/content-length: (\d+)/i.exec(head)[1];
           got = pending.length - i - 4;
         } else got += b.length;
         if (got >= want) {
-          sock.off("data", onData);
+          sock.off('data', onData);
           resolve(got);
         }
       };
-      sock.on("data", onData);
+      sock.on('data', onData);
       sock.write(
         `GET /files?path=a.bin&username=user HTTP/1.1\r\nHost: 49983-${sbx.sandboxId}.${u.host}\r\nE2b-Sandbox-Id: ${sbx.sandboxId}\r\nE2b-Sandbox-Port: 49983\r\n\r\n`
       );
     };
     if (!sock) {
       sock = connect(+u.port, u.hostname, go);
-      sock.on("error", reject);
+      sock.on('error', reject);
     } else go();
   });
 }
@@ -69,26 +71,24 @@ try {
     sandboxUrl: server.proxyUrl,
     secure: false,
   });
-  await sbx.files.write("a.bin", randomBytes(SIZE));
+  await sbx.files.write('a.bin', randomBytes(SIZE));
   const viaSdk = async () => {
     let b = 0;
-    for await (const c of await sbx.files.read("a.bin", { format: "stream" }))
-      b += c.length;
+    for await (const c of await sbx.files.read('a.bin', { format: 'stream' })) b += c.length;
     return b;
   };
   const viaRaw = () => rawGet(sbx);
-  if ((await viaRaw()) !== SIZE || (await viaSdk()) !== SIZE)
-    throw new Error("size");
+  if ((await viaRaw()) !== SIZE || (await viaSdk()) !== SIZE) throw new Error('size');
   const res = { sdk: [], raw: [] };
   for (let i = 0; i < N; i++)
     for (const [k, f] of i % 2
       ? [
-          ["raw", viaRaw],
-          ["sdk", viaSdk],
+          ['raw', viaRaw],
+          ['sdk', viaSdk],
         ]
       : [
-          ["sdk", viaSdk],
-          ["raw", viaRaw],
+          ['sdk', viaSdk],
+          ['raw', viaRaw],
         ]) {
       const c0 = process.cpuUsage();
       const t = performance.now();
@@ -98,14 +98,14 @@ try {
       res[k].push([ms, (c.user + c.system) / 1000]);
     }
   const med = (a) => [...a].sort((x, y) => x - y)[a.length >> 1];
-  for (const k of ["sdk", "raw"])
+  for (const k of ['sdk', 'raw'])
     console.log(
       k,
-      "p50 ms",
+      'p50 ms',
       med(res[k].map((x) => x[0])).toFixed(2),
-      "client CPU ms p50",
+      'client CPU ms p50',
       med(res[k].map((x) => x[1])).toFixed(2),
-      "MiB/s",
+      'MiB/s',
       (SIZE / MiB / (med(res[k].map((x) => x[0])) / 1000)).toFixed(0)
     );
   await sbx.kill();
