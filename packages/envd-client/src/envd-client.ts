@@ -1,11 +1,10 @@
-import type { IncomingMessage } from 'node:http';
 import { addAbortSignal, type Readable } from 'node:stream';
 import type { Client, Interceptor, Transport } from '@connectrpc/connect';
 import { Filesystem, Process, type envd } from '@paddock/models';
 import { EnvdArgumentError, EnvdHttpError, errorFromFailure, errorFromResponse } from './errors.js';
 import { connectionHeaders, envdInterceptor, type EnvdHeaderConfig } from './headers.js';
 import { metadataHeaders } from './metadata.js';
-import { headersOf, readBody, sendRequest, webStreamOf } from './node-http.js';
+import * as http1 from './http1.js';
 import { createNodeTransport } from './node-transport.js';
 import { createServiceClient } from './service-client.js';
 import { endpointUrl, fileUrl, filesQuery } from './signature.js';
@@ -116,8 +115,8 @@ export class EnvdClient {
   readonly #user: string | undefined;
   readonly #headers: Record<string, string>;
   readonly #fetch: FetchFunction;
-  /** Transfer files with node:http rather than fetch: when no fetch of the caller's own was given. */
-  readonly #nodeHttp: boolean;
+  /** Transfer files over http1.ts rather than fetch: when no fetch of the caller's own was given. */
+  readonly #ownHttp: boolean;
   /** Send large in-memory uploads as slices: only through the built-in fetch, known to take a stream body. */
   readonly #sliceBytes: boolean;
   readonly #timeoutMs: number;
@@ -129,7 +128,7 @@ export class EnvdClient {
     this.#headers = connectionHeaders(options);
     this.#fetch = options.fetch ?? ((input, init) => fetch(input, init));
     this.#sliceBytes = options.fetch === undefined && builtinFetchSlicesBytes;
-    this.#nodeHttp = options.fetch === undefined && /^https?:/i.test(options.envdUrl);
+    this.#ownHttp = options.fetch === undefined && /^https?:/i.test(options.envdUrl);
     this.#timeoutMs = options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
     this.transport = (options.createTransport ?? defaultTransport)({
       baseUrl: options.envdUrl,
@@ -163,7 +162,7 @@ export class EnvdClient {
     headers['Accept-Encoding'] = options.gzip ? 'gzip' : 'identity';
     const call = startCall(options.signal, options.requestTimeoutMs ?? this.#timeoutMs);
     try {
-      if (this.#nodeHttp && !options.gzip) return await this.#downloadOverNodeHttp(url, headers, format, call);
+      if (this.#ownHttp) return await this.#downloadOverHttp1(url, headers, format, call);
       const response = await this.#fetch(url, { headers, signal: call.signal });
       if (!response.ok) throw await errorFromResponse('GET', '/files', response);
       const body = response.headers.get('content-length') === '0' || response.body === null ? emptyStream() : response.body;
@@ -191,30 +190,35 @@ export class EnvdClient {
   }
 
   /**
-   * `download` without fetch: the body read straight from node:http. The
-   * formats and errors are the fetch path's; gzip stays there.
+   * `download` over the client's own HTTP/1.1 (http1.ts): the body as the
+   * socket reads it. Formats and errors are the fetch path's, and a gzip body
+   * is decompressed as fetch would.
    */
-  async #downloadOverNodeHttp(
+  async #downloadOverHttp1(
     url: string,
     headers: Record<string, string>,
     format: DownloadFormat,
     call: Call,
   ): Promise<string | Uint8Array | Blob | ReadableStream<Uint8Array> | Readable> {
-    const res = await sendRequest(url, { method: 'GET', headers, signal: call.signal });
-    if (!isOk(res)) throw await errorFromResponse('GET', '/files', await asResponse(res, call.signal));
-    if (format === 'stream') {
-      call.stopTimer();
-      return webStreamOf(res, call.signal);
+    const res = await http1.request(url, { method: 'GET', headers, signal: call.signal });
+    if (res.status < 200 || res.status > 299) throw await errorFromResponse('GET', '/files', await responseOf(res, call.signal));
+    const coding = contentCoding(res);
+    if (coding !== undefined) return await decodedBody(res, coding, format, call);
+    switch (format) {
+      case 'stream':
+        call.stopTimer();
+        return http1.webStreamOf(res, call.signal);
+      case 'node-stream':
+        call.stopTimer();
+        // The caller's signal still ends the stream, as it ends fetch's body.
+        return addAbortSignal(call.signal, http1.nodeStreamOf(res));
+      default: {
+        const bytes = await http1.bytesOf(res, call.signal);
+        if (format === 'bytes') return bytes;
+        if (format === 'blob') return new Blob([bytes]);
+        return new TextDecoder().decode(bytes);
+      }
     }
-    if (format === 'node-stream') {
-      call.stopTimer();
-      // The caller's signal still ends the stream, as it ends fetch's body.
-      return addAbortSignal(call.signal, res);
-    }
-    const bytes = await readBody(res, call.signal);
-    if (format === 'bytes') return bytes;
-    if (format === 'blob') return new Blob([bytes]);
-    return new TextDecoder().decode(bytes);
   }
 
   /**
@@ -334,12 +338,12 @@ export class EnvdClient {
     const call = startCall(signal, timeoutMs);
     const { streaming, length, pieces } = requestBody;
     try {
-      if (this.#nodeHttp && pieces) {
+      if (this.#ownHttp && pieces) {
         // Bytes in memory: straight to the socket, and the short JSON answer read from it as it is.
-        const res = await sendRequest(url, { method: 'POST', headers, body: pieces, signal: call.signal });
-        if (!isOk(res)) throw await errorFromResponse('POST', '/files', await asResponse(res, call.signal));
-        const bytes = await readBody(res, call.signal);
-        return await writtenEntries(res.statusCode ?? 0, () => JSON.parse(new TextDecoder().decode(bytes)) as unknown);
+        const res = await http1.request(url, { method: 'POST', headers, body: pieces, signal: call.signal });
+        if (res.status < 200 || res.status > 299) throw await errorFromResponse('POST', '/files', await responseOf(res, call.signal));
+        const bytes = await http1.bytesOf(res, call.signal);
+        return await writtenEntries(res.status, () => JSON.parse(new TextDecoder().decode(bytes)) as unknown);
       }
       if (length !== undefined) headers = { ...headers, 'Content-Length': String(length) };
       const init: RequestInit = { method: 'POST', headers, body: requestBody.body, signal: call.signal };
@@ -387,11 +391,6 @@ function startCall(callerSignal: AbortSignal | undefined, timeoutMs: number): Ca
   };
 }
 
-function isOk(res: IncomingMessage): boolean {
-  const status = res.statusCode ?? 0;
-  return status >= 200 && status <= 299;
-}
-
 /** The list of written files that a `POST /files` answered with; `read` gives its body as JSON. */
 async function writtenEntries(status: number, read: () => unknown): Promise<EntryInfo[]> {
   let entries: unknown;
@@ -404,12 +403,55 @@ async function writtenEntries(status: number, read: () => unknown): Promise<Entr
   return entries as EntryInfo[];
 }
 
-/** A node:http answer, body read whole, as a fetch Response: for errors, which are read from a Response. */
-async function asResponse(res: IncomingMessage, signal: AbortSignal): Promise<Response> {
-  const body = await readBody(res, signal);
-  const status = res.statusCode ?? 0;
+/** An answer of http1.ts, body read whole, as a fetch Response: for errors, which are read from a Response. */
+async function responseOf(res: http1.Http1Response, signal: AbortSignal): Promise<Response> {
+  const body = await http1.bytesOf(res, signal);
   // A Response cannot carry a body with 204/304; envd sends none with them anyway.
-  return new Response(status === 204 || status === 304 ? null : body, { status, statusText: res.statusMessage, headers: headersOf(res) });
+  return new Response(res.status === 204 || res.status === 304 ? null : body, {
+    status: res.status,
+    statusText: res.statusText,
+    headers: res.headers,
+  });
+}
+
+type Coding = 'gzip' | 'deflate' | 'br';
+
+/** The Content-Encoding of an answer when there is one to undo; fetch undoes the same three. */
+function contentCoding(res: http1.Http1Response): Coding | undefined {
+  const value = res.header('content-encoding')?.trim().toLowerCase();
+  if (value === undefined || value === '' || value === 'identity') return undefined;
+  if (value === 'gzip' || value === 'x-gzip') return 'gzip';
+  if (value === 'deflate' || value === 'br') return value;
+  http1.dropBody(res);
+  throw invalidResponse('GET', '/files', res.status, `Content-Encoding '${value}', which this client cannot decode`);
+}
+
+/** A compressed body, decompressed, in the format asked for. */
+async function decodedBody(
+  res: http1.Http1Response,
+  coding: Coding,
+  format: DownloadFormat,
+  call: Call,
+): Promise<string | Uint8Array | Blob | ReadableStream<Uint8Array> | Readable> {
+  const [zlib, { pipeline, Readable }] = await Promise.all([import('node:zlib'), import('node:stream')]);
+  const decoder = coding === 'gzip' ? zlib.createGunzip() : coding === 'deflate' ? zlib.createInflate() : zlib.createBrotliDecompress();
+  // A failure on either side destroys both, and reaches the reader through `decoder`.
+  pipeline(http1.nodeStreamOf(res), decoder, () => {});
+  const body = addAbortSignal(call.signal, decoder);
+  if (format === 'node-stream' || format === 'stream') {
+    call.stopTimer();
+    return format === 'stream' ? (Readable.toWeb(body) as ReadableStream<Uint8Array>) : body;
+  }
+  const pieces: Uint8Array[] = [];
+  try {
+    for await (const piece of body) pieces.push(piece as Uint8Array);
+  } catch (err) {
+    throw call.signal.aborted ? call.signal.reason : err;
+  }
+  const bytes = new Uint8Array(await new Blob(pieces).arrayBuffer());
+  if (format === 'bytes') return bytes;
+  if (format === 'blob') return new Blob([bytes]);
+  return new TextDecoder().decode(bytes);
 }
 
 function emptyStream(): ReadableStream<Uint8Array> {

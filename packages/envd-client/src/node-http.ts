@@ -1,8 +1,7 @@
-// Requests over node:http(s) for the client's own plumbing: the Connect
-// transport and the /files endpoints. In Node, fetch (undici) moves a body
-// through web streams and promises chunk by chunk; for a 1 MiB download
-// through the sandbox proxy that cost 11-13 ms of client CPU, against 2-4 ms
-// for the same GET with node:http.
+// Requests over node:http(s) for the Connect transport (the /files endpoints
+// have http1.ts). In Node, fetch (undici) moves a body through web streams and
+// promises chunk by chunk; for a 1 MiB download through the sandbox proxy that
+// cost 11-13 ms of client CPU, against 2-4 ms for the same GET with node:http.
 //
 // Both functions fail with the signal's reason once it has fired (so a
 // deadline reads as the TimeoutError it is) and otherwise with Node's error.
@@ -99,67 +98,6 @@ export function readBody(res: IncomingMessage, signal: AbortSignal): Promise<Uin
 
 function cutShort(): Error {
   return Object.assign(new Error('the connection closed before the body ended'), { code: 'ECONNRESET' });
-}
-
-/** How much of a body a Web stream over node:http holds unread before the socket stops being read. */
-const STREAM_QUEUE_BYTES = 256 * 1024;
-
-/**
- * The body of `res` as a Web stream, chunk by chunk as it arrives, each
- * chunk a view of Node's buffer (not a copy). A reader that falls behind
- * pauses the socket. The stream fails when the response is cut short, and
- * with the signal's reason once it fires; cancelling it closes the
- * connection. A 256 MiB download through the sandbox proxy read this way
- * took about a quarter less time than through `Readable.toWeb`, and a tenth
- * less than through fetch's body.
- */
-export function webStreamOf(res: IncomingMessage, signal: AbortSignal): ReadableStream<Uint8Array> {
-  let controller!: ReadableStreamDefaultController<Uint8Array>;
-  let settled = false;
-  /** Ends the stream, once: closed without `err`, failed (and the connection dropped) with it. */
-  const settle = (err?: unknown): void => {
-    if (settled) return;
-    settled = true;
-    signal.removeEventListener('abort', onAbort);
-    if (err === undefined) {
-      controller.close();
-      return;
-    }
-    res.destroy();
-    controller.error(err);
-  };
-  const onAbort = (): void => settle(signal.reason);
-  return new ReadableStream<Uint8Array>(
-    {
-      start(c) {
-        controller = c;
-        if (signal.aborted) {
-          onAbort();
-          return;
-        }
-        signal.addEventListener('abort', onAbort, { once: true });
-        res.on('data', (chunk: Buffer) => {
-          if (settled) return;
-          controller.enqueue(new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.length));
-          if ((controller.desiredSize ?? 1) <= 0) res.pause();
-        });
-        res.once('end', () => settle());
-        res.once('error', (err) => settle(signal.aborted ? signal.reason : err));
-        res.once('close', () => {
-          if (!res.complete) settle(signal.aborted ? signal.reason : cutShort());
-        });
-      },
-      pull() {
-        res.resume();
-      },
-      cancel() {
-        settled = true;
-        signal.removeEventListener('abort', onAbort);
-        res.destroy();
-      },
-    },
-    new ByteLengthQueuingStrategy({ highWaterMark: STREAM_QUEUE_BYTES }),
-  );
 }
 
 /** The headers of a node:http answer as a fetch Headers, repeated ones kept. */
