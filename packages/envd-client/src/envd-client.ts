@@ -37,12 +37,12 @@ export interface EnvdClientOptions extends EnvdHeaderConfig {
   useBinaryFormat?: boolean;
   /**
    * Builds the Connect transport, e.g. connect-web's `createConnectTransport`
-   * in a browser. Default: `createNodeTransport`, Connect over node:http (HTTP/1.1).
+   * in a browser. Default: `createNodeTransport`, Connect over HTTP/1.1 (http1.ts).
    */
   createTransport?: (options: TransportOptions) => Transport;
   /**
    * fetch for the HTTP endpoints (`/files`, `/health`, `/metrics`). Default: the global one, except that
-   * downloads (unless they ask for gzip or a Web stream) and uploads of bytes in memory go straight over node:http.
+   * downloads and uploads of bytes in memory go over the package's own HTTP/1.1 client (http1.ts).
    */
   fetch?: FetchFunction;
   /**

@@ -28,8 +28,8 @@ export interface Http1Request {
 
 /** Receives a body, piece by piece; exactly one of `end` and `fail` ends it. */
 export interface BodySink {
-  /** A piece of the body: a view of the buffer it was read into, not a copy. */
-  chunk(bytes: Uint8Array): void;
+  /** A piece of the body: a view of the buffer the socket read it into, not a copy. */
+  chunk(bytes: Buffer): void;
   end(): void;
   fail(err: Error): void;
 }
@@ -74,9 +74,12 @@ function malformed(what: string): Error {
   return Object.assign(new Error(`malformed HTTP response: ${what}`), { code: 'ERR_MALFORMED_RESPONSE' });
 }
 
-/** The connection ended where the answer had more to come. */
-function cutShort(): Error {
-  return Object.assign(new Error('the connection closed before the body ended'), { code: 'ECONNRESET' });
+/** The connection ended where the answer had more to come (its code is Node's for a reset). */
+export class CutShort extends Error {
+  readonly code = 'ECONNRESET';
+  constructor() {
+    super('the connection closed before the body ended');
+  }
 }
 
 /**
@@ -159,7 +162,7 @@ class Connection {
     socket.on('end', () => this.owner?.end());
     // 'error' is followed by 'close'; a close of our own has no owner left.
     socket.on('error', (err) => this.#lost(err));
-    socket.on('close', () => this.#lost(cutShort()));
+    socket.on('close', () => this.#lost(new CutShort()));
     socket.on('timeout', () => {
       if (!this.owner) socket.destroy();
     });
@@ -263,7 +266,7 @@ class Exchange implements Owner, Http1Response {
   #framing: Framing = { kind: 'none' };
   #reusable = false;
   /** Body pieces that came before `read`, and the end, if it came too. */
-  #early: Uint8Array[] = [];
+  #early: Buffer[] = [];
   #earlyEnd: Error | null | undefined;
   #sink: BodySink | undefined;
   #done = false;
@@ -423,7 +426,7 @@ class Exchange implements Owner, Http1Response {
     };
   }
 
-  #emit(piece: Uint8Array): void {
+  #emit(piece: Buffer): void {
     if (piece.length === 0) return;
     if (this.#sink) this.#sink.chunk(piece);
     else this.#early.push(piece);
@@ -506,7 +509,7 @@ class ChunkedDecoder {
   #line = '';
 
   /** Hands the data in `bytes` to `emit`; returns how many bytes follow the body's end, or -1 while it goes on. */
-  push(bytes: Buffer, emit: (piece: Uint8Array) => void): number {
+  push(bytes: Buffer, emit: (piece: Buffer) => void): number {
     let at = 0;
     while (at < bytes.length) {
       if (this.#state === 'data') {
@@ -624,7 +627,8 @@ export function webStreamOf(res: Http1Response, signal: AbortSignal): ReadableSt
         flow = res.read({
           chunk(piece) {
             if (settled) return;
-            c.enqueue(piece);
+            // A plain view, as fetch's body gives, not the Buffer itself.
+            c.enqueue(new Uint8Array(piece.buffer, piece.byteOffset, piece.length));
             if ((c.desiredSize ?? 1) <= 0) flow?.pause();
           },
           end() {

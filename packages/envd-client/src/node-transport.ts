@@ -1,12 +1,13 @@
-// The default transport in Node: Connect's protocol over node:http with
-// as little as possible between a call and its socket.
+// The default transport in Node: Connect's protocol over HTTP/1.1 (http1.ts)
+// with as little as possible between a call and its socket.
 //
 // connect-node passes every call through a chain of async generators (body,
 // envelopes, compression, parsing) and ends it by aborting a signal with a
 // fresh ConnectError. For the short calls an SDK makes all the time that is
 // most of the client's work: starting `bash -l -c true` in a sandbox through
 // the proxy cost 1.8-1.9 ms of client CPU per call with connect-node, 1.0-1.3
-// ms with this transport, and 0.7 ms as a bare node:http request.
+// ms with this transport when it ran over node:http, and 0.7 ms as a bare
+// node:http request.
 //
 // Here a unary or server-streaming call is one request whose body is known up
 // front, sent with its length in one write; the answer is read as it arrives,
@@ -35,8 +36,7 @@ import {
   type MethodSerializationLookup,
 } from '@connectrpc/connect/protocol';
 import { endStreamFlag, endStreamFromJson, errorFromJsonBytes, requestHeader, trailerDemux, validateResponse } from '@connectrpc/connect/protocol-connect';
-import type { IncomingMessage } from 'node:http';
-import { headersOf, readBody, sendRequest } from './node-http.js';
+import * as http1 from './http1.js';
 import { OneMessage } from './service-client.js';
 
 export interface NodeTransportOptions {
@@ -62,7 +62,7 @@ const READ_AHEAD = 16;
 const COMPRESSED_FLAG = 0b01;
 
 /**
- * A Connect transport over node:http and node:https (HTTP/1.1). Unary and
+ * A Connect transport over HTTP/1.1, with or without TLS. Unary and
  * server-streaming calls are made here; other kinds go to connect-node's
  * `createConnectTransport`.
  */
@@ -148,9 +148,9 @@ export function createNodeTransport(options: NodeTransportOptions): Transport {
         async (req, fail, done) => {
           const body = serialization.getI(binary).serialize(req.message);
           const res = await send(req.url, req.header, body, req.signal);
-          const [resHeader, trailer] = trailerDemux(headersOf(res));
-          const { isUnaryError, unaryError } = validateResponse(method.methodKind, binary, res.statusCode ?? 0, resHeader);
-          const bytes = await readBody(res, req.signal).catch((err: unknown) => {
+          const [resHeader, trailer] = trailerDemux(res.headers);
+          const { isUnaryError, unaryError } = validated(res, () => validateResponse(method.methodKind, binary, res.status, resHeader));
+          const bytes = await http1.bytesOf(res, req.signal).catch((err: unknown) => {
             throw fail(req.signal.aborted ? err : fromNodeError(err as Error));
           });
           done();
@@ -213,13 +213,8 @@ export function createNodeTransport(options: NodeTransportOptions): Transport {
           new DataView(body.buffer).setUint32(1, payload.length);
           body.set(payload, 5);
           const res = await send(req.url, req.header, body, req.signal);
-          const resHeader = headersOf(res);
-          try {
-            validateResponse(method.methodKind, binary, res.statusCode ?? 0, resHeader);
-          } catch (err) {
-            res.destroy();
-            throw err;
-          }
+          const resHeader = res.headers;
+          validated(res, () => validateResponse(method.methodKind, binary, res.status, resHeader));
           const trailer = new Headers();
           const parse = serialization.getO(binary);
           return {
@@ -251,12 +246,22 @@ export function createNodeTransport(options: NodeTransportOptions): Transport {
 }
 
 /** Sends a call's request; a failure of the connection comes back as its ConnectError. */
-function send(url: string, header: Headers, body: Uint8Array, signal: AbortSignal): Promise<IncomingMessage> {
+function send(url: string, header: Headers, body: Uint8Array, signal: AbortSignal): Promise<http1.Http1Response> {
   const headers: Record<string, string> = {};
   header.forEach((value, key) => (headers[key] = value));
-  return sendRequest(url, { method: 'POST', headers, body, signal }).catch((err: unknown) => {
+  return http1.request(url, { method: 'POST', headers, body: [body], signal }).catch((err: unknown) => {
     throw signal.aborted ? err : fromNodeError(err as Error);
   });
+}
+
+/** Runs connect's check of an answer's head; an answer it refuses is not read (its connection is closed). */
+function validated<T>(res: http1.Http1Response, check: () => T): T {
+  try {
+    return check();
+  } catch (err) {
+    http1.dropBody(res);
+    throw err;
+  }
 }
 
 interface StreamHandlers<M> {
@@ -272,8 +277,10 @@ interface StreamHandlers<M> {
  * complete. Reading ahead stops after READ_AHEAD unread messages (the
  * socket is paused, and the server feels it); `return()` closes the stream.
  */
-function messagesOf<M>(res: IncomingMessage, signal: AbortSignal, handlers: StreamHandlers<M>): AsyncIterable<M> {
+function messagesOf<M>(res: http1.Http1Response, signal: AbortSignal, handlers: StreamHandlers<M>): AsyncIterable<M> {
   const queue: M[] = [];
+  let flow: http1.BodyFlow | undefined;
+  let paused = false;
   let chunks: Buffer[] = [];
   let buffered = 0;
   let ended = false;
@@ -293,7 +300,8 @@ function messagesOf<M>(res: IncomingMessage, signal: AbortSignal, handlers: Stre
     wake();
   };
   const onAbort = (): void => {
-    res.destroy();
+    if (flow) flow.cancel();
+    else http1.dropBody(res);
     settle(getAbortSignalReason(signal));
   };
 
@@ -322,38 +330,52 @@ function messagesOf<M>(res: IncomingMessage, signal: AbortSignal, handlers: Stre
     }
   };
 
-  if (signal.aborted) onAbort();
-  else signal.addEventListener('abort', onAbort, { once: true });
-  res.on('data', (chunk: Buffer) => {
-    if (finished) return;
-    chunks.push(chunk);
-    buffered += chunk.length;
-    try {
-      take();
-    } catch (err) {
-      res.destroy();
-      settle(err);
-      return;
-    }
-    if (queue.length >= READ_AHEAD) res.pause();
-    wake();
-  });
-  res.once('end', () => {
-    if (buffered > 0) settle(new ConnectError('protocol error: incomplete envelope', Code.InvalidArgument));
-    else if (!ended) settle(new ConnectError('protocol error: missing EndStreamResponse', Code.InvalidArgument));
-    else settle();
-  });
-  res.once('error', (err) => settle(signal.aborted ? getAbortSignalReason(signal) : fromNodeError(err)));
-  res.once('close', () => {
-    if (!res.complete) settle(signal.aborted ? getAbortSignalReason(signal) : new ConnectError('the connection closed before the stream ended', Code.Unavailable));
-  });
+  if (signal.aborted) {
+    onAbort();
+  } else {
+    signal.addEventListener('abort', onAbort, { once: true });
+    flow = res.read({
+      chunk(piece) {
+        if (finished) return;
+        chunks.push(piece);
+        buffered += piece.length;
+        try {
+          take();
+        } catch (err) {
+          flow?.cancel();
+          settle(err);
+          return;
+        }
+        if (queue.length >= READ_AHEAD && !paused) {
+          paused = true;
+          flow?.pause();
+        }
+        wake();
+      },
+      end() {
+        if (buffered > 0) settle(new ConnectError('protocol error: incomplete envelope', Code.InvalidArgument));
+        else if (!ended) settle(new ConnectError('protocol error: missing EndStreamResponse', Code.InvalidArgument));
+        else settle();
+      },
+      fail(err) {
+        if (signal.aborted) settle(getAbortSignalReason(signal));
+        else if (err instanceof http1.CutShort) settle(new ConnectError('the connection closed before the stream ended', Code.Unavailable));
+        else settle(fromNodeError(err));
+      },
+    });
+    // What came with the head is handed over inside `read`, before `flow` was set: it may have ended the call.
+    if (finished) flow.cancel();
+  }
 
   const iterator: AsyncIterator<M> = {
     async next(): Promise<IteratorResult<M>> {
       for (;;) {
         if (queue.length > 0) {
           const value = queue.shift()!;
-          if (res.isPaused() && queue.length < READ_AHEAD / 2 && !finished) res.resume();
+          if (paused && queue.length < READ_AHEAD / 2 && !finished) {
+            paused = false;
+            flow?.resume();
+          }
           return { done: false, value };
         }
         if (failure) throw failure;
@@ -363,7 +385,7 @@ function messagesOf<M>(res: IncomingMessage, signal: AbortSignal, handlers: Stre
     },
     async return(): Promise<IteratorResult<M>> {
       if (!finished) {
-        res.destroy();
+        flow?.cancel();
         settle(new ConnectError('the stream was closed by the client', Code.Canceled));
       }
       return { done: true, value: undefined };

@@ -95,7 +95,7 @@ function concatBody(pieces: Piece[], sliceBytes: boolean): RequestBody {
   if (pieces.every((p) => ArrayBuffer.isView(p))) {
     const bytes = pieces as Uint8Array[];
     const length = bytes.reduce((n, p) => n + p.length, 0);
-    // Made only if fetch sends it: over node:http the pieces go as they are.
+    // Made only if fetch sends it: over http1.ts the pieces go as they are.
     if (sliceBytes && length >= STREAM_FROM) {
       return {
         get body() {
