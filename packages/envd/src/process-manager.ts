@@ -37,7 +37,7 @@ export interface ProcessConfigView {
 
 const DEFAULT_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
 
-/** After a piped process exits, output still coming from children that kept its pipes is read this long. */
+/** After a piped process exits, its pipes (kept open by children it left behind) are read until quiet this long. */
 const PIPE_LINGER_MS = 200;
 
 // Go-style names, as E2B's envd reports them in EndEvent.status.
@@ -238,8 +238,16 @@ export class ManagedProcess {
     const out = child.stdout;
     const err = child.stderr;
     this.sources.push(out, err);
-    out.on('data', (b: Buffer) => this.broadcast(dataEvent('stdout', b), b.length));
-    err.on('data', (b: Buffer) => this.broadcast(dataEvent('stderr', b), b.length));
+    /** When output last came (performance.now()); after the exit, quiet pipes are given up. */
+    let lastOutput = 0;
+    out.on('data', (b: Buffer) => {
+      lastOutput = performance.now();
+      this.broadcast(dataEvent('stdout', b), b.length);
+    });
+    err.on('data', (b: Buffer) => {
+      lastOutput = performance.now();
+      this.broadcast(dataEvent('stderr', b), b.length);
+    });
     child.stdin?.on('error', () => undefined); // EPIPE when the process stops reading
     let exit: { code: number | null; signal: NodeJS.Signals | null } | undefined;
     let linger: NodeJS.Timeout | undefined;
@@ -247,19 +255,38 @@ export class ManagedProcess {
       if (linger) clearTimeout(linger);
       if (exit) this.finish(endEvent(exit.code, exit.signal));
     };
+    // Background children may hold the pipes open after the exit. Once the
+    // pipes have been quiet for PIPE_LINGER_MS they are given up; output that
+    // keeps coming, or that waits while a client reads slowly, is all read.
+    const giveUpWhenQuiet = (): void => {
+      const quiet = performance.now() - lastOutput;
+      if (this.paused || quiet < PIPE_LINGER_MS) {
+        linger = setTimeout(giveUpWhenQuiet, this.paused ? PIPE_LINGER_MS : PIPE_LINGER_MS - quiet);
+        return;
+      }
+      // Timers run before the event loop polls: after a stall of envd (a busy
+      // machine), output can be waiting unread even so. Look again once the
+      // loop has polled; destroying the pipes would drop what is in them.
+      const seen = lastOutput;
+      linger = undefined;
+      setImmediate(() => {
+        if (out.closed && err.closed) return;
+        if (lastOutput !== seen || this.paused) {
+          linger = setTimeout(giveUpWhenQuiet, PIPE_LINGER_MS);
+          return;
+        }
+        // Destroying the pipes makes the child emit 'close'.
+        out.destroy();
+        err.destroy();
+      });
+    };
     child.on('exit', (code, signal) => {
       exit = { code, signal };
-      // Background children may hold the pipes open; stop waiting for them.
-      const armLinger = () => {
-        linger = setTimeout(() => {
-          if (this.paused) return armLinger();
-          // Destroying the pipes makes the child emit 'close'.
-          out.destroy();
-          err.destroy();
-        }, PIPE_LINGER_MS);
-      };
       // Most commands have closed their pipes by the time their exit is seen: nothing to wait for then.
-      if (!(out.closed && err.closed)) armLinger();
+      if (out.closed && err.closed) return;
+      // The quiet time counts from the exit at the earliest.
+      lastOutput = performance.now();
+      linger = setTimeout(giveUpWhenQuiet, PIPE_LINGER_MS);
     });
     child.once('close', finish);
   }

@@ -484,6 +484,13 @@ describe.each([
     expect(alive).toBe(true);
   });
 
+  test('output that children left behind keep writing after the exit is all read, until the pipes fall quiet', async () => {
+    // The shell exits at once; its child writes for ~0.5 s more, a line every 20 ms.
+    const o = await run(bash('(for i in $(seq 1 20); do sleep 0.02; echo line $i; done) & echo started'));
+    expect(o.end?.exitCode).toBe(0);
+    expect(o.stdout).toBe(['started', ...Array.from({ length: 20 }, (_, i) => `line ${i + 1}`)].join('\n') + '\n');
+  });
+
   test('List shows the config of running processes', async () => {
     const client = processes(envd);
     const it = client.start({ process: { cmd: 'sleep', args: ['3'], envs: { K: 'v' }, cwd: '/tmp' }, stdin: false })[Symbol.asyncIterator]();
