@@ -66,7 +66,7 @@ export async function bareRunc(base, dataDir, iterations) {
 export async function runtimeSuite({ quick, log }) {
   const rows = [];
   const dataDir = mkdtempSync(join(tmpdir(), 'paddock-bench-rt-'));
-  const iterations = quick ? 8 : 30;
+  const iterations = quick ? 5 : 30;
   const runtime = new RuncRuntime({ dataDir, warmPoolSize: 2 });
   try {
     await runtime.prepare();
@@ -98,7 +98,7 @@ export async function runtimeSuite({ quick, log }) {
     }
     rows.push(row({ suite: 'runtime', name: 'create to envd ready, warm pool', unit: 'ms', value: summarize(samples), baseline: bare, baselineName: 'bare `runc run true`, same rootfs' }));
 
-    const count = quick ? 10 : 50;
+    const count = quick ? 5 : 50;
     log(`runtime: ${count} idle sandboxes`);
     await runtime.close();
     const before = memAvailable();

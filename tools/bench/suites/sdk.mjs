@@ -30,7 +30,7 @@ async function withServer(poolSize, fn) {
 export async function sdkSuite({ quick, log }) {
   const base = await startBaselineProcess();
   const rows = [];
-  const n = quick ? 10 : 30;
+  const n = quick ? 6 : 30;
   // Cheap rows whose ratio is the headline: a single transfer or command
   // through three processes on two cores spreads widely (1 MiB: 60 to
   // 420 MiB/s within one run), so their medians need many samples to hold
@@ -41,6 +41,8 @@ export async function sdkSuite({ quick, log }) {
   // (0.36 to 0.98 of loopback within one run) from the client's own CPU.
   const many = quick ? 20 : 150;
   const long = quick ? 2 : 21;
+  // --quick makes half as many at once: each batch of creates costs seconds.
+  const concurrent = quick ? 10 : 20;
   const localHome = mkdtempSync(join(tmpdir(), 'paddock-bench-local-'));
   // Local commands run as the user envd runs them as, in a home of their own
   // that holds what the sandbox user's home holds: the base template copies
@@ -82,18 +84,18 @@ export async function sdkSuite({ quick, log }) {
         rows.push(row({ suite: 'sdk', name: `Sandbox.create + commands.run('true'), ${label}`, unit: 'ms', value, baseline: bareRuns, baselineName: 'bare `runc run true`, same rootfs', target }));
         rows.push(row({ suite: 'sdk', name: `Sandbox.create + commands.run('true'), ${label}`, unit: 'ms', value, baseline: spawnTrue, baselineName: "child_process.spawn('true')" }));
 
-        log(`sdk: 20 concurrent creates, ${label}`);
+        log(`sdk: ${concurrent} concurrent creates, ${label}`);
         if (pool) await server.poolReady();
         const t = performance.now();
         const made = await Promise.all(
-          Array.from({ length: 20 }, async () => {
+          Array.from({ length: concurrent }, async () => {
             const sbx = await Sandbox.create(opts);
             await sbx.commands.run('true');
             return sbx;
           }),
         );
-        const rate = 20 / ((performance.now() - t) / 1000);
-        rows.push(row({ suite: 'sdk', name: `20 concurrent creates + first command, ${label}`, unit: 'sandboxes/s', value: { p50: rate, p95: rate }, baseline: { p50: 1000 / bareRuns.p50, p95: 1000 / bareRuns.p50 }, baselineName: 'bare `runc run true` one after another', lowerIsBetter: false }));
+        const rate = concurrent / ((performance.now() - t) / 1000);
+        rows.push(row({ suite: 'sdk', name: `${concurrent} concurrent creates + first command, ${label}`, unit: 'sandboxes/s', value: { p50: rate, p95: rate }, baseline: { p50: 1000 / bareRuns.p50, p95: 1000 / bareRuns.p50 }, baselineName: 'bare `runc run true` one after another', lowerIsBetter: false }));
         for (const s of made) await s.kill();
       });
     }
@@ -209,12 +211,13 @@ export async function sdkSuite({ quick, log }) {
       try {
         // Alternated, so that both see the same machine load; twice the
         // usual count, as the two differ by less than the spread of either.
-        // Each workload is timed in its own process, from a full warm pool.
+        // Each workload is timed in its own process, from a full warm pool,
+        // so each pair also waits for two cold creates.
         const workload = (sdk) => async () => {
           await server.poolReady();
           return { elapsedMs: await sdk.run() };
         };
-        const [ours, theirs] = await timePair(workload(ourSdk), workload(e2bSdk), { warmup: 2, iterations: 2 * n });
+        const [ours, theirs] = await timePair(workload(ourSdk), workload(e2bSdk), { warmup: quick ? 1 : 2, iterations: quick ? n : 2 * n });
         rows.push(row({ suite: 'sdk', name: 'create, write + read 1 MiB, run `echo`, kill: @paddock/sdk', unit: 'ms', value: ours, baseline: theirs, baselineName: 'the same through the official e2b SDK, each SDK in a process of its own', target: { on: 'ratio', op: '<=', value: 1.0 } }));
       } finally {
         await ourSdk.close();

@@ -1,5 +1,5 @@
 // The control plane: `POST /v2/sandboxes` until envd answers through the
-// proxy, one at a time and 20 at once, with and without the warm pool,
+// proxy, one at a time and 20 at once (10 with --quick), with and without the warm pool,
 // next to a bare `runc run true` on the same root filesystem.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -43,8 +43,8 @@ async function kill(server, id) {
 
 export async function serverSuite({ quick, log }) {
   const rows = [];
-  const iterations = quick ? 8 : 25;
-  const concurrent = 20;
+  const iterations = quick ? 5 : 25;
+  const concurrent = quick ? 10 : 20; // as in the sdk suite
   for (const pool of [0, 4]) {
     await withServer(pool, async (server, home) => {
       const label = pool ? `warm pool of ${pool}` : 'no warm pool';
