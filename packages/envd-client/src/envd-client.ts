@@ -200,7 +200,7 @@ export class EnvdClient {
     format: DownloadFormat,
     call: Call,
   ): Promise<string | Uint8Array | Blob | ReadableStream<Uint8Array> | Readable> {
-    const res = await http1.request(url, { method: 'GET', headers, signal: call.signal });
+    const res = await http1.request(url, { method: 'GET', headers, signal: call.signal, idempotent: true });
     if (res.status < 200 || res.status > 299) throw await errorFromResponse('GET', '/files', await responseOf(res, call.signal));
     const coding = contentCoding(res);
     if (coding !== undefined) return await decodedBody(res, coding, format, call);
@@ -340,7 +340,8 @@ export class EnvdClient {
     try {
       if (this.#ownHttp && pieces) {
         // Bytes in memory: straight to the socket, and the short JSON answer read from it as it is.
-        const res = await http1.request(url, { method: 'POST', headers, body: pieces, signal: call.signal });
+        // Idempotent: the same bytes to the same paths.
+        const res = await http1.request(url, { method: 'POST', headers, body: pieces, signal: call.signal, idempotent: true });
         if (res.status < 200 || res.status > 299) throw await errorFromResponse('POST', '/files', await responseOf(res, call.signal));
         const bytes = await http1.bytesOf(res, call.signal);
         return await writtenEntries(res.status, () => JSON.parse(new TextDecoder().decode(bytes)) as unknown);

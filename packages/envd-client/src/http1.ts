@@ -24,6 +24,11 @@ export interface Http1Request {
   body?: Uint8Array[];
   /** Fails the request with its reason and closes the connection. */
   signal: AbortSignal;
+  /**
+   * Sending it twice does what sending it once does (a GET, a file written
+   * whole): it may go again when a kept connection turns out to be closed.
+   */
+  idempotent?: boolean;
 }
 
 /** Receives a body, piece by piece; exactly one of `end` and `fail` ends it. */
@@ -78,15 +83,16 @@ function malformed(what: string): Error {
 export class CutShort extends Error {
   readonly code = 'ECONNRESET';
   constructor() {
-    super('the connection closed before the body ended');
+    super('the connection closed before the answer ended');
   }
 }
 
 /**
  * Sends a request and resolves once the answer's head is in. A kept
- * connection that the server closed while it was idle fails before any byte
- * comes back; the request then goes again on another, as long as the failed
- * one was a kept one (a fresh connection's failure is final).
+ * connection that the server closed as it was taken fails before any byte
+ * comes back; an idempotent request then goes again on another (a fresh
+ * connection's failure is final). Any other request fails: the server may
+ * have acted on it before the connection went.
  */
 export async function request(url: string, req: Http1Request): Promise<Http1Response> {
   const target = new URL(url);
@@ -100,7 +106,7 @@ export async function request(url: string, req: Http1Request): Promise<Http1Resp
     try {
       return await new Exchange(conn, req.signal).send(head, req.body);
     } catch (err) {
-      if (!(kept && err instanceof NoAnswer) || req.signal.aborted) throw err instanceof NoAnswer ? err.cause : err;
+      if (!(kept && req.idempotent && err instanceof NoAnswer) || req.signal.aborted) throw err instanceof NoAnswer ? err.cause : err;
     }
   }
 }

@@ -10,7 +10,7 @@ import { createServer, type AddressInfo, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { EnvdClient, EnvdHttpError } from '../src/index.js';
-import { closeIdleConnections } from '../src/http1.js';
+import { bytesOf, closeIdleConnections, request } from '../src/http1.js';
 
 interface RawServer {
   url: string;
@@ -106,6 +106,23 @@ describe('kept connections', () => {
     await once(s.connections[1]!, 'close');
     expect(await download(s.url)).toBe('answer 4');
     expect(s.connections).toHaveLength(3);
+  });
+
+  test('a request that is not idempotent is not sent again when its kept connection is lost unanswered', async () => {
+    const s = await rawServer((socket, _head, n) => {
+      if (n === 2) socket.destroy();
+      else socket.write(ok(`answer ${n}`));
+    });
+    const call = async (idempotent: boolean): Promise<string> => {
+      const signal = new AbortController().signal;
+      const res = await request(`${s.url}/rpc`, { method: 'POST', headers: {}, body: [Buffer.from('{}')], signal, idempotent });
+      return Buffer.from(await bytesOf(res, signal)).toString();
+    };
+    expect(await call(false)).toBe('answer 1');
+    await expect(call(false)).rejects.toThrow('the connection closed before the answer ended');
+    expect(s.requests).toHaveLength(2);
+    expect(s.requests[1]).toContain('\r\nContent-Length: 2');
+    expect(await call(false)).toBe('answer 3');
   });
 
   test('a fresh connection lost unanswered is a network error, sent once', async () => {
@@ -232,7 +249,7 @@ describe('framing of answers', () => {
     const s = await rawServer((socket) => socket.end('HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nshort'));
     const err = await failure(download(s.url));
     expect(err.kind).toBe('network');
-    expect(err.message).toContain('the connection closed before the body ended');
+    expect(err.message).toContain('the connection closed before the answer ended');
   });
 });
 
