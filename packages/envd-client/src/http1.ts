@@ -276,6 +276,8 @@ class Exchange implements Owner, Http1Response {
   #earlyEnd: Error | null | undefined;
   #sink: BodySink | undefined;
   #done = false;
+  /** The whole request has left: a connection whose request is still going out is not used again. */
+  #sent = false;
   #settleHead!: { resolve(res: Http1Response): void; reject(err: Error): void };
   readonly #onAbort = (): void => {
     this.conn.destroy();
@@ -294,9 +296,13 @@ class Exchange implements Owner, Http1Response {
       this.conn.owner = this;
       const socket = this.conn.socket;
       // Corked, the head and the body leave in one write; the pieces are not copied into one array.
+      const pieces = body?.filter((piece) => piece.length > 0) ?? [];
+      const sent = (): void => {
+        this.#sent = true;
+      };
       socket.cork();
-      socket.write(head, 'latin1');
-      if (body) for (const piece of body) if (piece.length > 0) socket.write(piece);
+      socket.write(head, 'latin1', pieces.length === 0 ? sent : undefined);
+      for (let i = 0; i < pieces.length; i++) socket.write(pieces[i]!, i === pieces.length - 1 ? sent : undefined);
       socket.uncork();
     });
   }
@@ -472,7 +478,8 @@ class Exchange implements Owner, Http1Response {
     if (this.#done) return;
     this.#done = true;
     // Bytes past the answer were never asked for: the connection is not trusted again.
-    if (this.#reusable && extra === 0) pool.give(this.conn);
+    // Nor is one whose request has not all gone out (an early answer, as a refusal can be).
+    if (this.#reusable && extra === 0 && this.#sent) pool.give(this.conn);
     else this.conn.destroy();
     if (this.#sink) this.#sink.end();
     else this.#earlyEnd = null;

@@ -1,10 +1,11 @@
 // A real HTTP server on 127.0.0.1 standing in for envd's HTTP endpoints; the
 // test's handler reads the request as a stream, as envd would.
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 
 export interface TestServer {
   url: string;
+  server: Server;
   close(): Promise<void>;
 }
 
@@ -18,6 +19,7 @@ export async function serve(handler: (req: IncomingMessage, res: ServerResponse)
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   return {
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    server,
     close: () =>
       new Promise<void>((resolve) => {
         server.closeAllConnections();

@@ -11,6 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { EnvdClient, EnvdHttpError } from '../src/index.js';
 import { bytesOf, closeIdleConnections, request } from '../src/http1.js';
+import { sendJson, serve } from './http-server.js';
 
 interface RawServer {
   url: string;
@@ -92,6 +93,22 @@ describe('kept connections', () => {
     expect(s.connections).toHaveLength(1);
     expect(s.requests[0]).toMatch(/^GET \/files\?path=f\.txt HTTP\/1\.1\r\n/);
     expect(s.requests[0]).toContain(`\r\nHost: ${new URL(s.url).host}`);
+  });
+
+  test('uploads of 1 MiB one after another share one connection too', async () => {
+    let connections = 0;
+    const http = await serve((req, res) => {
+      req.resume();
+      req.on('end', () => sendJson(res, 200, [{ name: 'a.bin', path: '/home/user/a.bin', type: 'file' }]));
+    });
+    http.server.on('connection', () => connections++);
+    try {
+      const client = new EnvdClient({ envdUrl: http.url });
+      for (let i = 0; i < 5; i++) await client.upload('a.bin', new Uint8Array(1024 * 1024), { encoding: 'octet-stream' });
+      expect(connections).toBe(1);
+    } finally {
+      await http.close();
+    }
   });
 
   test('a kept connection lost unanswered is replaced and the request goes again; an idle close is noticed', async () => {
