@@ -36,9 +36,10 @@ export async function sdkSuite({ quick, log }) {
   // 420 MiB/s within one run), so their medians need many samples to hold
   // still between runs. Long transfers need fewer, but more than a handful:
   // with 11, consecutive runs still differed by up to 17% on them, and
-  // with 15 by up to 29%. 21 is what the 5-minute budget leaves room for;
-  // it does not steady the 256 MiB read, whose samples fall into two speeds
-  // (0.36 to 0.98 of loopback within one run) from the client's own CPU.
+  // with 15 by up to 29%. 21 is what the 5-minute budget leaves room for.
+  // It does not steady the 256 MiB read (0.76, 1.47, 1.14 of loopback in
+  // three runs in a row): that row follows the state the shared machine is
+  // in for the whole phase, which more samples of one phase do not average.
   const many = quick ? 20 : 150;
   const long = quick ? 2 : 21;
   // --quick makes half as many at once: each batch of creates costs seconds.
