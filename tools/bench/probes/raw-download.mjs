@@ -1,10 +1,9 @@
 // Probe, not part of `npm run bench`: what a download through the proxy costs
-// the client when read by the SDK (node:http underneath), against the same
-// GET written on a kept raw socket whose body is taken straight from the
-// socket, without Node's HTTP parser (which copies every chunk it reads) or
-// any per-request objects. The two alternate; it prints p50 wall time and
-// client CPU for each. It sizes what a leaner download path in envd-client
-// could win; the raw side handles only what this one request needs.
+// the client when read by the SDK (over envd-client's http1.ts), against the
+// same GET written on a kept raw socket whose body is only counted: no parsing,
+// no per-request objects, no Web stream. The two alternate; it prints p50 wall
+// time and client CPU for each. The raw side is the floor of what a client
+// can do; it handles only what this one request needs.
 //
 //   MIB=256 N=20 node tools/bench/probes/raw-download.mjs
 import { Sandbox } from '@paddock/sdk';
