@@ -2,6 +2,7 @@
 // ratios to a baseline measured in the same run; absolute numbers are
 // printed for context, never asserted.
 import { execFileSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { connect, createServer } from 'node:net';
 import { cpus, totalmem, release } from 'node:os';
 
@@ -150,6 +151,44 @@ export async function loopbackTcp(size) {
  */
 export function settleDisk() {
   execFileSync('sync');
+}
+
+/**
+ * How contended the CPUs were while a suite ran, read from /proc:
+ * `stealPct`, the share of CPU time the hypervisor gave to other machines
+ * (the `steal` column of /proc/stat), and `waitPct`, the share of wall time
+ * in which some runnable task, ours included, waited for a CPU (PSI,
+ * /proc/pressure/cpu "some"). Each is null where the kernel does not report it.
+ */
+export function loadSnapshot() {
+  const stat = readProc('/proc/stat')?.split('\n', 1)[0]?.trim().split(/\s+/).slice(1).map(Number);
+  const psi = /^some .*total=(\d+)/m.exec(readProc('/proc/pressure/cpu') ?? '');
+  return {
+    at: performance.now(),
+    // user nice system idle iowait irq softirq steal (guest time is counted in user already)
+    total: stat && stat.length >= 8 ? stat.slice(0, 8).reduce((a, b) => a + b, 0) : null,
+    steal: stat && stat.length >= 8 ? stat[7] : null,
+    waitUs: psi ? Number(psi[1]) : null,
+  };
+}
+
+export function loadSince(before) {
+  const now = loadSnapshot();
+  const ticks = now.total !== null && before.total !== null ? now.total - before.total : 0;
+  const wallUs = (now.at - before.at) * 1000;
+  return {
+    seconds: (now.at - before.at) / 1000,
+    stealPct: ticks > 0 ? (100 * (now.steal - before.steal)) / ticks : null,
+    waitPct: now.waitUs !== null && before.waitUs !== null && wallUs > 0 ? (100 * (now.waitUs - before.waitUs)) / wallUs : null,
+  };
+}
+
+function readProc(path) {
+  try {
+    return readFileSync(path, 'utf8');
+  } catch {
+    return undefined;
+  }
 }
 
 export function machine() {

@@ -6,7 +6,7 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { machine } from './lib.mjs';
+import { loadSince, loadSnapshot, machine } from './lib.mjs';
 import { runSuiteProcess, suiteNames } from './suite-process.mjs';
 
 const { values } = parseArgs({ options: { quick: { type: 'boolean', default: false }, only: { type: 'string' } } });
@@ -15,10 +15,15 @@ for (const name of selected) if (!suiteNames.includes(name)) throw new Error(`un
 
 const started = new Date();
 const rows = [];
+const load = [];
 // Each suite in a fresh process: what one suite leaves in memory must not weigh on the next one's baselines.
-for (const name of selected) rows.push(...(await runSuiteProcess(name, { quick: values.quick })));
+for (const name of selected) {
+  const before = loadSnapshot();
+  rows.push(...(await runSuiteProcess(name, { quick: values.quick })));
+  load.push({ suite: name, ...loadSince(before) });
+}
 
-const result = { date: started.toISOString(), quick: values.quick, machine: machine(), rows };
+const result = { date: started.toISOString(), quick: values.quick, machine: machine(), load, rows };
 const root = new URL('../..', import.meta.url).pathname;
 mkdirSync(join(root, 'tools/bench/results'), { recursive: true });
 writeFileSync(join(root, 'tools/bench/results/latest.json'), JSON.stringify(result, null, 2) + '\n');
@@ -36,12 +41,19 @@ function fmtRatio(n) {
   return n >= 100 ? n.toFixed(0) : n.toPrecision(3);
 }
 
+function loadText(l) {
+  const pct = (n) => (n === null ? 'not reported' : `${n.toFixed(0)}%`);
+  return `${l.suite} ${l.seconds.toFixed(0)} s, steal ${pct(l.stealPct)}, waiting ${pct(l.waitPct)}`;
+}
+
 function markdown(r) {
   const m = r.machine;
   const lines = [
     '# Performance',
     '',
     `Latest run of \`npm run bench${r.quick ? ' -- --quick' : ''}\`: ${r.date.slice(0, 10)}, on ${m.cpus} × ${m.cpuModel}, ${m.memoryGiB} GiB, Node ${m.node}, Linux ${m.kernel}.`,
+    '',
+    `How long each suite took, and how contended the CPUs were meanwhile: \`steal\` is the share of CPU time the hypervisor gave to other machines, \`waiting\` the share of the time in which some runnable task (ours included) waited for a CPU (PSI). ${r.load.map(loadText).join('; ')}. The further either is above a suite's usual, the less its numbers can be compared with another run's.`,
     '',
     'Every benchmark runs next to a baseline measured in the same run; the ratio is the headline.',
     'Latencies are p50/p95 in ms (ratio = Paddock / baseline, lower is better); throughputs are the median and',
