@@ -199,7 +199,7 @@ describe('octet-stream uploads', () => {
   });
 
   test('bytes of every size arrive intact with their Content-Length, never chunked, without fetch', async () => {
-    // Bytes in memory go straight over node:http, as the caller's arrays
+    // Bytes in memory go straight over http1.ts, as the caller's arrays
     // (views, never copied into one); the global fetch is not used.
     const received: { length: string | undefined; chunked: boolean; sha256: string; size: number }[] = [];
     server = await serve(async (req, res) => {
