@@ -4,6 +4,7 @@ import { Filesystem, Process, type envd } from '@paddock/models';
 import { EnvdArgumentError, EnvdHttpError, errorFromFailure, errorFromResponse } from './errors.js';
 import { connectionHeaders, envdInterceptor, type EnvdHeaderConfig } from './headers.js';
 import { metadataHeaders } from './metadata.js';
+import { joinBytes } from './bytes.js';
 import * as http1 from './http1.js';
 import { createNodeTransport } from './node-transport.js';
 import { createServiceClient } from './service-client.js';
@@ -449,7 +450,7 @@ async function decodedBody(
   } catch (err) {
     throw call.signal.aborted ? call.signal.reason : err;
   }
-  const bytes = new Uint8Array(await new Blob(pieces).arrayBuffer());
+  const bytes = joinBytes(pieces);
   if (format === 'bytes') return bytes;
   if (format === 'blob') return new Blob([bytes]);
   return new TextDecoder().decode(bytes);

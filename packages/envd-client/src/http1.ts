@@ -1,5 +1,6 @@
-// A small HTTP/1.1 client for the /files transfers, used in Node when the
-// caller gave no fetch of their own.
+// A small HTTP/1.1 client for envd-client's calls in Node (the /files
+// transfers, and the Connect calls of node-transport.ts) when the caller gave
+// no fetch of their own.
 //
 // Why not node:http: its parser runs in C++ and copies every piece of a body
 // it reads into a new Buffer, and each request builds a ClientRequest, an
@@ -16,6 +17,7 @@
 import { connect as netConnect, isIP, type Socket } from 'node:net';
 import { Readable } from 'node:stream';
 import { connect as tlsConnect } from 'node:tls';
+import { joinBytes } from './bytes.js';
 
 export interface Http1Request {
   method: string;
@@ -65,7 +67,7 @@ export interface Http1Response {
 const MAX_HEAD_BYTES = 64 * 1024;
 /** Chunk-size lines and trailer lines. */
 const MAX_LINE_BYTES = 8 * 1024;
-/** An idle connection is closed after this: under the 5 s that Node's servers (the proxy among them) keep one. */
+/** An idle connection is closed after this: under the 5 s a Node http server keeps one by default (the sandbox proxy and envd keep 65 s). */
 const IDLE_MS = 4_000;
 /** Idle connections kept per origin; more are closed when they come free. */
 const MAX_IDLE_PER_ORIGIN = 8;
@@ -465,8 +467,7 @@ class Exchange implements Owner, Http1Response {
         case 'close':
           this.#emit(bytes);
           return;
-        case 'none':
-          this.#finish(bytes.length);
+        // 'none' finished the answer with its head: #done is set, and no body bytes get here.
       }
     } catch (err) {
       this.#fail(err as Error);
@@ -589,7 +590,7 @@ export function bytesOf(res: Http1Response, signal: AbortSignal): Promise<Uint8A
       },
       end() {
         signal.removeEventListener('abort', onAbort);
-        resolve(whole ?? joined(pieces, size));
+        resolve(whole ?? joinBytes(pieces, size));
       },
       fail(err) {
         signal.removeEventListener('abort', onAbort);
@@ -599,16 +600,6 @@ export function bytesOf(res: Http1Response, signal: AbortSignal): Promise<Uint8A
     if (signal.aborted) onAbort();
     else signal.addEventListener('abort', onAbort, { once: true });
   });
-}
-
-function joined(pieces: Uint8Array[], size: number): Uint8Array {
-  const bytes = new Uint8Array(size);
-  let at = 0;
-  for (const piece of pieces) {
-    bytes.set(piece, at);
-    at += piece.length;
-  }
-  return bytes;
 }
 
 /**

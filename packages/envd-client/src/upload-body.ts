@@ -1,3 +1,5 @@
+import { joinBytes } from './bytes.js';
+
 /**
  * Contents of a file to upload. In-memory kinds (string, bytes, Blob) are
  * sent with a known length; streams (a Web `ReadableStream`, a Node
@@ -138,14 +140,7 @@ function* slices(pieces: Uint8Array[]): Generator<Uint8Array> {
 }
 
 function concatBytes(pieces: Uint8Array[]): Uint8Array {
-  if (pieces.length === 1) return pieces[0]!;
-  const out = new Uint8Array(pieces.reduce((n, p) => n + p.length, 0));
-  let at = 0;
-  for (const p of pieces) {
-    out.set(p, at);
-    at += p.length;
-  }
-  return out;
+  return pieces.length === 1 ? pieces[0]! : joinBytes(pieces);
 }
 
 async function* concatChunks(pieces: Piece[]): AsyncGenerator<Uint8Array> {

@@ -8,6 +8,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer as createHttpsServer } from 'node:https';
 import { createServer, type AddressInfo, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
+import { brotliCompressSync, deflateSync, gzipSync } from 'node:zlib';
 import { join } from 'node:path';
 import { EnvdClient, EnvdHttpError } from '../src/index.js';
 import { bytesOf, closeIdleConnections, request } from '../src/http1.js';
@@ -267,6 +268,35 @@ describe('framing of answers', () => {
     const err = await failure(download(s.url));
     expect(err.kind).toBe('network');
     expect(err.message).toContain('the connection closed before the answer ended');
+  });
+});
+
+describe('content codings', () => {
+  const text = 'a body that travels compressed, '.repeat(100);
+  test.each([
+    ['gzip', gzipSync],
+    ['x-gzip', gzipSync],
+    ['deflate', deflateSync],
+    ['br', brotliCompressSync],
+  ] as const)('%s is undone for text, bytes and blob', async (coding, compress) => {
+    const body = compress(Buffer.from(text));
+    const s = await rawServer((socket) => {
+      socket.write(`HTTP/1.1 200 OK\r\nContent-Encoding: ${coding}\r\nContent-Length: ${body.length}\r\n\r\n`);
+      socket.write(body);
+    });
+    const client = new EnvdClient({ envdUrl: s.url });
+    expect(await client.download('f.txt', { gzip: true })).toBe(text);
+    expect(Buffer.from(await client.download('f.txt', { format: 'bytes', gzip: true })).toString()).toBe(text);
+    expect(await (await client.download('f.txt', { format: 'blob', gzip: true })).text()).toBe(text);
+    // Each body was read to its end, so one connection carried all three.
+    expect(s.connections).toHaveLength(1);
+  });
+
+  test('a coding the client cannot undo is an invalid response that names it', async () => {
+    const s = await rawServer((socket) => socket.write(ok('????', 'Content-Encoding: zstd\r\n')));
+    const err = await failure(download(s.url));
+    expect(err.kind).toBe('invalid_response');
+    expect(err.message).toContain("Content-Encoding 'zstd', which this client cannot decode");
   });
 });
 
