@@ -17,6 +17,7 @@ import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startServerProcess } from '../server-process.mjs';
+import { rawGetter } from './raw-get.mjs';
 
 const KEY = 'e2b_' + 'd'.repeat(40);
 const SIZE = Math.round(+(process.env.MIB ?? 1) * (1 << 20));
@@ -30,41 +31,6 @@ function cpuMs(pid) {
   return (Number(rest[11]) + Number(rest[12])) * TICK_MS;
 }
 
-/** A GET of the whole file on one kept socket; resolves with the body's length. */
-function getter(open, head) {
-  let sock;
-  return () =>
-    new Promise((resolve, reject) => {
-      const go = () => {
-        let pending = Buffer.alloc(0);
-        let want = -1;
-        let got = 0;
-        const onData = (b) => {
-          if (want < 0) {
-            pending = Buffer.concat([pending, b]);
-            const end = pending.indexOf('\r\n\r\n');
-            if (end < 0) return;
-            const text = pending.subarray(0, end).toString('latin1');
-            if (!text.startsWith('HTTP/1.1 200')) return reject(new Error(text.split('\r\n')[0]));
-            want = Number(/content-length: (\d+)/i.exec(text)[1]);
-            got = pending.length - end - 4;
-          } else {
-            got += b.length;
-          }
-          if (got >= want) {
-            sock.off('data', onData);
-            resolve(got);
-          }
-        };
-        sock.on('data', onData);
-        sock.write(head);
-      };
-      if (sock) return go();
-      sock = open(go);
-      sock.on('error', reject);
-    });
-}
-
 const home = mkdtempSync(join(tmpdir(), 'hop-cpu-'));
 const server = await startServerProcess({ home, warmPoolSize: 0, initialApiKey: KEY, metricsIntervalMs: 60_000 });
 try {
@@ -76,8 +42,8 @@ try {
   const proxy = new URL(server.proxyUrl);
   const target = 'GET /files?path=probe.bin&username=user HTTP/1.1\r\n';
   const ways = {
-    direct: getter((cb) => connect(join(home, 'runtime', 'sandboxes', sbx.sandboxId, 'run', 'envd.sock'), cb), `${target}Host: localhost\r\n\r\n`),
-    proxied: getter((cb) => connect(Number(proxy.port), proxy.hostname, cb), `${target}Host: 49983-${sbx.sandboxId}.${proxy.host}\r\n\r\n`),
+    direct: rawGetter((cb) => connect(join(home, 'runtime', 'sandboxes', sbx.sandboxId, 'run', 'envd.sock'), cb), `${target}Host: localhost\r\n\r\n`),
+    proxied: rawGetter((cb) => connect(Number(proxy.port), proxy.hostname, cb), `${target}Host: 49983-${sbx.sandboxId}.${proxy.host}\r\n\r\n`),
   };
   console.log(`GET /files of ${SIZE} bytes, ${N} per block; per request:`);
   for (const [name, get] of Object.entries(ways)) {
@@ -94,6 +60,7 @@ try {
       `${name.padEnd(8)} wall ${fmt(wall)} ms   CPU: client ${fmt((client.user + client.system) / 1000 / N)}  server ${fmt((cpuMs(server.pid) - server0) / N)}  envd ${fmt((cpuMs(envdPid) - envd0) / N)}`,
     );
   }
+  for (const get of Object.values(ways)) get.close();
   await sbx.kill();
 } finally {
   await server.close();

@@ -13,6 +13,7 @@ import { join } from 'node:path';
 import { connect } from 'node:net';
 import { randomBytes } from 'node:crypto';
 import { startServerProcess } from '../server-process.mjs';
+import { rawGetter } from './raw-get.mjs';
 const KEY = 'e2b_' + 'd'.repeat(40);
 const MiB = 1 << 20;
 const SIZE = +(process.env.MIB ?? 256) * MiB;
@@ -25,43 +26,7 @@ const server = await startServerProcess({
   metricsIntervalMs: 60000,
 });
 const u = new URL(server.proxyUrl);
-let sock;
-function rawGet(sbx) {
-  return new Promise((resolve, reject) => {
-    const go = () => {
-      let head = null,
-        want = 0,
-        got = 0,
-        pending = Buffer.alloc(0);
-      const onData = (b) => {
-        if (head === null) {
-          pending = Buffer.concat([pending, b]);
-          const i = pending.indexOf('\r\n\r\n');
-          if (i < 0) return;
-          head = pending.subarray(0, i).toString('latin1');
-          if (!head.startsWith('HTTP/1.1 200 ')) {
-            sock.off('data', onData);
-            return reject(new Error(`raw GET: ${head.split('\r\n')[0]}`));
-          }
-          want = +/content-length: (\d+)/i.exec(head)[1];
-          got = pending.length - i - 4;
-        } else got += b.length;
-        if (got >= want) {
-          sock.off('data', onData);
-          resolve(got);
-        }
-      };
-      sock.on('data', onData);
-      sock.write(
-        `GET /files?path=a.bin&username=user HTTP/1.1\r\nHost: 49983-${sbx.sandboxId}.${u.host}\r\nE2b-Sandbox-Id: ${sbx.sandboxId}\r\nE2b-Sandbox-Port: 49983\r\n\r\n`
-      );
-    };
-    if (!sock) {
-      sock = connect(+u.port, u.hostname, go);
-      sock.on('error', reject);
-    } else go();
-  });
-}
+let viaRaw;
 try {
   // Not secure: the raw request carries no envd access token.
   const sbx = await Sandbox.create({
@@ -76,7 +41,10 @@ try {
     for await (const c of await sbx.files.read('a.bin', { format: 'stream' })) b += c.length;
     return b;
   };
-  const viaRaw = () => rawGet(sbx);
+  viaRaw = rawGetter(
+    (onConnect) => connect(+u.port, u.hostname, onConnect),
+    `GET /files?path=a.bin&username=user HTTP/1.1\r\nHost: 49983-${sbx.sandboxId}.${u.host}\r\n\r\n`
+  );
   if ((await viaRaw()) !== SIZE || (await viaSdk()) !== SIZE) throw new Error('size');
   const res = { sdk: [], raw: [] };
   for (let i = 0; i < N; i++)
@@ -109,7 +77,7 @@ try {
     );
   await sbx.kill();
 } finally {
-  sock?.destroy();
+  viaRaw?.close();
   await server.close();
   rmSync(home, { recursive: true, force: true });
 }
