@@ -16,6 +16,23 @@ function memAvailable() {
 }
 
 /**
+ * MemAvailable once the host has stopped giving back what the phases before
+ * freed: it rose by several MiB a second for a while after sandboxes were
+ * destroyed, and read in that while it counted the rise against the 50 new
+ * sandboxes. Waits until it moved by less than 2 MiB over the last two
+ * seconds, 15 s at most.
+ */
+async function settledMemAvailable() {
+  const seen = [memAvailable()];
+  for (let i = 0; i < 15; i++) {
+    await new Promise((r) => setTimeout(r, 1000));
+    seen.push(memAvailable());
+    if (seen.length >= 3 && Math.abs(seen.at(-1) - seen.at(-3)) < 2 * MiB) break;
+  }
+  return seen.at(-1);
+}
+
+/**
  * `runc run` of /bin/true in a bundle whose root is the same stack a sandbox
  * gets (base template layers over the host view), without envd or limits.
  * The layer paths are the runtime's on-disk layout. Each run is started
@@ -63,6 +80,37 @@ export async function bareRunc(base, dataDir, iterations) {
   }
 }
 
+/**
+ * Each sandbox's memory once it is idle. A new envd holds more than it will
+ * idle at: its V8 heap grows while it starts, and V8 gives the growth back
+ * once the process has been quiet for some seconds. One sandbox here went
+ * 15.4 MiB at start, 17.5 from 3 s to 8 s, then 13.7 and stayed there. Read
+ * 3 s after the last of 50 creates, the older ones had shrunk and the newer
+ * had not, and the median fell on 13.9, 15.5 or 17.2 MiB from one run to
+ * the next. So this reads once the youngest sandbox has been up
+ * `MIN_IDLE_MS` and the median has held within 1% over the last two
+ * seconds (`MAX_WAIT_MS` at most). Single sandboxes keep moving by a
+ * quarter MiB now and then, so the median is what has to hold still.
+ */
+async function settledMemory(runtime, ids, log) {
+  const MIN_IDLE_MS = 10_000;
+  const MAX_WAIT_MS = 30_000;
+  const read = () => Promise.all(ids.map(async (id) => (await runtime.stats(id)).memUsed));
+  const since = performance.now();
+  const samples = [await read()];
+  for (;;) {
+    await new Promise((r) => setTimeout(r, 1000));
+    samples.push(await read());
+    const waited = performance.now() - since;
+    const medians = samples.slice(-3).map((s) => summarize(s).p50);
+    const still = medians.length === 3 && medians.every((m) => Math.abs(m - medians[2]) <= medians[2] * 0.01);
+    if ((still && waited >= MIN_IDLE_MS) || waited >= MAX_WAIT_MS) {
+      log(`runtime: idle memory read ${(waited / 1000).toFixed(0)} s after the last create${still ? '' : ', not yet settled'}`);
+      return samples.at(-1);
+    }
+  }
+}
+
 export async function runtimeSuite({ quick, log }) {
   const rows = [];
   const dataDir = mkdtempSync(join(tmpdir(), 'paddock-bench-rt-'));
@@ -101,15 +149,14 @@ export async function runtimeSuite({ quick, log }) {
     const count = quick ? 5 : 50;
     log(`runtime: ${count} idle sandboxes`);
     await runtime.close();
-    const before = memAvailable();
+    execFileSync('sync');
+    const before = await settledMemAvailable();
     const started = performance.now();
     const ids = [];
     for (let i = 0; i < count; i++) ids.push((await runtime.create({ templateId: 'base', cold: true, init: { accessToken: 'bench' } })).id);
     const elapsed = (performance.now() - started) / 1000;
-    await new Promise((r) => setTimeout(r, 3000));
+    const cgroupPer = (await settledMemory(runtime, ids, log)).map((bytes) => bytes / MiB);
     const hostPer = (before - memAvailable()) / count / MiB;
-    const cgroupPer = [];
-    for (const id of ids) cgroupPer.push((await runtime.stats(id)).memUsed / MiB);
     const alive = (await runtime.list()).filter((s) => s.status === 'running').length;
     rows.push(row({ suite: 'runtime', name: `idle sandbox memory, host MemAvailable drop / ${count}`, unit: 'MiB', value: { p50: hostPer, p95: hostPer }, target: { on: 'value', op: '<=', value: 50 } }));
     rows.push(row({ suite: 'runtime', name: 'idle sandbox memory, its cgroup (envd + container)', unit: 'MiB', value: summarize(cgroupPer), target: { on: 'value', op: '<=', value: 50 } }));
