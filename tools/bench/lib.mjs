@@ -5,6 +5,7 @@ import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { connect, createServer } from 'node:net';
 import { cpus, totalmem, release } from 'node:os';
+import { PerformanceObserver, constants as perf } from 'node:perf_hooks';
 
 export function percentile(sorted, p) {
   if (sorted.length === 0) return NaN;
@@ -120,6 +121,33 @@ export async function timePair(subject, baseline, { warmup = 3, iterations = 20 
 export async function throughputPair(subject, baseline, { warmup = 1, iterations = 3 } = {}) {
   const [a, b] = await alternate(subject, baseline, { warmup, iterations }, rated);
   return paired(summarizeRates(a), summarizeRates(b), a, b);
+}
+
+/**
+ * Counts this process's full (mark-compact) collections until `stop()`,
+ * which gives `{ count, ms }`. A client streaming MiBs through a small heap
+ * can fall into a full mark every 10 to 20 MiB or not, run by run (see the
+ * sdk README), and that moves its rows; the count says which it was.
+ */
+export function fullGcs() {
+  let count = 0;
+  let ms = 0;
+  const take = (entries) => {
+    for (const e of entries) {
+      if (e.detail?.kind !== perf.NODE_PERFORMANCE_GC_MAJOR) continue;
+      count++;
+      ms += e.duration;
+    }
+  };
+  const observer = new PerformanceObserver((list) => take(list.getEntries()));
+  observer.observe({ entryTypes: ['gc'] });
+  return {
+    stop() {
+      take(observer.takeRecords());
+      observer.disconnect();
+      return { count, ms };
+    },
+  };
 }
 
 /**

@@ -79,6 +79,8 @@ function markdown(r) {
       `| ${x.suite} | ${x.name} | ${fmt(x.value.p50)} ${x.unit} | ${fmt(x.value.p95)} | ${x.baselineName ?? '–'} | ${x.baseline ? `${fmt(x.baseline.p50)} ${x.unit}` : '–'} | ${x.ratio === null ? '–' : fmtRatio(x.ratio) + '×'} | ${target} | ${met} |`,
     );
   }
+  const notes = r.rows.filter((x) => x.note);
+  if (notes.length) lines.push('', 'Notes:', '', ...notes.map((x) => `- ${x.suite}, ${x.name}: ${x.note}.`));
   lines.push('', 'Raw numbers: `tools/bench/results/latest.json`.', '');
   return lines.join('\n');
 }

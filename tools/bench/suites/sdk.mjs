@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { startBaselineProcess } from '../baseline-process.mjs';
-import { row, settleDisk, throughput, throughputPair, timePair, timeit } from '../lib.mjs';
+import { fullGcs, row, settleDisk, throughput, throughputPair, timePair, timeit } from '../lib.mjs';
 import { startServerProcess } from '../server-process.mjs';
 import { startWorkloadProcess } from '../workload-process.mjs';
 import { openBareRunc } from './runtime.mjs';
@@ -145,6 +145,7 @@ export async function sdkSuite({ quick, log }) {
         const iterations = mib === 1 ? many : long;
         const tcp = () => base.loopbackTcp(mib * MiB);
         settleDisk();
+        const gcWhileWriting = fullGcs();
         const [up, tcpUp] = await throughputPair(
           async () => {
             await sbx.files.write(`up-${mib}.bin`, payload);
@@ -153,7 +154,9 @@ export async function sdkSuite({ quick, log }) {
           tcp,
           { warmup: 2, iterations },
         );
+        const upGc = gcWhileWriting.stop();
         settleDisk();
+        const gcWhileReading = fullGcs();
         const [down, tcpDown] = await throughputPair(
           async () => {
             let bytes = 0;
@@ -164,14 +167,16 @@ export async function sdkSuite({ quick, log }) {
           tcp,
           { warmup: 1, iterations },
         );
+        const downGc = gcWhileReading.stop();
         settleDisk();
         // Context, not a target: a few copies, as in the envd suite. Fifteen
         // wrote 4 GiB, and with their writeback the phase took 31 to 45 s.
         const copies = mib === 1 ? many : quick ? 2 : 4;
         const copy = await throughput(() => base.copyFile(src, join(localHome, 'copy.bin')), { warmup: 1, iterations: copies });
         const target = { on: 'ratio', op: '>=', value: 0.5 };
-        rows.push(row({ suite: 'sdk', name: `files.write ${mib} MiB`, unit: 'MiB/s', value: up, baseline: tcpUp, baselineName: 'loopback TCP in Node', lowerIsBetter: false, target }));
-        rows.push(row({ suite: 'sdk', name: `files.read ${mib} MiB`, unit: 'MiB/s', value: down, baseline: tcpDown, baselineName: 'loopback TCP in Node', lowerIsBetter: false, target }));
+        const gcNote = (gc) => `the client process ran ${gc.count} full GC${gc.count === 1 ? '' : 's'} (${gc.ms.toFixed(0)} ms) over the ${iterations} pairs`;
+        rows.push(row({ suite: 'sdk', name: `files.write ${mib} MiB`, unit: 'MiB/s', value: up, baseline: tcpUp, baselineName: 'loopback TCP in Node', lowerIsBetter: false, target, note: gcNote(upGc) }));
+        rows.push(row({ suite: 'sdk', name: `files.read ${mib} MiB`, unit: 'MiB/s', value: down, baseline: tcpDown, baselineName: 'loopback TCP in Node', lowerIsBetter: false, target, note: gcNote(downGc) }));
         rows.push(row({ suite: 'sdk', name: `files.read ${mib} MiB`, unit: 'MiB/s', value: down, baseline: copy, baselineName: 'fs stream copy', lowerIsBetter: false }));
       }
 
