@@ -20,11 +20,11 @@ function memAvailable() {
  * freed: it rose by several MiB a second for a while after sandboxes were
  * destroyed, and read in that while it counted the rise against the 50 new
  * sandboxes. Waits until it moved by less than 2 MiB over the last two
- * seconds, 15 s at most.
+ * seconds, `maxSeconds` at most.
  */
-async function settledMemAvailable() {
+async function settledMemAvailable(maxSeconds) {
   const seen = [memAvailable()];
-  for (let i = 0; i < 15; i++) {
+  for (let i = 0; i < maxSeconds; i++) {
     await new Promise((r) => setTimeout(r, 1000));
     seen.push(memAvailable());
     if (seen.length >= 3 && Math.abs(seen.at(-1) - seen.at(-3)) < 2 * MiB) break;
@@ -88,12 +88,12 @@ export async function bareRunc(base, dataDir, iterations) {
  * 3 s after the last of 50 creates, the older ones had shrunk and the newer
  * had not, and the median fell on 13.9, 15.5 or 17.2 MiB from one run to
  * the next. So this reads once the youngest sandbox has been up
- * `MIN_IDLE_MS` and the median has held within 1% over the last two
- * seconds (`MAX_WAIT_MS` at most). Single sandboxes keep moving by a
- * quarter MiB now and then, so the median is what has to hold still.
+ * `minIdleMs` (10 s; `--quick` takes 3 s and the rough figure) and the
+ * median has held within 1% over the last two seconds (30 s at most).
+ * Single sandboxes keep moving by a quarter MiB now and then, so the
+ * median is what has to hold still.
  */
-async function settledMemory(runtime, ids, log) {
-  const MIN_IDLE_MS = 10_000;
+async function settledMemory(runtime, ids, minIdleMs, log) {
   const MAX_WAIT_MS = 30_000;
   const read = () => Promise.all(ids.map(async (id) => (await runtime.stats(id)).memUsed));
   const since = performance.now();
@@ -104,7 +104,7 @@ async function settledMemory(runtime, ids, log) {
     const waited = performance.now() - since;
     const medians = samples.slice(-3).map((s) => summarize(s).p50);
     const still = medians.length === 3 && medians.every((m) => Math.abs(m - medians[2]) <= medians[2] * 0.01);
-    if ((still && waited >= MIN_IDLE_MS) || waited >= MAX_WAIT_MS) {
+    if ((still && waited >= minIdleMs) || waited >= MAX_WAIT_MS) {
       log(`runtime: idle memory read ${(waited / 1000).toFixed(0)} s after the last create${still ? '' : ', not yet settled'}`);
       return samples.at(-1);
     }
@@ -150,12 +150,12 @@ export async function runtimeSuite({ quick, log }) {
     log(`runtime: ${count} idle sandboxes`);
     await runtime.close();
     execFileSync('sync');
-    const before = await settledMemAvailable();
+    const before = await settledMemAvailable(quick ? 3 : 15);
     const started = performance.now();
     const ids = [];
     for (let i = 0; i < count; i++) ids.push((await runtime.create({ templateId: 'base', cold: true, init: { accessToken: 'bench' } })).id);
     const elapsed = (performance.now() - started) / 1000;
-    const cgroupPer = (await settledMemory(runtime, ids, log)).map((bytes) => bytes / MiB);
+    const cgroupPer = (await settledMemory(runtime, ids, quick ? 3000 : 10_000, log)).map((bytes) => bytes / MiB);
     const hostPer = (before - memAvailable()) / count / MiB;
     const alive = (await runtime.list()).filter((s) => s.status === 'running').length;
     rows.push(row({ suite: 'runtime', name: `idle sandbox memory, host MemAvailable drop / ${count}`, unit: 'MiB', value: { p50: hostPer, p95: hostPer }, target: { on: 'value', op: '<=', value: 50 } }));
