@@ -7,7 +7,7 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'nod
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startBaselineProcess } from '../baseline-process.mjs';
-import { row, summarize, timeit } from '../lib.mjs';
+import { row, settleDisk, summarize, timeit } from '../lib.mjs';
 
 const MiB = 1024 * 1024;
 
@@ -16,20 +16,30 @@ function memAvailable() {
 }
 
 /**
+ * Reads `read()` once a second until `steady(last, before, beforeThat)` holds
+ * for the last three readings and at least `minMs` have passed, or `maxMs`
+ * have; gives the last reading and whether it settled.
+ */
+async function settled(read, steady, { minMs = 0, maxMs }) {
+  const since = performance.now();
+  const seen = [await read()];
+  for (;;) {
+    await new Promise((r) => setTimeout(r, 1000));
+    seen.push(await read());
+    const waited = performance.now() - since;
+    const still = seen.length >= 3 && steady(seen.at(-1), seen.at(-2), seen.at(-3));
+    if ((still && waited >= minMs) || waited >= maxMs) return { value: seen.at(-1), still, waited };
+  }
+}
+
+/**
  * MemAvailable once the host has stopped giving back what the phases before
  * freed: it rose by several MiB a second for a while after sandboxes were
  * destroyed, and read in that while it counted the rise against the 50 new
- * sandboxes. Waits until it moved by less than 2 MiB over the last two
- * seconds, `maxSeconds` at most.
+ * sandboxes. Settled when it moved by less than 2 MiB over two seconds.
  */
-async function settledMemAvailable(maxSeconds) {
-  const seen = [memAvailable()];
-  for (let i = 0; i < maxSeconds; i++) {
-    await new Promise((r) => setTimeout(r, 1000));
-    seen.push(memAvailable());
-    if (seen.length >= 3 && Math.abs(seen.at(-1) - seen.at(-3)) < 2 * MiB) break;
-  }
-  return seen.at(-1);
+async function settledMemAvailable(maxMs) {
+  return (await settled(memAvailable, (a, _b, c) => Math.abs(a - c) < 2 * MiB, { maxMs })).value;
 }
 
 /**
@@ -89,26 +99,16 @@ export async function bareRunc(base, dataDir, iterations) {
  * had not, and the median fell on 13.9, 15.5 or 17.2 MiB from one run to
  * the next. So this reads once the youngest sandbox has been up
  * `minIdleMs` (10 s; `--quick` takes 3 s and the rough figure) and the
- * median has held within 1% over the last two seconds (30 s at most).
+ * median has held within 1% over two seconds (30 s at most).
  * Single sandboxes keep moving by a quarter MiB now and then, so the
  * median is what has to hold still.
  */
 async function settledMemory(runtime, ids, minIdleMs, log) {
-  const MAX_WAIT_MS = 30_000;
   const read = () => Promise.all(ids.map(async (id) => (await runtime.stats(id)).memUsed));
-  const since = performance.now();
-  const samples = [await read()];
-  for (;;) {
-    await new Promise((r) => setTimeout(r, 1000));
-    samples.push(await read());
-    const waited = performance.now() - since;
-    const medians = samples.slice(-3).map((s) => summarize(s).p50);
-    const still = medians.length === 3 && medians.every((m) => Math.abs(m - medians[2]) <= medians[2] * 0.01);
-    if ((still && waited >= minIdleMs) || waited >= MAX_WAIT_MS) {
-      log(`runtime: idle memory read ${(waited / 1000).toFixed(0)} s after the last create${still ? '' : ', not yet settled'}`);
-      return samples.at(-1);
-    }
-  }
+  const within = (x, y) => Math.abs(summarize(x).p50 - summarize(y).p50) <= summarize(y).p50 * 0.01;
+  const r = await settled(read, (a, b, c) => within(b, a) && within(c, a), { minMs: minIdleMs, maxMs: 30_000 });
+  log(`runtime: idle memory read ${(r.waited / 1000).toFixed(0)} s after the last create${r.still ? '' : ', not yet settled'}`);
+  return r.value;
 }
 
 export async function runtimeSuite({ quick, log }) {
@@ -149,8 +149,8 @@ export async function runtimeSuite({ quick, log }) {
     const count = quick ? 5 : 50;
     log(`runtime: ${count} idle sandboxes`);
     await runtime.close();
-    execFileSync('sync');
-    const before = await settledMemAvailable(quick ? 3 : 15);
+    settleDisk();
+    const before = await settledMemAvailable(quick ? 3000 : 15_000);
     const started = performance.now();
     const ids = [];
     for (let i = 0; i < count; i++) ids.push((await runtime.create({ templateId: 'base', cold: true, init: { accessToken: 'bench' } })).id);

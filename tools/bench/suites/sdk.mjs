@@ -174,7 +174,7 @@ export async function sdkSuite({ quick, log }) {
         const copies = mib === 1 ? many : quick ? 2 : 4;
         const copy = await throughput(() => base.copyFile(src, join(localHome, 'copy.bin')), { warmup: 1, iterations: copies });
         const target = { on: 'ratio', op: '>=', value: 0.5 };
-        const gcNote = (gc) => `the client process ran ${gc.count} full GC${gc.count === 1 ? '' : 's'} (${gc.ms.toFixed(0)} ms) over the ${iterations} pairs`;
+        const gcNote = (gc) => `the client process ran ${gc.count} full GC${gc.count === 1 ? '' : 's'} (${gc.ms.toFixed(0)} ms) over the phase (${iterations} pairs and their warm-up)`;
         rows.push(row({ suite: 'sdk', name: `files.write ${mib} MiB`, unit: 'MiB/s', value: up, baseline: tcpUp, baselineName: 'loopback TCP in Node', lowerIsBetter: false, target, note: gcNote(upGc) }));
         rows.push(row({ suite: 'sdk', name: `files.read ${mib} MiB`, unit: 'MiB/s', value: down, baseline: tcpDown, baselineName: 'loopback TCP in Node', lowerIsBetter: false, target, note: gcNote(downGc) }));
         rows.push(row({ suite: 'sdk', name: `files.read ${mib} MiB`, unit: 'MiB/s', value: down, baseline: copy, baselineName: 'fs stream copy', lowerIsBetter: false }));
