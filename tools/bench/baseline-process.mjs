@@ -24,14 +24,14 @@ import { join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { fileURLToPath } from 'node:url';
 import { answerCalls, callsTo } from './child-calls.mjs';
-import { loopbackTcp, timeit } from './lib.mjs';
+import { benchNodeFlags, loopbackTcp, timeit } from './lib.mjs';
 
 const self = fileURLToPath(import.meta.url);
 
 /** Starts the baseline process; resolves once it is ready. */
 export async function startBaselineProcess() {
-  // Default node options: the baseline is plain Node.
-  const child = fork(self, ['--baselines'], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], execArgv: [] });
+  // The suite's own node options (see benchNodeFlags), not those of whoever started it.
+  const child = fork(self, ['--baselines'], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], execArgv: benchNodeFlags });
   const { call, closed } = await callsTo(child, 'baseline process');
   return {
     /**

@@ -13,12 +13,33 @@ export function percentile(sorted, p) {
   return sorted[i];
 }
 
+/** Four significant digits: what latest.json keeps of each sample. */
+const sig4 = (x) => Number(x.toPrecision(4));
+
+/** `samples` are kept as taken (in latest.json), so that a subject's and its baseline's line up pair by pair. */
 export function summarize(samples) {
   const sorted = [...samples].sort((a, b) => a - b);
-  return { n: sorted.length, p50: percentile(sorted, 50), p95: percentile(sorted, 95), min: sorted[0], max: sorted.at(-1) };
+  return { n: sorted.length, p50: percentile(sorted, 50), p95: percentile(sorted, 95), min: sorted[0], max: sorted.at(-1), samples: samples.map(sig4) };
 }
 
 const MiB = 1024 * 1024;
+
+/**
+ * The node options of every process the bench starts for its own side (the
+ * suites' clients, the baselines, the SDK workloads); the server and envd
+ * start with theirs, as users run them. With V8's default limits a small
+ * process that streams MiBs lands, at random, in one of two states: a full
+ * mark every 10 to 20 MiB of fresh buffers, or almost none (see the sdk
+ * README). Which one a client fell into decided rows that had nothing else
+ * in common from run to run: the SDK's 256 MiB read was 0.65 to 0.74 of
+ * loopback in runs with 75 to 141 full GCs and 1.5 to 1.7 in runs with 0 to
+ * 18, over the same 21 pairs. A fixed initial heap leaves one state, the one
+ * the sdk README recommends for programs that stream, as benchmarks of a
+ * JVM fix its heap. The local baselines did not move with it: loopback TCP
+ * and the pipe, alternated in two processes with and without it, differed
+ * by 1 to 8%, up in one run and down in the other.
+ */
+export const benchNodeFlags = ['--initial-old-space-size=64'];
 
 /**
  * One run of `fn`: its wall time here, and what it resolved with. A run in
@@ -45,7 +66,7 @@ async function rated(fn, i) {
 // For rates, "p50" is the median rate and "p95" the 5th percentile (the slow end).
 function summarizeRates(rates) {
   const sorted = [...rates].sort((a, b) => a - b);
-  return { n: sorted.length, p50: percentile(sorted, 50), p95: percentile(sorted, 5), min: sorted[0], max: sorted.at(-1) };
+  return { n: sorted.length, p50: percentile(sorted, 50), p95: percentile(sorted, 5), min: sorted[0], max: sorted.at(-1), samples: rates.map(sig4) };
 }
 
 async function measure(fn, { warmup, iterations }, sample) {
@@ -105,9 +126,33 @@ function median(sorted) {
   return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
 }
 
+/**
+ * A 95% confidence interval for the median of the population `sorted`
+ * (ascending) was drawn from, free of any assumption about its shape: the
+ * j-th smallest and j-th largest sample, for the largest j such that the
+ * median lies between them with probability at least 0.95 (the count of
+ * samples below it is binomial, n and 1/2). Null for fewer than 6 samples,
+ * where even the smallest and the largest cover less.
+ */
+export function medianInterval(sorted) {
+  const n = sorted.length;
+  // P(X <= k) for X ~ Bin(n, 1/2), summed in log space: 2^-n underflows past n = 1074.
+  let logP = -n * Math.LN2;
+  let below = 0; // P(X <= j - 1)
+  let j = 0;
+  for (let k = 0; k < n / 2; k++) {
+    const next = below + Math.exp(logP);
+    if (2 * next > 0.05) break;
+    below = next;
+    j = k + 1;
+    logP += Math.log((n - k) / (k + 1));
+  }
+  return j === 0 ? null : [sorted[j - 1], sorted[n - j]];
+}
+
 function paired(subjectSummary, baselineSummary, a, b) {
   const ratios = a.map((x, i) => x / b[i]).sort((x, y) => x - y);
-  pairedRatios.set(baselineSummary, { subject: subjectSummary, ratio: median(ratios) });
+  pairedRatios.set(baselineSummary, { subject: subjectSummary, ratio: median(ratios), interval: medianInterval(ratios) });
   return [subjectSummary, baselineSummary];
 }
 
@@ -234,17 +279,20 @@ export function machine() {
  * A result row. `lowerIsBetter` for latencies (ratio = paddock / baseline),
  * false for throughputs (ratio = paddock / baseline too, higher is better).
  * For a subject measured in alternation with its baseline, `ratio` is the
- * median of the paired ratios; `ratioOfMedians` (the quotient of the two
+ * median of the paired ratios and `ratioInterval` its 95% confidence
+ * interval (medianInterval); `ratioOfMedians` (the quotient of the two
  * p50s) is kept next to it in the raw numbers.
  */
 export function row({ suite, name, unit, value, baseline, baselineName, lowerIsBetter = true, target, note }) {
   const pair = baseline && pairedRatios.get(baseline);
   const ratioOfMedians = baseline ? value.p50 / baseline.p50 : null;
-  const ratio = pair?.subject === value ? pair.ratio : ratioOfMedians;
+  const ownPair = pair?.subject === value;
+  const ratio = ownPair ? pair.ratio : ratioOfMedians;
   let met = null;
   if (target) {
     const v = target.on === 'ratio' ? ratio : value.p50;
     met = v === null ? null : target.op === '<=' ? v <= target.value : v >= target.value;
   }
-  return { suite, name, unit, value, baseline: baseline ?? null, baselineName: baselineName ?? null, ratio, ratioOfMedians, lowerIsBetter, target: target ?? null, met, note: note ?? null };
+  const ratioInterval = ownPair ? pair.interval : null;
+  return { suite, name, unit, value, baseline: baseline ?? null, baselineName: baselineName ?? null, ratio, ratioInterval, ratioOfMedians, lowerIsBetter, target: target ?? null, met, note: note ?? null };
 }

@@ -41,6 +41,12 @@ function fmtRatio(n) {
   return n >= 100 ? n.toFixed(0) : n.toPrecision(3);
 }
 
+function ratioText(x) {
+  if (x.ratio === null) return '–';
+  const interval = x.ratioInterval ? ` (${x.ratioInterval.map(fmtRatio).join('–')})` : '';
+  return `${fmtRatio(x.ratio)}×${interval}`;
+}
+
 function loadText(l) {
   const pct = (n) => (n === null ? 'not reported' : `${n.toFixed(0)}%`);
   return `${l.suite} ${l.seconds.toFixed(0)} s, steal ${pct(l.stealPct)}, waiting ${pct(l.waitPct)}`;
@@ -61,11 +67,17 @@ function markdown(r) {
     'Rows with a ratio target, and most others with a local baseline, measure Paddock and its baseline in',
     "alternation (A B, B A, ...), so that the shared machine's slow moments fall on both alike and the ratio",
     'holds still between runs. The ratio of such a row is the median of the ratios of the samples taken next',
-    'to each other, so it can differ a little from the quotient of the two p50s shown.',
+    'to each other, so it can differ a little from the quotient of the two p50s shown. The range after such a',
+    "ratio is a 95% confidence interval for it, from the order statistics of its pairs: how far this run's own",
+    'samples leave it open. It does not cover what moves a whole run (the load above).',
     'The service runs in a process of its own, with the node options `paddock start` uses; in the SDK',
     'comparison each SDK runs in a process of its own too, as in a user\'s program. Each suite starts in a',
     'fresh process, and the local baselines (spawns, pipes, loopback TCP, fs) run and are timed in a small',
     'process that does nothing else, so that what a suite did before does not slow its baselines down.',
+    "The bench's own processes (suites, baselines, the two SDKs) start with `--initial-old-space-size=64`, as the",
+    'sdk README suggests for programs that stream: with V8\'s default limits a small process that streams MiBs',
+    'falls, at random, into a full GC every 10 to 20 MiB or not, and that alone moved the 256 MiB read between',
+    '0.7 and 1.5 of loopback from run to run (`benchNodeFlags` in `tools/bench/lib.mjs`).',
     'Each file-transfer phase, and the phase after the last, starts once the disk has taken what the phase',
     'before wrote (`sync`), so that it does not share the cores with the writeback of earlier writes.',
     '',
@@ -76,7 +88,7 @@ function markdown(r) {
     const target = x.target ? `${x.target.on === 'ratio' ? 'ratio' : x.unit} ${x.target.op} ${x.target.value}` : '';
     const met = x.met === null ? '' : x.met ? 'yes' : '**no**';
     lines.push(
-      `| ${x.suite} | ${x.name} | ${fmt(x.value.p50)} ${x.unit} | ${fmt(x.value.p95)} | ${x.baselineName ?? '–'} | ${x.baseline ? `${fmt(x.baseline.p50)} ${x.unit}` : '–'} | ${x.ratio === null ? '–' : fmtRatio(x.ratio) + '×'} | ${target} | ${met} |`,
+      `| ${x.suite} | ${x.name} | ${fmt(x.value.p50)} ${x.unit} | ${fmt(x.value.p95)} | ${x.baselineName ?? '–'} | ${x.baseline ? `${fmt(x.baseline.p50)} ${x.unit}` : '–'} | ${ratioText(x)} | ${target} | ${met} |`,
     );
   }
   const notes = r.rows.filter((x) => x.note);

@@ -7,6 +7,7 @@
 //   const rows = await runSuiteProcess('envd', { quick })
 import { fork } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import { benchNodeFlags } from './lib.mjs';
 
 export const suiteNames = ['sdk', 'envd', 'runtime', 'server'];
 
@@ -14,7 +15,7 @@ const self = fileURLToPath(import.meta.url);
 
 export function runSuiteProcess(name, { quick }) {
   return new Promise((resolve, reject) => {
-    const child = fork(self, ['--suite', name, ...(quick ? ['--quick'] : [])], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+    const child = fork(self, ['--suite', name, ...(quick ? ['--quick'] : [])], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], execArgv: benchNodeFlags });
     let rows;
     child.once('message', (m) => (rows = m.rows));
     child.once('error', reject);

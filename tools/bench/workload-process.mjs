@@ -11,6 +11,7 @@ import { fork } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { answerCalls, callsTo } from './child-calls.mjs';
+import { benchNodeFlags } from './lib.mjs';
 
 const self = fileURLToPath(import.meta.url);
 const MiB = 1024 * 1024;
@@ -18,8 +19,8 @@ const MiB = 1024 * 1024;
 /** Starts the process for `sdk` ('paddock' or 'e2b'); resolves once it is ready. */
 export async function startWorkloadProcess(sdk, { apiUrl, apiKey, sandboxUrl }) {
   const env = { ...process.env, E2B_API_URL: apiUrl, E2B_SANDBOX_URL: sandboxUrl, E2B_API_KEY: apiKey };
-  // Default node options, as a user's program has.
-  const child = fork(self, ['--workload', sdk, JSON.stringify({ apiUrl, apiKey, sandboxUrl })], { env, stdio: ['ignore', 'inherit', 'inherit', 'ipc'], execArgv: [] });
+  // The same node options for both SDKs (see benchNodeFlags).
+  const child = fork(self, ['--workload', sdk, JSON.stringify({ apiUrl, apiKey, sandboxUrl })], { env, stdio: ['ignore', 'inherit', 'inherit', 'ipc'], execArgv: benchNodeFlags });
   const { call, closed } = await callsTo(child, `${sdk} workload`);
   return {
     /** Runs the workload once; resolves with its duration in ms. */
