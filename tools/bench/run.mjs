@@ -9,6 +9,9 @@ import { parseArgs } from 'node:util';
 import { loadSince, loadSnapshot, machine } from './lib.mjs';
 import { runSuiteProcess, suiteNames } from './suite-process.mjs';
 
+/** Steal above which a suite's numbers are marked as not comparable. */
+const STEAL_BUSY_PCT = 5;
+
 const { values } = parseArgs({ options: { quick: { type: 'boolean', default: false }, only: { type: 'string' } } });
 const selected = values.only ? values.only.split(',') : suiteNames;
 for (const name of selected) if (!suiteNames.includes(name)) throw new Error(`unknown suite '${name}' (have: ${suiteNames.join(', ')})`);
@@ -53,9 +56,6 @@ function loadText(l) {
   const busy = l.stealPct !== null && l.stealPct > STEAL_BUSY_PCT ? ' (**the host was busy: do not compare this suite with a quiet run**)' : '';
   return `${l.suite} ${l.seconds.toFixed(0)} s, steal ${pct(l.stealPct)}, waiting ${pct(l.waitPct)}${busy}`;
 }
-
-/** Steal above which a suite's numbers are marked as not comparable. */
-const STEAL_BUSY_PCT = 5;
 
 function markdown(r) {
   const m = r.machine;
