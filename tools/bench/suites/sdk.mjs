@@ -142,9 +142,11 @@ export async function sdkSuite({ quick, log }) {
         writeFileSync(src, payload);
         // The loopback baseline alone swings by ±40% from one transfer to the
         // next here (one thread sends and receives), and the paired ratios
-        // of 1 MiB writes spread by 34 to 54% (their sd): with 150 pairs the
-        // median of one run moved by up to 11% against the next in the same
-        // process. A 1 MiB pair takes about 6 ms, so they get three times that.
+        // of 1 MiB writes spread by 34 to 54% (their sd). A 1 MiB pair takes
+        // about 6 ms, so they get three times the usual count, which holds
+        // one run's median to about ±3% (its interval in the table). Between
+        // runs these rows still move by more, with where the scheduler puts
+        // four busy processes on two cores (probes/placement.mjs).
         const iterations = mib === 1 ? (quick ? many : 3 * many) : long;
         const tcp = () => base.loopbackTcp(mib * MiB);
         settleDisk();
