@@ -8,7 +8,8 @@
 //   const server = await startServerProcess({ home, warmPoolSize: 2, initialApiKey });
 //   server.apiUrl, server.proxyUrl, await server.poolReady(), await server.close()
 import { serverNodeFlags } from '@paddock/server';
-import { fork } from 'node:child_process';
+import { execFileSync, fork } from 'node:child_process';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { answerCalls, callsTo } from './child-calls.mjs';
 
@@ -31,6 +32,11 @@ export async function startServerProcess(options) {
       await closed;
     },
   };
+}
+
+/** The host pid of a sandbox's envd, the container's init, from runc's state under the server's `home`. */
+export function envdPid(home, sandboxId) {
+  return JSON.parse(execFileSync('runc', ['--root', join(home, 'runtime', 'runc'), 'state', sandboxId]).toString()).pid;
 }
 
 async function serve(options) {

@@ -16,7 +16,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { startServerProcess } from '../server-process.mjs';
+import { envdPid, startServerProcess } from '../server-process.mjs';
 import { rawGetter } from './raw-get.mjs';
 
 const KEY = 'e2b_' + 'd'.repeat(40);
@@ -36,9 +36,7 @@ const server = await startServerProcess({ home, warmPoolSize: 0, initialApiKey: 
 try {
   const sbx = await Sandbox.create({ apiUrl: server.apiUrl, apiKey: KEY, sandboxUrl: server.proxyUrl, secure: false });
   await sbx.files.write('probe.bin', randomBytes(SIZE));
-  // envd is the container's init: runc knows its pid on the host.
-  const state = JSON.parse(execFileSync('runc', ['--root', join(home, 'runtime', 'runc'), 'state', sbx.sandboxId]).toString());
-  const envdPid = state.pid;
+  const envd = envdPid(home, sbx.sandboxId);
   const proxy = new URL(server.proxyUrl);
   const target = 'GET /files?path=probe.bin&username=user HTTP/1.1\r\n';
   const ways = {
@@ -50,14 +48,14 @@ try {
     for (let i = 0; i < 20; i++) await get();
     const client0 = process.cpuUsage();
     const server0 = cpuMs(server.pid);
-    const envd0 = cpuMs(envdPid);
+    const envd0 = cpuMs(envd);
     const t0 = performance.now();
     for (let i = 0; i < N; i++) if ((await get()) !== SIZE) throw new Error(`${name}: short body`);
     const wall = (performance.now() - t0) / N;
     const client = process.cpuUsage(client0);
     const fmt = (ms) => ms.toFixed(3).padStart(7);
     console.log(
-      `${name.padEnd(8)} wall ${fmt(wall)} ms   CPU: client ${fmt((client.user + client.system) / 1000 / N)}  server ${fmt((cpuMs(server.pid) - server0) / N)}  envd ${fmt((cpuMs(envdPid) - envd0) / N)}`,
+      `${name.padEnd(8)} wall ${fmt(wall)} ms   CPU: client ${fmt((client.user + client.system) / 1000 / N)}  server ${fmt((cpuMs(server.pid) - server0) / N)}  envd ${fmt((cpuMs(envd) - envd0) / N)}`,
     );
   }
   for (const get of Object.values(ways)) get.close();

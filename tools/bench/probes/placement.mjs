@@ -3,9 +3,8 @@
 // server, envd and the baseline process share two CPUs, and where the
 // scheduler puts them holds for seconds at a time. The probe pins them
 // (taskset, every thread) in a few fixed layouts, in turn, and for each one
-// prints the median ratio of 1 MiB files.write and files.read through
-// @paddock/sdk to 1 MiB of loopback TCP, alternated pair by pair as the bench
-// does. It runs as the bench's suites run (benchNodeFlags). Needs taskset
+// prints the ratio of 1 MiB files.write and files.read through @paddock/sdk
+// to 1 MiB of loopback TCP, measured as the bench measures it (throughputPair). It runs as the bench's suites run (benchNodeFlags). Needs taskset
 // (util-linux) and root, as the server does.
 //
 //   N=150 ROUNDS=2 node --initial-old-space-size=64 tools/bench/probes/placement.mjs
@@ -16,8 +15,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startBaselineProcess } from '../baseline-process.mjs';
-import { settleDisk } from '../lib.mjs';
-import { startServerProcess } from '../server-process.mjs';
+import { row, settleDisk, throughputPair } from '../lib.mjs';
+import { envdPid, startServerProcess } from '../server-process.mjs';
 
 const KEY = 'e2b_' + 'd'.repeat(40);
 const MiB = 1 << 20;
@@ -33,25 +32,17 @@ const layouts = {
 };
 
 const pin = (pid, cpus) => execFileSync('taskset', ['-a', '-p', '-c', cpus, String(pid)], { stdio: 'ignore' });
-const median = (x) => [...x].sort((a, b) => a - b)[x.length >> 1];
-
-async function rate(fn) {
-  const t = performance.now();
-  const r = await fn();
-  // The baseline process times its own work (see baseline-process.mjs).
-  return typeof r?.elapsedMs === 'number' ? r.bytes / MiB / (r.elapsedMs / 1000) : r / MiB / ((performance.now() - t) / 1000);
-}
 
 const base = await startBaselineProcess();
 const home = mkdtempSync(join(tmpdir(), 'placement-'));
 const server = await startServerProcess({ home, warmPoolSize: 0, initialApiKey: KEY, metricsIntervalMs: 60_000 });
 try {
   const sbx = await Sandbox.create({ apiUrl: server.apiUrl, apiKey: KEY, sandboxUrl: server.proxyUrl, timeoutMs: 3600_000 });
-  // The newest envd on the machine is this sandbox's; the baseline process is the one child of ours that runs baseline-process.mjs.
+  // The baseline process is the one child of ours that runs baseline-process.mjs.
   const pids = {
     client: process.pid,
     server: server.pid,
-    envd: Number(execFileSync('pgrep', ['-n', '-f', '/.paddock/envd/main.js']).toString().trim()),
+    envd: envdPid(home, sbx.sandboxId),
     base: Number(execFileSync('pgrep', ['-P', String(process.pid), '-f', 'baseline-process']).toString().trim()),
   };
   console.log('pids', pids);
@@ -73,28 +64,12 @@ try {
     for (let round = 1; round <= ROUNDS; round++) {
       for (const [name, layout] of Object.entries(layouts)) {
         for (const [who, cpus] of Object.entries(layout)) pin(pids[who], cpus);
-        const medians = [];
+        const ratios = [];
         for (const fn of [write, read]) {
-          for (let i = 0; i < 5; i++) {
-            await fn();
-            await tcp();
-          }
-          const ratios = [];
-          for (let i = 0; i < N; i++) {
-            // A B, then B A: as the bench alternates.
-            let a, b;
-            if (i % 2) {
-              b = await rate(tcp);
-              a = await rate(fn);
-            } else {
-              a = await rate(fn);
-              b = await rate(tcp);
-            }
-            ratios.push(a / b);
-          }
-          medians.push(median(ratios).toFixed(3));
+          const [subject, baseline] = await throughputPair(fn, tcp, { warmup: 5, iterations: N });
+          ratios.push(row({ suite: 'probe', name: fn.name, unit: 'MiB/s', value: subject, baseline, lowerIsBetter: false }).ratio.toFixed(3));
         }
-        console.log(`round ${round}  ${name.padEnd(30)} write ${medians[0]}  read ${medians[1]}`);
+        console.log(`round ${round}  ${name.padEnd(30)} write ${ratios[0]}  read ${ratios[1]}`);
       }
     }
   } finally {

@@ -160,7 +160,7 @@ export async function runtimeSuite({ quick, log }) {
     const alive = (await runtime.list()).filter((s) => s.status === 'running').length;
     rows.push(row({ suite: 'runtime', name: `idle sandbox memory, host MemAvailable drop / ${count}`, unit: 'MiB', value: { p50: hostPer, p95: hostPer }, target: { on: 'value', op: '<=', value: 50 } }));
     rows.push(row({ suite: 'runtime', name: 'idle sandbox memory, its cgroup (envd + container)', unit: 'MiB', value: summarize(cgroupPer), target: { on: 'value', op: '<=', value: 50 } }));
-    rows.push(row({ suite: 'runtime', name: `sandboxes alive at once (of ${count} created in ${elapsed.toFixed(1)} s)`, unit: 'sandboxes', value: { p50: alive, p95: alive }, lowerIsBetter: false, target: { on: 'value', op: '>=', value: count } }));
+    rows.push(row({ suite: 'runtime', name: `sandboxes alive at once (of ${count} created)`, unit: 'sandboxes', value: { p50: alive, p95: alive }, lowerIsBetter: false, target: { on: 'value', op: '>=', value: count }, note: `the ${count} were created one after another in ${elapsed.toFixed(1)} s` }));
   } finally {
     // Only an empty, unmounted data directory may be deleted.
     await runtime

@@ -37,10 +37,10 @@ export async function sdkSuite({ quick, log }) {
   // still between runs. Long transfers need fewer, but more than a handful:
   // with 11, consecutive runs still differed by up to 17% on them, and
   // with 15 by up to 29%. 21 is what the 5-minute budget leaves room for.
-  // It does not steady the 256 MiB read (0.73 to 1.47 of loopback over five
-  // runs): within one run its samples span 600 to 1900 MiB/s, as the client,
-  // the proxy and envd, all busy, land on two cores one way or another, and
-  // the median of 21 falls on either side.
+  // The 256 MiB read's split between about 0.7 and 1.5 of loopback over
+  // earlier runs was the client's GC state, now fixed (benchNodeFlags); its
+  // samples still span 600 to 1900 MiB/s within a run, as the client, the
+  // proxy and envd, all busy, land on two cores one way or another.
   const many = quick ? 20 : 150;
   const long = quick ? 2 : 21;
   // --quick makes half as many at once: each batch of creates costs seconds.
