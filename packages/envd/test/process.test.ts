@@ -485,8 +485,10 @@ describe.each([
   });
 
   test('output that children left behind keep writing after the exit is all read, until the pipes fall quiet', async () => {
-    // The shell exits at once; its child writes for ~0.5 s more, a line every 20 ms.
-    const o = await run(bash('(for i in $(seq 1 20); do sleep 0.02; echo line $i; done) & echo started'));
+    // The shell exits at once; its child writes for ~0.5 s more, a line every 20 ms. The child
+    // waits with bash's own `read -t` on a pipe that never ends, not a `sleep` per line: a fork
+    // and exec that stalled past the 200 ms linger on a busy host ended the output at line 2 in CI.
+    const o = await run(bash('(exec {z}<> <(:); for i in {1..20}; do read -t 0.02 -u $z; echo line $i; done) & echo started'));
     expect(o.end?.exitCode).toBe(0);
     expect(o.stdout).toBe(['started', ...Array.from({ length: 20 }, (_, i) => `line ${i + 1}`)].join('\n') + '\n');
   });
