@@ -3,14 +3,12 @@
 // writes tools/bench/results/latest.json and docs/performance.md.
 //
 //   node tools/bench/run.mjs [--quick] [--only SUITE[,SUITE]]
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
+import { comparisonMarkdown, STEAL_BUSY_PCT } from './compare.mjs';
 import { loadSince, loadSnapshot, machine } from './lib.mjs';
 import { runSuiteProcess, suiteNames } from './suite-process.mjs';
-
-/** Steal above which a suite's numbers are marked as not comparable. */
-const STEAL_BUSY_PCT = 5;
 
 const { values } = parseArgs({ options: { quick: { type: 'boolean', default: false }, only: { type: 'string' } } });
 const selected = values.only ? values.only.split(',') : suiteNames;
@@ -28,9 +26,18 @@ for (const name of selected) {
 
 const result = { date: started.toISOString(), quick: values.quick, machine: machine(), load, rows };
 const root = new URL('../..', import.meta.url).pathname;
-mkdirSync(join(root, 'tools/bench/results'), { recursive: true });
-writeFileSync(join(root, 'tools/bench/results/latest.json'), JSON.stringify(result, null, 2) + '\n');
-const table = markdown(result);
+const results = join(root, 'tools/bench/results');
+mkdirSync(results, { recursive: true });
+// The run this one replaces is kept, and the table ends with how each row
+// moved against it: the issue's rule is about two consecutive runs.
+let previous = null;
+if (existsSync(join(results, 'latest.json'))) {
+  const text = readFileSync(join(results, 'latest.json'), 'utf8');
+  writeFileSync(join(results, 'previous.json'), text);
+  previous = JSON.parse(text);
+}
+writeFileSync(join(results, 'latest.json'), JSON.stringify(result, null, 2) + '\n');
+const table = markdown(result, previous);
 writeFileSync(join(root, 'docs/performance.md'), table);
 process.stdout.write(table);
 
@@ -57,7 +64,7 @@ function loadText(l) {
   return `${l.suite} ${l.seconds.toFixed(0)} s, steal ${pct(l.stealPct)}, waiting ${pct(l.waitPct)}${busy}`;
 }
 
-function markdown(r) {
+function markdown(r, previous) {
   const m = r.machine;
   const lines = [
     '# Performance',
@@ -99,5 +106,6 @@ function markdown(r) {
   const notes = r.rows.filter((x) => x.note);
   if (notes.length) lines.push('', 'Notes:', '', ...notes.map((x) => `- ${x.suite}, ${x.name}: ${x.note}.`));
   lines.push('', 'Raw numbers: `tools/bench/results/latest.json`.', '');
+  if (previous) lines.push(...comparisonMarkdown(previous, r));
   return lines.join('\n');
 }

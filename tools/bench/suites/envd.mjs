@@ -59,6 +59,7 @@ export async function envdSuite({ quick, log }) {
   const runLocally = (cmd, args) => base.spawn(cmd, args, { user: { uid: 1000, gid: 1000, home: envd.home.user } });
   const iterations = quick ? 15 : 100;
   const long = quick ? 2 : 21; // as in the sdk suite
+  const bulk = quick ? 2 : 31; // file transfers, as in the sdk suite
   try {
     log('envd: exec round trip');
     const bashTrue = ['/bin/bash', ['-l', '-c', 'true']];
@@ -90,7 +91,7 @@ export async function envdSuite({ quick, log }) {
         return fileSize;
       },
       tcp,
-      { warmup: 1, iterations: long },
+      { warmup: 1, iterations: bulk },
     );
     settleDisk();
     const [download, tcpDown] = await throughputPair(
@@ -100,7 +101,7 @@ export async function envdSuite({ quick, log }) {
         return res.bytes;
       },
       tcp,
-      { warmup: 1, iterations: long },
+      { warmup: 1, iterations: bulk },
     );
     settleDisk();
     const fsCopy = await throughput(() => base.copyFile(src, join(envd.dir, 'copy.bin')), { warmup: 1, iterations: quick ? 2 : 4 });
@@ -126,8 +127,9 @@ export async function envdSuite({ quick, log }) {
     log('envd: watch event latency');
     const wdir = join(envd.dir, 'watched');
     mkdirSync(wdir);
-    const latency = await watchLatency(envd, wdir, quick ? 10 : 30);
-    const localLatency = await base.watchLatency(join(envd.dir, 'watched-local'), 3, quick ? 10 : 30);
+    const watches = quick ? 30 : 150; // as in the sdk suite
+    const latency = await watchLatency(envd, wdir, watches);
+    const localLatency = await base.watchLatency(join(envd.dir, 'watched-local'), 3, watches);
     rows.push(row({ suite: 'envd', name: 'watch latency (write → event)', unit: 'ms', value: latency, baseline: localLatency, baselineName: 'fs.watch in process' }));
   } finally {
     agent.destroy();

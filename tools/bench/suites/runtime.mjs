@@ -7,7 +7,7 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'nod
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startBaselineProcess } from '../baseline-process.mjs';
-import { row, settleDisk, summarize, timeit } from '../lib.mjs';
+import { row, settleDisk, summarize, timePair } from '../lib.mjs';
 
 const MiB = 1024 * 1024;
 
@@ -46,8 +46,8 @@ async function settledMemAvailable(maxMs) {
  * `runc run` of /bin/true in a bundle whose root is the same stack a sandbox
  * gets (base template layers over the host view), without envd or limits.
  * The layer paths are the runtime's on-disk layout. Each run is started
- * from `base`, the baseline process. Returns `run(i)`, for timeit or to
- * alternate with a subject, and `close()`, which removes the bundle.
+ * from `base`, the baseline process. Returns `run(i)`, to alternate with a
+ * subject, and `close()`, which removes the bundle.
  */
 export function openBareRunc(base, dataDir) {
   const bundle = join(dataDir, 'bench-bundle');
@@ -80,16 +80,6 @@ export function openBareRunc(base, dataDir) {
   };
 }
 
-/** timeit of openBareRunc's runs, on their own. */
-export async function bareRunc(base, dataDir, iterations) {
-  const bare = openBareRunc(base, dataDir);
-  try {
-    return await timeit(bare.run, { warmup: 3, iterations });
-  } finally {
-    bare.close();
-  }
-}
-
 /**
  * Each sandbox's memory once it is idle. A new envd holds more than it will
  * idle at: its V8 heap grows while it starts, and V8 gives the growth back
@@ -119,32 +109,46 @@ export async function runtimeSuite({ quick, log }) {
   try {
     await runtime.prepare();
     await runtime.poolReady();
-    log('runtime: bare runc run true');
+    // Each create row in alternation with a bare `runc run`, as in the sdk
+    // suite: the two move together with the machine's speed, which drifts
+    // within a run (bare runc's p50 spanned 33 to 77 ms across runs when it
+    // was timed in a block of its own ahead of the creates).
     const base = await startBaselineProcess();
-    const bare = await bareRunc(base, dataDir, iterations).finally(() => base.close());
+    const bare = openBareRunc(base, dataDir);
+    try {
+      log('runtime: cold create to envd ready');
+      const [cold, bareCold] = await timePair(
+        async () => {
+          const t = performance.now();
+          const s = await runtime.create({ templateId: 'base', cold: true, init: { accessToken: 'bench' } });
+          const elapsedMs = performance.now() - t;
+          await runtime.destroy(s.id);
+          return { elapsedMs };
+        },
+        bare.run,
+        { warmup: 2, iterations },
+      );
+      rows.push(row({ suite: 'runtime', name: 'create to envd ready, cold', unit: 'ms', value: cold, baseline: bareCold, baselineName: 'bare `runc run true`, same rootfs' }));
 
-    log('runtime: cold create to envd ready');
-    const cold = await timeit(
-      async () => {
-        const s = await runtime.create({ templateId: 'base', cold: true, init: { accessToken: 'bench' } });
-        // Destroyed while the next one is created, as under real load.
-        setImmediate(() => runtime.destroy(s.id).catch((err) => log(`destroy failed: ${err.message}`)));
-      },
-      { warmup: 2, iterations },
-    );
-    rows.push(row({ suite: 'runtime', name: 'create to envd ready, cold', unit: 'ms', value: cold, baseline: bare, baselineName: 'bare `runc run true`, same rootfs' }));
-
-    log('runtime: warm pool create to envd ready');
-    const samples = [];
-    for (let i = 0; i < iterations + 2; i++) {
-      await runtime.poolReady();
-      const t = performance.now();
-      const s = await runtime.create({ templateId: 'base', init: { accessToken: 'bench' } });
-      if (i >= 2) samples.push(performance.now() - t);
-      if (!s.fromPool) throw new Error('expected a pooled sandbox');
-      await runtime.destroy(s.id);
+      log('runtime: warm pool create to envd ready');
+      const [warm, bareWarm] = await timePair(
+        async () => {
+          await runtime.poolReady();
+          const t = performance.now();
+          const s = await runtime.create({ templateId: 'base', init: { accessToken: 'bench' } });
+          const elapsedMs = performance.now() - t;
+          if (!s.fromPool) throw new Error('expected a pooled sandbox');
+          await runtime.destroy(s.id);
+          return { elapsedMs };
+        },
+        bare.run,
+        { warmup: 2, iterations },
+      );
+      rows.push(row({ suite: 'runtime', name: 'create to envd ready, warm pool', unit: 'ms', value: warm, baseline: bareWarm, baselineName: 'bare `runc run true`, same rootfs' }));
+    } finally {
+      bare.close();
+      await base.close();
     }
-    rows.push(row({ suite: 'runtime', name: 'create to envd ready, warm pool', unit: 'ms', value: summarize(samples), baseline: bare, baselineName: 'bare `runc run true`, same rootfs' }));
 
     const count = quick ? 5 : 50;
     log(`runtime: ${count} idle sandboxes`);

@@ -34,15 +34,20 @@ export async function sdkSuite({ quick, log }) {
   // Cheap rows whose ratio is the headline: a single transfer or command
   // through three processes on two cores spreads widely (1 MiB: 60 to
   // 420 MiB/s within one run), so their medians need many samples to hold
-  // still between runs. Long transfers need fewer, but more than a handful:
+  // still between runs. Long streams need fewer, but more than a handful:
   // with 11, consecutive runs still differed by up to 17% on them, and
-  // with 15 by up to 29%. 21 is what the 5-minute budget leaves room for.
+  // with 15 by up to 29%. 256 MiB of stdout takes about 0.9 s a pair, and 21
+  // is what the 5-minute budget leaves room for.
   // The 256 MiB read's split between about 0.7 and 1.5 of loopback over
   // earlier runs was the client's GC state, now fixed (benchNodeFlags); its
   // samples still span 600 to 1900 MiB/s within a run, as the client, the
   // proxy and envd, all busy, land on two cores one way or another.
   const many = quick ? 20 : 150;
   const long = quick ? 2 : 21;
+  // 256 MiB transfers: their pairs spread by 12 to 30% (sd of the ratios),
+  // which leaves the median of 21 about ±5% in one run, and consecutive runs
+  // 10 to 27% apart. A pair takes about 0.4 s; 31 fit the budget.
+  const bulk = quick ? 2 : 31;
   // --quick makes half as many at once: each batch of creates costs seconds.
   const concurrent = quick ? 10 : 20;
   const localHome = mkdtempSync(join(tmpdir(), 'paddock-bench-local-'));
@@ -147,7 +152,7 @@ export async function sdkSuite({ quick, log }) {
         // one run's median to about ±3% (its interval in the table). Between
         // runs these rows still move by more, with where the scheduler puts
         // four busy processes on two cores (probes/placement.mjs).
-        const iterations = mib === 1 ? (quick ? many : 3 * many) : long;
+        const iterations = mib === 1 ? (quick ? many : 3 * many) : bulk;
         const tcp = () => base.loopbackTcp(mib * MiB);
         settleDisk();
         const gcWhileWriting = fullGcs();
@@ -207,14 +212,17 @@ export async function sdkSuite({ quick, log }) {
       const handle = await sbx.files.watchDir('watched', (e) => {
         if (waiting && e.name === waiting.name && e.type === 'write') waiting.resolve();
       });
+      // A sample takes a few ms, and with 30 of them the p50 moved by a
+      // quarter to a half between runs; 150 cost under a second.
+      const watches = 5 * n;
       const latency = await timeit(async (i) => {
         const name = `w${i}`;
         const seen = new Promise((resolve) => (waiting = { name, resolve }));
         await sbx.files.write(`watched/${name}`, 'x');
         await seen;
-      }, { warmup: 2, iterations: n });
+      }, { warmup: 2, iterations: watches });
       await handle.stop();
-      const localLatency = await base.watchLatency(join(localHome, 'watched'), 2, n);
+      const localLatency = await base.watchLatency(join(localHome, 'watched'), 2, watches);
       rows.push(row({ suite: 'sdk', name: 'files.write → watchDir event (includes the write)', unit: 'ms', value: latency, baseline: localLatency, baselineName: 'write → fs.watch in process' }));
       await sbx.kill();
     });

@@ -1,0 +1,114 @@
+// How a run's rows moved against the run before it: the issue's rule is that
+// p50s hold to ±10% between two consecutive runs, and this is where that is
+// read off. run.mjs keeps the run it replaces as results/previous.json and
+// puts this comparison under the table; it can also be run by hand:
+//
+//   node tools/bench/compare.mjs OLDER.json NEWER.json
+import { readFileSync } from 'node:fs';
+import { pathToFileURL } from 'node:url';
+
+/** How far a row's headline may move between two runs and still count as holding. */
+export const HOLD_PCT = 10;
+
+/** Steal above which a suite's numbers are marked as not comparable (run.mjs says so in its table). */
+export const STEAL_BUSY_PCT = 5;
+
+const key = (x) => `${x.suite}\u0000${x.name}\u0000${x.baselineName ?? ''}`;
+
+/**
+ * The number a row is judged by: the ratio to its baseline where it has one
+ * (the headline, as in the table), else its own p50.
+ */
+export function headline(x) {
+  return x.ratio ?? x.value.p50;
+}
+
+const change = (before, after) => (before > 0 && after > 0 ? (100 * (after - before)) / before : null);
+
+/**
+ * Why two runs cannot be compared at all (another machine, another mode),
+ * or null when they can.
+ */
+export function incomparable(older, newer) {
+  if (older.quick !== newer.quick) return `one run was --quick and the other was not`;
+  const m = (r) => `${r.machine.cpus} × ${r.machine.cpuModel}, ${r.machine.memoryGiB} GiB`;
+  if (m(older) !== m(newer)) return `the runs were on different machines (${m(older)}; ${m(newer)})`;
+  return null;
+}
+
+/**
+ * Row by row: the headline before and after and its change in %, the row's
+ * own p50 and its baseline's p50 change (what moved the machine), and
+ * whether it held within HOLD_PCT. Rows in only one of the runs are left out.
+ */
+export function compareRuns(older, newer) {
+  const before = new Map(older.rows.map((x) => [key(x), x]));
+  const busy = (run) => new Set(run.load.filter((l) => l.stealPct !== null && l.stealPct > STEAL_BUSY_PCT).map((l) => l.suite));
+  const busyBefore = busy(older);
+  const busyNow = busy(newer);
+  const rows = [];
+  for (const x of newer.rows) {
+    const old = before.get(key(x));
+    if (!old) continue;
+    const moved = change(headline(old), headline(x));
+    rows.push({
+      suite: x.suite,
+      name: x.name,
+      baselineName: x.baselineName ?? null,
+      onRatio: x.ratio !== null && x.ratio !== undefined,
+      hasTarget: Boolean(x.target),
+      before: headline(old),
+      after: headline(x),
+      changePct: moved,
+      p50ChangePct: change(old.value.p50, x.value.p50),
+      baselineChangePct: old.baseline && x.baseline ? change(old.baseline.p50, x.baseline.p50) : null,
+      held: moved !== null && Math.abs(moved) <= HOLD_PCT,
+      busy: busyBefore.has(x.suite) || busyNow.has(x.suite),
+    });
+  }
+  return rows;
+}
+
+const signed = (n) => (n === null ? '–' : `${n >= 0 ? '+' : '−'}${Math.abs(n).toFixed(1)}%`);
+const num = (n) => (n >= 100 ? n.toFixed(0) : n.toPrecision(3));
+
+/** The comparison as markdown lines, for docs/performance.md or a terminal. */
+export function comparisonMarkdown(older, newer) {
+  const lines = ['## Against the previous run', ''];
+  const why = incomparable(older, newer);
+  if (why) return [...lines, `The previous run (${older.date.slice(0, 16).replace('T', ' ')} UTC) is not compared: ${why}.`, ''];
+  const rows = compareRuns(older, newer);
+  const moved = rows.filter((c) => !c.held);
+  const targeted = rows.filter((c) => c.hasTarget);
+  lines.push(
+    `The previous run is \`tools/bench/results/previous.json\` (${older.date.slice(0, 16).replace('T', ' ')} UTC); this one started ${newer.date.slice(0, 16).replace('T', ' ')} UTC.`,
+    `Each row is judged by its headline: its ratio where it has a baseline, else its own p50. ${rows.length - moved.length} of ${rows.length} rows held within ±${HOLD_PCT}%` +
+      (moved.length ? `; ${moved.length} moved further (in bold).` : '.') +
+      ` Of the ${targeted.length} rows with a target, ${targeted.filter((c) => c.held).length} held.`,
+    "The last two columns say how the row's own p50 and its baseline's p50 moved: when a baseline moves by",
+    'tens of percent, the machine itself ran at another speed, and the ratio cancels that only in part.',
+    `A suite that ran with more than ${STEAL_BUSY_PCT}% steal in either run is marked busy.`,
+    '',
+    '| suite | benchmark | baseline | target | previous | this run | change | own p50 | baseline p50 |',
+    '|---|---|---|---|---|---|---|---|---|',
+  );
+  for (const c of rows) {
+    const unit = c.onRatio ? '×' : '';
+    const changeText = c.held ? signed(c.changePct) : `**${signed(c.changePct)}**`;
+    lines.push(
+      `| ${c.suite}${c.busy ? ' (busy)' : ''} | ${c.name} | ${c.baselineName ?? '–'} | ${c.hasTarget ? 'yes' : ''} | ${num(c.before)}${unit} | ${num(c.after)}${unit} | ${changeText} | ${signed(c.p50ChangePct)} | ${signed(c.baselineChangePct)} |`,
+    );
+  }
+  lines.push('');
+  return lines;
+}
+
+if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
+  const [olderPath, newerPath] = process.argv.slice(2);
+  if (!olderPath || !newerPath) {
+    process.stderr.write('usage: node tools/bench/compare.mjs OLDER.json NEWER.json\n');
+    process.exit(2);
+  }
+  const read = (p) => JSON.parse(readFileSync(p, 'utf8'));
+  process.stdout.write(comparisonMarkdown(read(olderPath), read(newerPath)).join('\n'));
+}
