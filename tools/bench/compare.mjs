@@ -16,11 +16,12 @@ export const STEAL_BUSY_PCT = 5;
 const key = (x) => `${x.suite}\u0000${x.name}\u0000${x.baselineName ?? ''}`;
 
 /**
- * The number a row is judged by: the ratio to its baseline where it has one
- * (the headline, as in the table), else its own p50.
+ * The number a row is judged by: its own p50 where its target is on that
+ * (create to first command, memory), else the ratio to its baseline where it
+ * has one (the headline, as in the table), else its own p50.
  */
 export function headline(x) {
-  return x.ratio ?? x.value.p50;
+  return x.target?.on === 'value' ? x.value.p50 : (x.ratio ?? x.value.p50);
 }
 
 const change = (before, after) => (before > 0 && after > 0 ? (100 * (after - before)) / before : null);
@@ -55,7 +56,7 @@ export function compareRuns(older, newer) {
       suite: x.suite,
       name: x.name,
       baselineName: x.baselineName ?? null,
-      onRatio: x.ratio !== null && x.ratio !== undefined,
+      onRatio: x.target?.on !== 'value' && x.ratio !== null && x.ratio !== undefined,
       hasTarget: Boolean(x.target),
       before: headline(old),
       after: headline(x),
@@ -82,7 +83,7 @@ export function comparisonMarkdown(older, newer) {
   const targeted = rows.filter((c) => c.hasTarget);
   lines.push(
     `The previous run is \`tools/bench/results/previous.json\` (${older.date.slice(0, 16).replace('T', ' ')} UTC); this one started ${newer.date.slice(0, 16).replace('T', ' ')} UTC.`,
-    `Each row is judged by its headline: its ratio where it has a baseline, else its own p50. ${rows.length - moved.length} of ${rows.length} rows held within ±${HOLD_PCT}%` +
+    `Each row is judged by its headline: its own p50 where its target is on that, else its ratio where it has a baseline, else its own p50. ${rows.length - moved.length} of ${rows.length} rows held within ±${HOLD_PCT}%` +
       (moved.length ? `; ${moved.length} moved further (in bold).` : '.') +
       ` Of the ${targeted.length} rows with a target, ${targeted.filter((c) => c.held).length} held.`,
     "The last two columns say how the row's own p50 and its baseline's p50 moved: when a baseline moves by",
