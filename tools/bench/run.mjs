@@ -3,6 +3,8 @@
 // writes tools/bench/results/latest.json and docs/performance.md.
 //
 //   node tools/bench/run.mjs [--quick] [--only SUITE[,SUITE]]
+//   node tools/bench/run.mjs --render   (rewrites docs/performance.md from the
+//                                        results kept, without running anything)
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -10,7 +12,18 @@ import { comparisonMarkdown, STEAL_BUSY_PCT } from './compare.mjs';
 import { loadSince, loadSnapshot, machine } from './lib.mjs';
 import { runSuiteProcess, suiteNames } from './suite-process.mjs';
 
-const { values } = parseArgs({ options: { quick: { type: 'boolean', default: false }, only: { type: 'string' } } });
+const { values } = parseArgs({ options: { quick: { type: 'boolean', default: false }, only: { type: 'string' }, render: { type: 'boolean', default: false } } });
+const root = new URL('../..', import.meta.url).pathname;
+const results = join(root, 'tools/bench/results');
+const readRun = (name) => (existsSync(join(results, name)) ? JSON.parse(readFileSync(join(results, name), 'utf8')) : null);
+
+if (values.render) {
+  const latest = readRun('latest.json');
+  if (!latest) throw new Error(`no ${join(results, 'latest.json')} to render`);
+  writeFileSync(join(root, 'docs/performance.md'), markdown(latest, readRun('previous.json')));
+  process.exit(0);
+}
+
 const selected = values.only ? values.only.split(',') : suiteNames;
 for (const name of selected) if (!suiteNames.includes(name)) throw new Error(`unknown suite '${name}' (have: ${suiteNames.join(', ')})`);
 
@@ -25,17 +38,11 @@ for (const name of selected) {
 }
 
 const result = { date: started.toISOString(), quick: values.quick, machine: machine(), load, rows };
-const root = new URL('../..', import.meta.url).pathname;
-const results = join(root, 'tools/bench/results');
 mkdirSync(results, { recursive: true });
 // The run this one replaces is kept, and the table ends with how each row
 // moved against it: the issue's rule is about two consecutive runs.
-let previous = null;
-if (existsSync(join(results, 'latest.json'))) {
-  const text = readFileSync(join(results, 'latest.json'), 'utf8');
-  writeFileSync(join(results, 'previous.json'), text);
-  previous = JSON.parse(text);
-}
+const previous = readRun('latest.json');
+if (previous) writeFileSync(join(results, 'previous.json'), JSON.stringify(previous, null, 2) + '\n');
 writeFileSync(join(results, 'latest.json'), JSON.stringify(result, null, 2) + '\n');
 const table = markdown(result, previous);
 writeFileSync(join(root, 'docs/performance.md'), table);
