@@ -213,8 +213,8 @@ export async function sdkSuite({ quick, log }) {
       const handle = await sbx.files.watchDir('watched', (e) => {
         if (waiting && e.name === waiting.name && e.type === 'write') waiting.resolve();
       });
-      // A sample takes a few ms, and with 30 of them the p50 moved by a
-      // quarter to a half between runs; 150 cost under a second.
+      // A sample takes a few ms. With 30 of them this p50 moved by up to a
+      // quarter between runs (envd's by up to 3×); 150 cost under a second.
       const watches = 5 * n;
       const latency = await timeit(async (i) => {
         const name = `w${i}`;
