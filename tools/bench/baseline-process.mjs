@@ -24,7 +24,7 @@ import { join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { fileURLToPath } from 'node:url';
 import { answerCalls, callsTo } from './child-calls.mjs';
-import { benchNodeFlags, loopbackTcp, timeit } from './lib.mjs';
+import { benchNodeFlags, loopbackTcp, timedHere, timeit } from './lib.mjs';
 
 const self = fileURLToPath(import.meta.url);
 
@@ -52,12 +52,6 @@ export async function startBaselineProcess() {
       await closed;
     },
   };
-}
-
-async function timedHere(work) {
-  const t = performance.now();
-  const bytes = await work();
-  return { elapsedMs: performance.now() - t, bytes };
 }
 
 function runToEnd({ cmd, args, user }) {

@@ -13,6 +13,9 @@ export const HOLD_PCT = 10;
 /** Steal above which a suite's numbers are marked as not comparable (run.mjs says so in its table). */
 export const STEAL_BUSY_PCT = 5;
 
+/** Whether a suite's load (`loadSince` in lib.mjs) marks it as run on a busy host. */
+export const wasBusy = (load) => load.stealPct !== null && load.stealPct > STEAL_BUSY_PCT;
+
 const key = (x) => `${x.suite}\u0000${x.name}\u0000${x.baselineName ?? ''}`;
 
 /**
@@ -44,7 +47,7 @@ export function incomparable(older, newer) {
  */
 export function compareRuns(older, newer) {
   const before = new Map(older.rows.map((x) => [key(x), x]));
-  const busy = (run) => new Set(run.load.filter((l) => l.stealPct !== null && l.stealPct > STEAL_BUSY_PCT).map((l) => l.suite));
+  const busy = (run) => new Set(run.load.filter(wasBusy).map((l) => l.suite));
   const busyBefore = busy(older);
   const busyNow = busy(newer);
   const rows = [];

@@ -54,6 +54,17 @@ async function run(fn, i) {
   return typeof result?.elapsedMs === 'number' ? result : { elapsedMs, bytes: result };
 }
 
+/**
+ * Runs `work` (which resolves with a byte count) and resolves with
+ * `{ elapsedMs, bytes }`: what a helper process answers, so that the
+ * caller counts the work's own time, not the round trip to the helper.
+ */
+export async function timedHere(work) {
+  const t = performance.now();
+  const bytes = await work();
+  return { elapsedMs: performance.now() - t, bytes };
+}
+
 async function timed(fn, i) {
   return (await run(fn, i)).elapsedMs;
 }

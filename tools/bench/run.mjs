@@ -8,7 +8,7 @@
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { comparisonMarkdown, STEAL_BUSY_PCT } from './compare.mjs';
+import { comparisonMarkdown, wasBusy } from './compare.mjs';
 import { loadSince, loadSnapshot, machine } from './lib.mjs';
 import { runSuiteProcess, suiteNames } from './suite-process.mjs';
 
@@ -67,7 +67,7 @@ function ratioText(x) {
 function loadText(l) {
   const pct = (n) => (n === null ? 'not reported' : `${n.toFixed(0)}%`);
   // On a quiet day steal is 0 to 1% here; in a run at 20% rows moved by up to three quarters.
-  const busy = l.stealPct !== null && l.stealPct > STEAL_BUSY_PCT ? ' (**the host was busy: do not compare this suite with a quiet run**)' : '';
+  const busy = wasBusy(l) ? ' (**the host was busy: do not compare this suite with a quiet run**)' : '';
   return `${l.suite} ${l.seconds.toFixed(0)} s, steal ${pct(l.stealPct)}, waiting ${pct(l.waitPct)}${busy}`;
 }
 

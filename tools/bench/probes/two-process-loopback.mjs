@@ -26,7 +26,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { answerCalls, callsTo } from '../child-calls.mjs';
-import { benchNodeFlags, loopbackTcp, settleDisk } from '../lib.mjs';
+import { benchNodeFlags, loopbackTcp, settleDisk, summarize, timedHere } from '../lib.mjs';
 import { startServerProcess } from '../server-process.mjs';
 
 const self = fileURLToPath(import.meta.url);
@@ -45,12 +45,6 @@ async function sendToSink(port, size) {
   await answered;
   sock.destroy();
   return size;
-}
-
-async function timedHere(work) {
-  const t = performance.now();
-  const bytes = await work();
-  return { elapsedMs: performance.now() - t, bytes };
 }
 
 if (process.argv[2] === '--sink') {
@@ -77,7 +71,7 @@ if (process.argv[2] === '--sink') {
   const GAP = +(process.env.GAP ?? 45);
   const N = +(process.env.N ?? 15);
   const size = Math.round(+(process.env.MIB ?? 256) * MiB);
-  const median = (xs) => [...xs].sort((a, b) => a - b)[xs.length >> 1];
+  const median = (xs) => summarize(xs).p50;
   const cv = (xs) => {
     const mean = xs.reduce((a, b) => a + b, 0) / xs.length;
     return (100 * Math.sqrt(xs.reduce((a, b) => a + (b - mean) ** 2, 0) / xs.length)) / mean;
