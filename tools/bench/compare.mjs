@@ -41,6 +41,21 @@ export function incomparable(older, newer) {
 }
 
 /**
+ * How far each suite's CPU speed (the median of its `cpuSpeed` samples,
+ * lib.mjs) moved from one run to the other, in %, by suite; a suite that
+ * either run did not sample is left out.
+ */
+export function cpuSpeedChanges(older, newer) {
+  const before = new Map(older.load.map((l) => [l.suite, l.cpuSpeed?.p50]));
+  const changes = new Map();
+  for (const l of newer.load) {
+    const moved = before.get(l.suite) && l.cpuSpeed ? change(before.get(l.suite), l.cpuSpeed.p50) : null;
+    if (moved !== null) changes.set(l.suite, moved);
+  }
+  return changes;
+}
+
+/**
  * Row by row: the headline before and after and its change in %, the row's
  * own p50 and its baseline's p50 change (what moved the machine), and
  * whether it held within HOLD_PCT. Rows in only one of the runs are left out.
@@ -50,6 +65,7 @@ export function compareRuns(older, newer) {
   const busy = (run) => new Set(run.load.filter(wasBusy).map((l) => l.suite));
   const busyBefore = busy(older);
   const busyNow = busy(newer);
+  const cpu = cpuSpeedChanges(older, newer);
   const rows = [];
   for (const x of newer.rows) {
     const old = before.get(key(x));
@@ -68,6 +84,7 @@ export function compareRuns(older, newer) {
       baselineChangePct: old.baseline && x.baseline ? change(old.baseline.p50, x.baseline.p50) : null,
       held: moved !== null && Math.abs(moved) <= HOLD_PCT,
       busy: busyBefore.has(x.suite) || busyNow.has(x.suite),
+      cpuChangePct: cpu.get(x.suite) ?? null,
     });
   }
   return rows;
@@ -91,20 +108,32 @@ export function comparisonMarkdown(older, newer) {
       ` Of the ${targeted.length} rows with a target, ${targeted.filter((c) => c.held).length} held.`,
     "The last two columns say how the row's own p50 and its baseline's p50 moved: when a baseline moves by",
     'tens of percent, the machine itself ran at another speed, and the ratio cancels that only in part.',
-    `A suite that ran with more than ${STEAL_BUSY_PCT}% steal in either run is marked busy.`,
+    `A suite that ran with more than ${STEAL_BUSY_PCT}% steal in either run is marked busy, and one whose CPU speed moved by more`,
+    `than ±${HOLD_PCT}% between the runs says by how much: ${cpuLine(older, newer)}.`,
     '',
     '| suite | benchmark | baseline | target | previous | this run | change | own p50 | baseline p50 |',
     '|---|---|---|---|---|---|---|---|---|',
   );
   for (const c of rows) {
+    const marks = [c.busy ? 'busy' : null, c.cpuChangePct !== null && Math.abs(c.cpuChangePct) > HOLD_PCT ? `CPU ${signed(c.cpuChangePct)}` : null].filter(Boolean);
     const unit = c.onRatio ? '×' : '';
     const changeText = c.held ? signed(c.changePct) : `**${signed(c.changePct)}**`;
     lines.push(
-      `| ${c.suite}${c.busy ? ' (busy)' : ''} | ${c.name} | ${c.baselineName ?? '–'} | ${c.hasTarget ? 'yes' : ''} | ${num(c.before)}${unit} | ${num(c.after)}${unit} | ${changeText} | ${signed(c.p50ChangePct)} | ${signed(c.baselineChangePct)} |`,
+      `| ${c.suite}${marks.length ? ` (${marks.join(', ')})` : ''} | ${c.name} | ${c.baselineName ?? '–'} | ${c.hasTarget ? 'yes' : ''} | ${num(c.before)}${unit} | ${num(c.after)}${unit} | ${changeText} | ${signed(c.p50ChangePct)} | ${signed(c.baselineChangePct)} |`,
     );
   }
   lines.push('');
   return lines;
+}
+
+/** Each suite's CPU speed in the two runs, for the text above the table. */
+function cpuLine(older, newer) {
+  const before = new Map(older.load.map((l) => [l.suite, l.cpuSpeed?.p50]));
+  const moved = cpuSpeedChanges(older, newer);
+  const parts = newer.load
+    .filter((l) => moved.has(l.suite))
+    .map((l) => `${l.suite} ${before.get(l.suite).toFixed(0)} → ${l.cpuSpeed.p50.toFixed(0)} MiB/s (${signed(moved.get(l.suite))})`);
+  return parts.length ? `SHA-256 on one thread, the median of each suite's samples, ${parts.join('; ')}` : 'one of the runs did not measure it';
 }
 
 if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {

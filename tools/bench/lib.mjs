@@ -2,6 +2,7 @@
 // ratios to a baseline measured in the same run; absolute numbers are
 // printed for context, never asserted.
 import { execFileSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { connect, createServer } from 'node:net';
 import { cpus, totalmem, release } from 'node:os';
@@ -273,6 +274,34 @@ function readProc(path) {
   } catch {
     return undefined;
   }
+}
+
+const speedInput = Buffer.alloc(4 * MiB, 0x5a);
+
+/**
+ * How fast this CPU runs now, in MiB/s of SHA-256 on one thread: the median
+ * of five hashes of 4 MiB, about 20 ms. Steal does not show everything that
+ * slows this machine: a busy loop of such hashes, with steal at 0 to 2%, ran
+ * at 913 to 1254 MiB/s from one second to the next over 40 s, and at 623 to
+ * 1201 when it idled a second between hashes. The suites take one of these
+ * at the start of each phase, so that a run says how fast its CPUs were
+ * (`cpuSpeedSummary`), and a comparison how far that moved between two runs.
+ */
+export function cpuSpeed() {
+  const rates = [];
+  for (let i = 0; i < 5; i++) {
+    const t = performance.now();
+    createHash('sha256').update(speedInput).digest();
+    rates.push(speedInput.length / MiB / ((performance.now() - t) / 1000));
+  }
+  return percentile(rates.sort((a, b) => a - b), 50);
+}
+
+/** The median, lowest and highest of a suite's `cpuSpeed` samples, or null when it took none. */
+export function cpuSpeedSummary(samples) {
+  if (samples.length === 0) return null;
+  const { n, p50, min, max } = summarize(samples);
+  return { n, p50, min, max };
 }
 
 export function machine() {

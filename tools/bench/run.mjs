@@ -33,8 +33,9 @@ const load = [];
 // Each suite in a fresh process: what one suite leaves in memory must not weigh on the next one's baselines.
 for (const name of selected) {
   const before = loadSnapshot();
-  rows.push(...(await runSuiteProcess(name, { quick: values.quick })));
-  load.push({ suite: name, ...loadSince(before) });
+  const report = await runSuiteProcess(name, { quick: values.quick });
+  rows.push(...report.rows);
+  load.push({ suite: name, ...loadSince(before), cpuSpeed: report.cpuSpeed });
 }
 
 const result = { date: started.toISOString(), quick: values.quick, machine: machine(), load, rows };
@@ -68,7 +69,8 @@ function loadText(l) {
   const pct = (n) => (n === null ? 'not reported' : `${n.toFixed(0)}%`);
   // On a quiet day steal is 0 to 1% here; in a run at 20% rows moved by up to three quarters.
   const busy = wasBusy(l) ? ' (**the host was busy: do not compare this suite with a quiet run**)' : '';
-  return `${l.suite} ${l.seconds.toFixed(0)} s, steal ${pct(l.stealPct)}, waiting ${pct(l.waitPct)}${busy}`;
+  const cpu = l.cpuSpeed ? `, CPU ${l.cpuSpeed.p50.toFixed(0)} MiB/s (${l.cpuSpeed.min.toFixed(0)}–${l.cpuSpeed.max.toFixed(0)} over ${l.cpuSpeed.n} phases)` : '';
+  return `${l.suite} ${l.seconds.toFixed(0)} s, steal ${pct(l.stealPct)}, waiting ${pct(l.waitPct)}${cpu}${busy}`;
 }
 
 function markdown(r, previous) {
@@ -78,7 +80,7 @@ function markdown(r, previous) {
     '',
     `Latest run of \`npm run bench${r.quick ? ' -- --quick' : ''}\`: ${r.date.slice(0, 10)}, on ${m.cpus} × ${m.cpuModel}, ${m.memoryGiB} GiB, Node ${m.node}, Linux ${m.kernel}.`,
     '',
-    `How long each suite took, and how contended the CPUs were meanwhile: \`steal\` is the share of CPU time the hypervisor gave to other machines, \`waiting\` the share of the time in which some runnable task (ours included) waited for a CPU (PSI). ${r.load.map(loadText).join('; ')}. The further either is above a suite's usual, the less its numbers can be compared with another run's.`,
+    `How long each suite took, and how contended the CPUs were meanwhile: \`steal\` is the share of CPU time the hypervisor gave to other machines, \`waiting\` the share of the time in which some runnable task (ours included) waited for a CPU (PSI), and \`CPU\` how fast one thread hashed (SHA-256, \`cpuSpeed\` in \`tools/bench/lib.mjs\`) at the start of each phase, the median and the range. ${r.load.map(loadText).join('; ')}. The further steal or waiting is above a suite's usual, or the CPU speed from another run's, the less its numbers can be compared with that run's: this machine's CPUs change speed by a third from one second to the next, with no steal to show for it.`,
     '',
     'Every benchmark runs next to a baseline measured in the same run; the ratio is the headline.',
     'Latencies are p50/p95 in ms (ratio = Paddock / baseline, lower is better); throughputs are the median and',

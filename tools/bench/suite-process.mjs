@@ -4,10 +4,10 @@
 // heap's page tables: in one shared process the envd suite's `bash -l -c
 // true` baseline went from 5 to 13 ms between two runs.
 //
-//   const rows = await runSuiteProcess('envd', { quick })
+//   const { rows, cpuSpeed } = await runSuiteProcess('envd', { quick })
 import { fork } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { benchNodeFlags } from './lib.mjs';
+import { benchNodeFlags, cpuSpeed, cpuSpeedSummary } from './lib.mjs';
 
 export const suiteNames = ['sdk', 'envd', 'runtime', 'server'];
 
@@ -16,11 +16,11 @@ const self = fileURLToPath(import.meta.url);
 export function runSuiteProcess(name, { quick }) {
   return new Promise((resolve, reject) => {
     const child = fork(self, ['--suite', name, ...(quick ? ['--quick'] : [])], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], execArgv: benchNodeFlags });
-    let rows;
-    child.once('message', (m) => (rows = m.rows));
+    let report;
+    child.once('message', (m) => (report = m));
     child.once('error', reject);
     child.once('exit', (code, signal) => {
-      if (code === 0 && rows) resolve(rows);
+      if (code === 0 && report) resolve(report);
       else reject(new Error(`suite '${name}' ended with ${signal ?? `code ${code}`} before it reported its rows`));
     });
   });
@@ -34,12 +34,18 @@ async function main(name, quick) {
     server: async () => (await import('./suites/server.mjs')).serverSuite,
   };
   const suite = await modules[name]();
-  // Each line says how long the suite had run when it started that phase.
+  // Each line says how long the suite had run when it started that phase,
+  // and how fast the CPU this process was on ran just then (lib.mjs, cpuSpeed).
   const started = performance.now();
-  const log = (msg) => process.stderr.write(`[bench] ${((performance.now() - started) / 1000).toFixed(1).padStart(5)} s ${msg}\n`);
+  const speeds = [];
+  const log = (msg) => {
+    const speed = cpuSpeed();
+    speeds.push(speed);
+    process.stderr.write(`[bench] ${((performance.now() - started) / 1000).toFixed(1).padStart(5)} s ${msg} (CPU ${speed.toFixed(0)} MiB/s)\n`);
+  };
   const rows = await suite({ quick, log });
   log(`${name}: done`);
-  process.send({ rows }, () => process.disconnect());
+  process.send({ rows, cpuSpeed: cpuSpeedSummary(speeds) }, () => process.disconnect());
 }
 
 if (process.argv[1] === self && process.argv[2] === '--suite') await main(process.argv[3], process.argv.includes('--quick'));
