@@ -59,7 +59,7 @@ export async function envdSuite({ quick, log }) {
   const runLocally = (cmd, args) => base.spawn(cmd, args, { user: { uid: 1000, gid: 1000, home: envd.home.user } });
   const iterations = quick ? 15 : 100;
   const long = quick ? 2 : 21; // as in the sdk suite
-  const bulk = quick ? 2 : 31; // file transfers, as in the sdk suite
+  const bulk = quick ? 2 : 21; // file transfers, as in the sdk suite
   try {
     log('envd: exec round trip');
     const bashTrue = ['/bin/bash', ['-l', '-c', 'true']];
