@@ -13,6 +13,12 @@ export class HttpError extends Error {
   }
 }
 
+/**
+ * Thrown where a path has to be a regular file and is something else: a
+ * FIFO, a device or a socket.
+ */
+export class NotRegularFileError extends Error {}
+
 interface ErrnoLike {
   code?: unknown;
   message?: unknown;
@@ -25,6 +31,9 @@ function errnoOf(err: unknown): string | undefined {
 
 /** Describes a failed filesystem call on `path` in words a user can act on. */
 export function describeFsError(err: unknown, path: string): { code: Code; status: number; message: string } {
+  // ENXIO is what a non-blocking open of a FIFO nobody reads, or of a
+  // socket, answers.
+  if (err instanceof NotRegularFileError || errnoOf(err) === 'ENXIO') return { code: Code.InvalidArgument, status: 400, message: `path '${path}' is not a regular file` };
   switch (errnoOf(err)) {
     case 'ENOENT':
       return { code: Code.NotFound, status: 404, message: `path '${path}' does not exist` };

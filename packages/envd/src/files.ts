@@ -6,7 +6,7 @@ import { basename } from 'node:path';
 import { PassThrough, Readable, Writable, finished } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { constants as zc, createGunzip, createGzip, gzipSync } from 'node:zlib';
-import { HttpError, fsHttpError } from './errors.js';
+import { HttpError, NotRegularFileError, fsHttpError } from './errors.js';
 import { openForWrite } from './fs-ops.js';
 import { skipBodyInParser } from './http-parser.js';
 import { metadataFromHeaders, writeMetadata } from './metadata.js';
@@ -74,7 +74,9 @@ export async function getFile(req: IncomingMessage, res: ServerResponse, params:
   const target = resolveUserPath(requirePath(params), user);
   let fd: number;
   try {
-    fd = openSync(target, fsc.O_RDONLY);
+    // Non-blocking, as openForWrite opens: a FIFO would otherwise hold envd
+    // until something writes to it.
+    fd = openSync(target, fsc.O_RDONLY | fsc.O_NONBLOCK);
   } catch (err) {
     throw fsHttpError(err, target);
   }
@@ -82,7 +84,7 @@ export async function getFile(req: IncomingMessage, res: ServerResponse, params:
   try {
     const st = fstatSync(fd);
     if (st.isDirectory()) throw new HttpError(400, `path '${target}' is a directory`);
-    if (!st.isFile()) throw new HttpError(400, `path '${target}' is not a regular file`);
+    if (!st.isFile()) throw fsHttpError(new NotRegularFileError(), target);
     size = st.size;
   } catch (err) {
     closeSync(fd);

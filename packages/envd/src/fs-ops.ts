@@ -3,6 +3,7 @@
 // write wherever the client asked, with missing parents created.
 import { chownSync, closeSync, fchownSync, fstatSync, lstatSync, mkdirSync, openSync, readdirSync, rmdirSync, statSync, unlinkSync, constants as fsc } from 'node:fs';
 import { dirname, join } from 'node:path';
+import { NotRegularFileError } from './errors.js';
 import type { User } from './users.js';
 
 function exists(path: string): boolean {
@@ -61,13 +62,12 @@ export function makeDirs(dir: string, user: User): boolean {
 export function openForWrite(path: string, user: User): number {
   makeDirs(dirname(path), user);
   const created = !exists(path);
-  const fd = openSync(path, fsc.O_WRONLY | fsc.O_CREAT, 0o644);
+  // Non-blocking: a plain open of a FIFO waits for a reader, and envd,
+  // which opens synchronously, would answer nothing else meanwhile. It
+  // changes nothing for a regular file.
+  const fd = openSync(path, fsc.O_WRONLY | fsc.O_CREAT | fsc.O_NONBLOCK, 0o644);
   try {
-    if (!fstatSync(fd).isFile()) {
-      const err = new Error(`'${path}' is not a regular file`) as NodeJS.ErrnoException;
-      err.code = 'EINVAL';
-      throw err;
-    }
+    if (!fstatSync(fd).isFile()) throw new NotRegularFileError(`'${path}' is not a regular file`);
     // A file that existed keeps its owner; a new one belongs to the user.
     if (created) fchownSync(fd, user.uid, user.gid);
     return fd;

@@ -3,7 +3,8 @@ import { execFileSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { createReadStream, mkdirSync, readFileSync, statSync, truncateSync, writeFileSync } from 'node:fs';
 import { Agent, request } from 'node:http';
-import { connect as netConnect } from 'node:net';
+import { once } from 'node:events';
+import { createServer, connect as netConnect } from 'node:net';
 import { connect } from 'node:http2';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
@@ -482,6 +483,27 @@ describe('files', () => {
     expect([noPath.status, await noPath.json()]).toEqual([400, { code: 400, message: "query parameter 'path' is required" }]);
     const upDir = await post({ path: 'a-dir' }, 'x');
     expect([upDir.status, ((await upDir.json()) as { message: string }).message]).toEqual([400, `path '${join(envd.home.user, 'a-dir')}' is a directory`]);
+  });
+
+  test('a FIFO, a device or a socket is 400 both ways, and envd does not wait on the FIFO for a reader or a writer', async () => {
+    const fifo = join(envd.home.user, 'a-fifo');
+    execFileSync('mkfifo', [fifo]);
+    const socketPath = join(envd.home.user, 'a-socket');
+    const listener = createServer().listen(socketPath);
+    await once(listener, 'listening');
+    try {
+      for (const path of [fifo, '/dev/null', socketPath]) {
+        const message = `path '${path}' is not a regular file`;
+        const up = await post({ path }, 'x');
+        expect([path, up.status, await up.json()]).toEqual([path, 400, { code: 400, message }]);
+        const down = await fetch(url('/files', { path }), { headers: auth() });
+        expect([path, down.status, await down.json()]).toEqual([path, 400, { code: 400, message }]);
+      }
+      // Nothing opened the FIFO's other end, and envd still answers.
+      expect((await fetch(`${envd.url}/health`)).status).toBe(204);
+    } finally {
+      listener.close();
+    }
   });
 
   test('an unknown user is 401 naming the user', async () => {
