@@ -212,6 +212,26 @@ describe('files', () => {
     }
   });
 
+  test('a small upload, written without the thread pool, is 507 on a full disk too, and keeps what fit', async () => {
+    const dir = join(envd.home.user, 'small-disk-2');
+    mkdirSync(dir);
+    execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=1536k,uid=1000,gid=1000', 'tmpfs', dir]);
+    try {
+      const content = randomBytes(200 * 1024);
+      // 100 KiB left: the first write is cut short there, and the next one fails.
+      writeFileSync(join(dir, 'filler'), Buffer.alloc((1536 - 100) * 1024));
+      const res = await post({ path: 'small-disk-2/small.bin' }, content);
+      expect([res.status, await res.json()]).toEqual([507, { code: 507, message: `no space left on device writing '${join(dir, 'small.bin')}'` }]);
+      expect(readFileSync(join(dir, 'small.bin')).equals(content.subarray(0, 100 * 1024))).toBe(true);
+      // Nothing left: the first write fails.
+      const none = await post({ path: 'small-disk-2/none.bin' }, content.subarray(0, 1000));
+      expect([none.status, await none.json()]).toEqual([507, { code: 507, message: `no space left on device writing '${join(dir, 'none.bin')}'` }]);
+      expect(readFileSync(join(dir, 'none.bin')).length).toBe(0);
+    } finally {
+      execFileSync('umount', [dir]);
+    }
+  });
+
   describe('bodies of 256 KiB or more go between socket and file in the kernel', () => {
     /** Sends `parts` on a connection of its own (a number waits that many ms); gives what comes back once the connection closes. */
     function rawUpload(head: string, parts: (Buffer | string | number)[]): Promise<string> {
