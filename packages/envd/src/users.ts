@@ -33,6 +33,9 @@ class CachedFile<T> {
     let next: Parsed<T> | undefined;
     try {
       const st = statSync(this.path);
+      // Read only a regular file: a read of a FIFO would wait for a writer,
+      // and envd would answer nothing meanwhile. Anything else counts as missing.
+      if (!st.isFile()) throw new Error(`${this.path} is not a regular file`);
       const key = `${st.mtimeMs}:${st.size}:${st.ino}`;
       if (key === this.key) return this.value;
       next = { key, value: this.parse(readFileSync(this.path, 'utf8')) };

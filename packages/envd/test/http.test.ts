@@ -526,6 +526,19 @@ describe('files', () => {
     }
   });
 
+  test('a passwd file that is a FIFO counts as missing: users are unknown (401), and envd does not wait on it', async () => {
+    const fifo = join(envd.home.user, 'passwd-fifo');
+    execFileSync('mkfifo', [fifo]);
+    const other = await startEnvd({ extraArgs: ['--passwd-file', fifo] });
+    try {
+      const res = await fetch(`${other.url}/files?${new URLSearchParams({ path: 'x', username: 'user' })}`, { headers: { 'x-access-token': other.token! } });
+      expect([res.status, await res.json()]).toEqual([401, { code: 401, message: "user 'user' does not exist" }]);
+      expect((await fetch(`${other.url}/health`)).status).toBe(204);
+    } finally {
+      await other.stop();
+    }
+  });
+
   test('an unknown user is 401 naming the user', async () => {
     const res = await fetch(url('/files', { path: 'x', username: 'nobody-at-all' }), { headers: auth() });
     expect([res.status, await res.json()]).toEqual([401, { code: 401, message: "user 'nobody-at-all' does not exist" }]);
