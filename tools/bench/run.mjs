@@ -54,15 +54,21 @@ function fmt(n) {
   return n >= 100 ? n.toFixed(0) : n >= 10 ? n.toFixed(1) : n.toFixed(2);
 }
 
-/** Three significant digits: a ratio just under its target (0.499) must not print as the target (0.50). */
-function fmtRatio(n) {
-  return n >= 100 ? n.toFixed(0) : n.toPrecision(3);
+/**
+ * Three significant digits: a ratio just under its target (0.499) must not
+ * print as the target (0.50). One more where even three would round onto the
+ * target: 0.4995 misses 0.5, and printed as 0.500 it read as met.
+ */
+function fmtRatio(n, target) {
+  if (n >= 100) return n.toFixed(0);
+  return target !== undefined && Number(n.toPrecision(3)) === target && n !== target ? n.toPrecision(4) : n.toPrecision(3);
 }
 
 function ratioText(x) {
   if (x.ratio === null) return '–';
-  const interval = x.ratioInterval ? ` (${x.ratioInterval.map(fmtRatio).join('–')})` : '';
-  return `${fmtRatio(x.ratio)}×${interval}`;
+  const target = x.target?.on === 'ratio' ? x.target.value : undefined;
+  const interval = x.ratioInterval ? ` (${x.ratioInterval.map((n) => fmtRatio(n, target)).join('–')})` : '';
+  return `${fmtRatio(x.ratio, target)}×${interval}`;
 }
 
 function loadText(l) {
