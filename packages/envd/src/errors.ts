@@ -56,6 +56,10 @@ export function describeFsError(err: unknown, path: string): { code: Code; statu
       return { code: Code.InvalidArgument, status: 400, message: `path '${path}' has too many levels of symbolic links` };
     case 'EXDEV':
       return { code: Code.InvalidArgument, status: 400, message: `cannot move '${path}' across filesystems` };
+    case 'EAGAIN':
+      // A non-blocking open or read that would have had to wait: a file
+      // under another process's lease, or one that waits for data (/proc/kmsg).
+      return { code: Code.FailedPrecondition, status: 409, message: `path '${path}' cannot be used now without waiting` };
     case 'ENOTEMPTY':
       return { code: Code.FailedPrecondition, status: 409, message: `directory '${path}' is not empty` };
     default: {

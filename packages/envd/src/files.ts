@@ -83,7 +83,8 @@ export async function getFile(req: IncomingMessage, res: ServerResponse, params:
   let fd: number;
   try {
     // Non-blocking, as openForWrite opens: a FIFO would otherwise hold envd
-    // until something writes to it.
+    // until something writes to it. A file that waits for data (/proc/kmsg)
+    // then fails its read with EAGAIN instead of waiting.
     fd = openSync(target, fsc.O_RDONLY | fsc.O_NONBLOCK);
   } catch (err) {
     throw fsHttpError(err, target);
@@ -281,6 +282,16 @@ async function sendWhole(res: ServerResponse, fd: number, size: number, target: 
 }
 
 /**
+ * The failure of a write that took none of what it was given. Some
+ * filesystems (FUSE, 9p) answer a full disk that way rather than with
+ * ENOSPC; written again, the same bytes would loop forever. The kernel
+ * transfer (native/file_transfer.c) counts it as ENOSPC too.
+ */
+function tookNothing(): NodeJS.ErrnoException {
+  return Object.assign(new Error('a write took no bytes'), { code: 'ENOSPC' });
+}
+
+/**
  * Writes what it is given to `fd` from offset 0, in writes of WRITE_BATCH
  * bytes (the last may be shorter), in the thread pool; a batch of at most
  * WRITE_IN_PLACE_MAX (a whole small upload) is written on the loop. The file
@@ -364,6 +375,7 @@ class BatchedFileWriter extends Writable {
    * from where it stopped.
    */
   #advance(chunks: Buffer[], n: number): Buffer[] {
+    if (n === 0) throw tookNothing();
     this.bytesWritten += n;
     const rest = [...chunks];
     let skip = n;
@@ -536,8 +548,11 @@ function receiveInKernel(req: IncomingMessage, res: ServerResponse, { handle, le
       // Node's parser hands the body on as it reads it, so all of it that
       // Node has read waits in the request's buffer.
       for (let chunk: Buffer | null; (chunk = req.read() as Buffer | null) !== null; ) {
-        let done = 0;
-        while (done < chunk.length) done += writeSync(fd, chunk, done, chunk.length - done, written + done);
+        for (let done = 0; done < chunk.length; ) {
+          const n = writeSync(fd, chunk, done, chunk.length - done, written + done);
+          if (n === 0) throw tookNothing();
+          done += n;
+        }
         written += chunk.length;
       }
     } catch (err) {

@@ -63,8 +63,9 @@ export function openForWrite(path: string, user: User): number {
   makeDirs(dirname(path), user);
   const created = !exists(path);
   // Non-blocking: a plain open of a FIFO waits for a reader, and envd,
-  // which opens synchronously, would answer nothing else meanwhile. It
-  // changes nothing for a regular file.
+  // which opens synchronously, would answer nothing else meanwhile. A
+  // regular file is written as before; one under another process's lease
+  // fails with EAGAIN instead of waiting for it.
   const fd = openSync(path, fsc.O_WRONLY | fsc.O_CREAT | fsc.O_NONBLOCK, 0o644);
   try {
     if (!fstatSync(fd).isFile()) throw new NotRegularFileError(`'${path}' is not a regular file`);

@@ -2,7 +2,7 @@
 // these users: processes run with their uid/gid and files are created owned
 // by them. The files are re-read when they change, so users added inside a
 // running sandbox (useradd) are seen at once.
-import { statSync, readFileSync } from 'node:fs';
+import { closeSync, fstatSync, openSync, readFileSync, constants as fsc } from 'node:fs';
 
 export interface User {
   name: string;
@@ -32,13 +32,20 @@ class CachedFile<T> {
   get(): T {
     let next: Parsed<T> | undefined;
     try {
-      const st = statSync(this.path);
       // Read only a regular file: a read of a FIFO would wait for a writer,
-      // and envd would answer nothing meanwhile. Anything else counts as missing.
-      if (!st.isFile()) throw new Error(`${this.path} is not a regular file`);
-      const key = `${st.mtimeMs}:${st.size}:${st.ino}`;
-      if (key === this.key) return this.value;
-      next = { key, value: this.parse(readFileSync(this.path, 'utf8')) };
+      // and envd would answer nothing meanwhile. Opened non-blocking and
+      // checked and read through the one descriptor, so that nothing can be
+      // swapped in between; anything else counts as missing.
+      const fd = openSync(this.path, fsc.O_RDONLY | fsc.O_NONBLOCK);
+      try {
+        const st = fstatSync(fd);
+        if (!st.isFile()) throw new Error(`${this.path} is not a regular file`);
+        const key = `${st.mtimeMs}:${st.size}:${st.ino}`;
+        if (key === this.key) return this.value;
+        next = { key, value: this.parse(readFileSync(fd, 'utf8')) };
+      } finally {
+        closeSync(fd);
+      }
     } catch {
       next = { key: 'missing', value: this.parse('') };
     }

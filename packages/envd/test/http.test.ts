@@ -212,6 +212,14 @@ describe('files', () => {
     }
   });
 
+  test('a chunked upload of 1 MiB and 100 KiB (a batch in the thread pool, the rest on the loop) arrives whole and in order', async () => {
+    const path = join(envd.home.user, 'two-ways.bin');
+    const source = randomSource(MiB + 100 * 1024);
+    const res = await post({ path: 'two-ways.bin' }, Readable.toWeb(source.stream) as ReadableStream);
+    expect(res.status).toBe(200);
+    expect(createHash('sha256').update(readFileSync(path)).digest('hex')).toBe(source.digest());
+  });
+
   test('a small upload, written without the thread pool, is 507 on a full disk too, and keeps what fit', async () => {
     const dir = join(envd.home.user, 'small-disk-2');
     mkdirSync(dir);
