@@ -41,16 +41,17 @@ export function incomparable(older, newer) {
 }
 
 /**
- * How far each suite's CPU speed (the median of its `cpuSpeed` samples,
- * lib.mjs) moved from one run to the other, in %, by suite; a suite that
- * either run did not sample is left out.
+ * Each suite's CPU speed (the median of its `cpuSpeed` samples, lib.mjs) in
+ * the two runs, and how far it moved in %, by suite: `{ before, after, pct }`.
+ * A suite that either run did not sample is left out.
  */
 export function cpuSpeedChanges(older, newer) {
   const before = new Map(older.load.map((l) => [l.suite, l.cpuSpeed?.p50]));
   const changes = new Map();
   for (const l of newer.load) {
-    const moved = before.get(l.suite) && l.cpuSpeed ? change(before.get(l.suite), l.cpuSpeed.p50) : null;
-    if (moved !== null) changes.set(l.suite, moved);
+    const was = before.get(l.suite);
+    const pct = was && l.cpuSpeed ? change(was, l.cpuSpeed.p50) : null;
+    if (pct !== null) changes.set(l.suite, { before: was, after: l.cpuSpeed.p50, pct });
   }
   return changes;
 }
@@ -84,7 +85,7 @@ export function compareRuns(older, newer) {
       baselineChangePct: old.baseline && x.baseline ? change(old.baseline.p50, x.baseline.p50) : null,
       held: moved !== null && Math.abs(moved) <= HOLD_PCT,
       busy: busyBefore.has(x.suite) || busyNow.has(x.suite),
-      cpuChangePct: cpu.get(x.suite) ?? null,
+      cpuChangePct: cpu.get(x.suite)?.pct ?? null,
     });
   }
   return rows;
@@ -128,11 +129,7 @@ export function comparisonMarkdown(older, newer) {
 
 /** Each suite's CPU speed in the two runs, for the text above the table. */
 function cpuLine(older, newer) {
-  const before = new Map(older.load.map((l) => [l.suite, l.cpuSpeed?.p50]));
-  const moved = cpuSpeedChanges(older, newer);
-  const parts = newer.load
-    .filter((l) => moved.has(l.suite))
-    .map((l) => `${l.suite} ${before.get(l.suite).toFixed(0)} → ${l.cpuSpeed.p50.toFixed(0)} MiB/s (${signed(moved.get(l.suite))})`);
+  const parts = [...cpuSpeedChanges(older, newer)].map(([suite, c]) => `${suite} ${c.before.toFixed(0)} → ${c.after.toFixed(0)} MiB/s (${signed(c.pct)})`);
   return parts.length ? `SHA-256 on one thread, the median of each suite's samples, ${parts.join('; ')}` : 'one of the runs did not measure it';
 }
 

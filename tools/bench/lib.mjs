@@ -284,8 +284,9 @@ const speedInput = Buffer.alloc(4 * MiB, 0x5a);
  * slows this machine: a busy loop of such hashes, with steal at 0 to 2%, ran
  * at 913 to 1254 MiB/s from one second to the next over 40 s, and at 623 to
  * 1201 when it idled a second between hashes. The suites take one of these
- * at the start of each phase, so that a run says how fast its CPUs were
- * (`cpuSpeedSummary`), and a comparison how far that moved between two runs.
+ * at each line of their log (the start of a phase, mostly), so that a run
+ * says how fast its CPUs were (`cpuSpeedSummary`), and a comparison how far
+ * that moved between two runs.
  */
 export function cpuSpeed() {
   const rates = [];

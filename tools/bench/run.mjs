@@ -56,12 +56,14 @@ function fmt(n) {
 
 /**
  * Three significant digits: a ratio just under its target (0.499) must not
- * print as the target (0.50). One more where even three would round onto the
- * target: 0.4995 misses 0.5, and printed as 0.500 it read as met.
+ * print as the target (0.50). More where even three round onto the target:
+ * 0.4995 misses 0.5, and printed as 0.500 it read as met.
  */
 function fmtRatio(n, target) {
   if (n >= 100) return n.toFixed(0);
-  return target !== undefined && Number(n.toPrecision(3)) === target && n !== target ? n.toPrecision(4) : n.toPrecision(3);
+  let digits = 3;
+  while (digits < 12 && target !== undefined && n !== target && Number(n.toPrecision(digits)) === target) digits++;
+  return n.toPrecision(digits);
 }
 
 function ratioText(x) {
@@ -75,7 +77,7 @@ function loadText(l) {
   const pct = (n) => (n === null ? 'not reported' : `${n.toFixed(0)}%`);
   // On a quiet day steal is 0 to 1% here; in a run at 20% rows moved by up to three quarters.
   const busy = wasBusy(l) ? ' (**the host was busy: do not compare this suite with a quiet run**)' : '';
-  const cpu = l.cpuSpeed ? `, CPU ${l.cpuSpeed.p50.toFixed(0)} MiB/s (${l.cpuSpeed.min.toFixed(0)}–${l.cpuSpeed.max.toFixed(0)} over ${l.cpuSpeed.n} phases)` : '';
+  const cpu = l.cpuSpeed ? `, CPU ${l.cpuSpeed.p50.toFixed(0)} MiB/s (${l.cpuSpeed.min.toFixed(0)}–${l.cpuSpeed.max.toFixed(0)} over ${l.cpuSpeed.n} samples)` : '';
   return `${l.suite} ${l.seconds.toFixed(0)} s, steal ${pct(l.stealPct)}, waiting ${pct(l.waitPct)}${cpu}${busy}`;
 }
 
@@ -86,7 +88,7 @@ function markdown(r, previous) {
     '',
     `Latest run of \`npm run bench${r.quick ? ' -- --quick' : ''}\`: ${r.date.slice(0, 10)}, on ${m.cpus} × ${m.cpuModel}, ${m.memoryGiB} GiB, Node ${m.node}, Linux ${m.kernel}.`,
     '',
-    `How long each suite took, and how contended the CPUs were meanwhile: \`steal\` is the share of CPU time the hypervisor gave to other machines, \`waiting\` the share of the time in which some runnable task (ours included) waited for a CPU (PSI), and \`CPU\` how fast one thread hashed (SHA-256, \`cpuSpeed\` in \`tools/bench/lib.mjs\`) at the start of each phase, the median and the range. ${r.load.map(loadText).join('; ')}. The further steal or waiting is above a suite's usual, or the CPU speed from another run's, the less its numbers can be compared with that run's: this machine's CPUs change speed by a third from one second to the next, with no steal to show for it.`,
+    `How long each suite took, and how contended the CPUs were meanwhile: \`steal\` is the share of CPU time the hypervisor gave to other machines, \`waiting\` the share of the time in which some runnable task (ours included) waited for a CPU (PSI), and \`CPU\` how fast one thread hashed (SHA-256, \`cpuSpeed\` in \`tools/bench/lib.mjs\`) at each line of the suite's log (mostly the start of a phase), the median and the range; a sample taken while the suite's server fills its warm pool reads low. ${r.load.map(loadText).join('; ')}. The further steal or waiting is above a suite's usual, or the CPU speed from another run's, the less its numbers can be compared with that run's: this machine's CPUs change speed by a third from one second to the next, with no steal to show for it.`,
     '',
     'Every benchmark runs next to a baseline measured in the same run; the ratio is the headline.',
     'Latencies are p50/p95 in ms (ratio = Paddock / baseline, lower is better); throughputs are the median and',

@@ -34,8 +34,11 @@ async function main(name, quick) {
     server: async () => (await import('./suites/server.mjs')).serverSuite,
   };
   const suite = await modules[name]();
-  // Each line says how long the suite had run when it started that phase,
-  // and how fast the CPU this process was on ran just then (lib.mjs, cpuSpeed).
+  // Each line says how long the suite had run when it started that phase
+  // (or ended, for the last line), and how fast the CPU this process was on
+  // ran just then (lib.mjs, cpuSpeed). Some lines come while the suite's
+  // server still fills its warm pool, and their sample reads low with it:
+  // the summary is the median.
   const started = performance.now();
   const speeds = [];
   const log = (msg) => {
