@@ -456,8 +456,9 @@ describe('files', () => {
   });
 
   test('files up to one read (1 MiB) and just over it download exactly, with their length', async () => {
-    // Up to 1 MiB a download is one read and one write; above, a stream of reads.
-    for (const size of [1, MiB - 1, MiB, MiB + 1, 3 * MiB + 5]) {
+    // Up to 64 KiB a download is one read on the loop and one write; up to 1 MiB one read in the
+    // thread pool and one write; above, a stream of reads.
+    for (const size of [1, 64 * 1024, 64 * 1024 + 1, MiB - 1, MiB, MiB + 1, 3 * MiB + 5]) {
       const content = randomBytes(size);
       writeFileSync(join(envd.home.user, 'sized.bin'), content);
       const got = await fetch(url('/files', { path: 'sized.bin' }), { headers: { ...auth(), 'accept-encoding': 'identity' } });
