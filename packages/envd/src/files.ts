@@ -345,13 +345,13 @@ class BatchedFileWriter extends Writable {
       return;
     }
     if (size <= WRITE_IN_PLACE_MAX) {
+      let failure: Error | undefined;
       try {
         this.#writeAllNow(chunks);
       } catch (err) {
-        done(err as Error);
-        return;
+        failure = err as Error;
       }
-      done();
+      done(failure);
       return;
     }
     this.#writing = this.#writeAll(chunks).then(

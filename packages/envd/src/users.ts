@@ -2,7 +2,7 @@
 // these users: processes run with their uid/gid and files are created owned
 // by them. The files are re-read when they change, so users added inside a
 // running sandbox (useradd) are seen at once.
-import { closeSync, fstatSync, openSync, readFileSync, constants as fsc } from 'node:fs';
+import { closeSync, fstatSync, openSync, readFileSync, statSync, constants as fsc, type Stats } from 'node:fs';
 
 export interface User {
   name: string;
@@ -15,6 +15,11 @@ export interface User {
 interface Parsed<T> {
   key: string;
   value: T;
+}
+
+/** What tells one version of a file from the next: a regular file only, so that anything else is never taken as unchanged. */
+function keyOf(st: Stats): string {
+  return st.isFile() ? `${st.mtimeMs}:${st.size}:${st.ino}` : 'not a regular file';
 }
 
 class CachedFile<T> {
@@ -32,17 +37,17 @@ class CachedFile<T> {
   get(): T {
     let next: Parsed<T> | undefined;
     try {
-      // Read only a regular file: a read of a FIFO would wait for a writer,
-      // and envd would answer nothing meanwhile. Opened non-blocking and
-      // checked and read through the one descriptor, so that nothing can be
-      // swapped in between; anything else counts as missing.
+      // Every lookup costs one stat while the file is unchanged. Only a
+      // regular file is read: a read of a FIFO would wait for a writer, and
+      // envd would answer nothing meanwhile. It is opened non-blocking, and
+      // checked again and read through that one descriptor, so that nothing
+      // can be swapped in after the stat; anything else counts as missing.
+      if (keyOf(statSync(this.path)) === this.key) return this.value;
       const fd = openSync(this.path, fsc.O_RDONLY | fsc.O_NONBLOCK);
       try {
         const st = fstatSync(fd);
         if (!st.isFile()) throw new Error(`${this.path} is not a regular file`);
-        const key = `${st.mtimeMs}:${st.size}:${st.ino}`;
-        if (key === this.key) return this.value;
-        next = { key, value: this.parse(readFileSync(fd, 'utf8')) };
+        next = { key: keyOf(st), value: this.parse(readFileSync(fd, 'utf8')) };
       } finally {
         closeSync(fd);
       }

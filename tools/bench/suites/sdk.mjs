@@ -44,11 +44,12 @@ export async function sdkSuite({ quick, log }) {
   // proxy and envd, all busy, land on two cores one way or another.
   const many = quick ? 20 : 150;
   const long = quick ? 2 : 21;
-  // 256 MiB transfers: their pairs spread by 12 to 30% (sd of the ratios),
-  // which leaves the median of 21 about ±5% in one run. Consecutive runs
-  // still moved by 10 to 30% on these rows, with 31 pairs as with 21: what
-  // moves them is the machine between runs, not the count. A pair takes
-  // about 0.4 s, and 31 put a full run at 5 minutes on a slow day.
+  // 256 MiB transfers: their pairs spread by 15 to 35% (sd of the log
+  // ratios), which leaves the median of 21 a 95% interval of ±10 to 20% in
+  // one run (shown in the table). Consecutive runs moved by 10 to 30% on
+  // these rows with 31 pairs as with 21; to hold them within ±10% would take
+  // several times the pairs. A pair takes about 0.45 s, and 31 already put a
+  // full run at 5 minutes on a slow day.
   const bulk = quick ? 2 : 21;
   // --quick makes half as many at once: each batch of creates costs seconds.
   const concurrent = quick ? 10 : 20;
