@@ -76,7 +76,7 @@ async function rated(fn, i) {
 }
 
 // For rates, "p50" is the median rate and "p95" the 5th percentile (the slow end).
-function summarizeRates(rates) {
+export function summarizeRates(rates) {
   const sorted = [...rates].sort((a, b) => a - b);
   return { n: sorted.length, p50: percentile(sorted, 50), p95: percentile(sorted, 5), min: sorted[0], max: sorted.at(-1), samples: rates.map(sig4) };
 }

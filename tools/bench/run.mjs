@@ -2,7 +2,8 @@
 // `npm run bench`: runs the benchmark suites against the built packages and
 // writes tools/bench/results/latest.json and docs/performance.md.
 //
-//   node tools/bench/run.mjs [--quick] [--only SUITE[,SUITE]]
+//   node tools/bench/run.mjs [--quick] [--layers] [--only SUITE[,SUITE]]
+//     --layers   also the layers below the SDK (envd, runtime, server)
 //   node tools/bench/run.mjs --render   (rewrites docs/performance.md from the
 //                                        results kept, without running anything)
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
@@ -10,9 +11,9 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { comparisonMarkdown, wasBusy } from './compare.mjs';
 import { loadSince, loadSnapshot, machine } from './lib.mjs';
-import { runSuiteProcess, suiteNames } from './suite-process.mjs';
+import { defaultSuites, runSuiteProcess, suiteNames } from './suite-process.mjs';
 
-const { values } = parseArgs({ options: { quick: { type: 'boolean', default: false }, only: { type: 'string' }, render: { type: 'boolean', default: false } } });
+const { values } = parseArgs({ options: { quick: { type: 'boolean', default: false }, only: { type: 'string' }, render: { type: 'boolean', default: false }, layers: { type: 'boolean', default: false } } });
 const root = new URL('../..', import.meta.url).pathname;
 const results = join(root, 'tools/bench/results');
 const readRun = (name) => (existsSync(join(results, name)) ? JSON.parse(readFileSync(join(results, name), 'utf8')) : null);
@@ -24,7 +25,7 @@ if (values.render) {
   process.exit(0);
 }
 
-const selected = values.only ? values.only.split(',') : suiteNames;
+const selected = values.only ? values.only.split(',') : values.layers ? suiteNames : defaultSuites;
 for (const name of selected) if (!suiteNames.includes(name)) throw new Error(`unknown suite '${name}' (have: ${suiteNames.join(', ')})`);
 
 const started = new Date();
@@ -38,7 +39,7 @@ for (const name of selected) {
   load.push({ suite: name, ...loadSince(before), cpuSpeed: report.cpuSpeed });
 }
 
-const result = { date: started.toISOString(), quick: values.quick, machine: machine(), load, rows };
+const result = { date: started.toISOString(), quick: values.quick, suites: selected, machine: machine(), load, rows };
 mkdirSync(results, { recursive: true });
 // The run this one replaces is kept, and the table ends with how each row
 // moved against it: the issue's rule is about two consecutive runs.
@@ -81,12 +82,20 @@ function loadText(l) {
   return `${l.suite} ${l.seconds.toFixed(0)} s, steal ${pct(l.stealPct)}, waiting ${pct(l.waitPct)}${cpu}${busy}`;
 }
 
+/** The command that made run `r`, from its options and the suites it ran. */
+function commandOf(r) {
+  const ran = r.suites ?? r.load.map((l) => l.suite);
+  const same = (a, b) => a.length === b.length && a.every((x, i) => x === b[i]);
+  const flags = [r.quick && '--quick', same(ran, suiteNames) ? '--layers' : !same(ran, defaultSuites) && `--only ${ran.join(',')}`].filter(Boolean);
+  return `npm run bench${flags.length ? ` -- ${flags.join(' ')}` : ''}`;
+}
+
 function markdown(r, previous) {
   const m = r.machine;
   const lines = [
     '# Performance',
     '',
-    `Latest run of \`npm run bench${r.quick ? ' -- --quick' : ''}\`: ${r.date.slice(0, 10)}, on ${m.cpus} × ${m.cpuModel}, ${m.memoryGiB} GiB, Node ${m.node}, Linux ${m.kernel}.`,
+    `Latest run of \`${commandOf(r)}\`: ${r.date.slice(0, 10)}, on ${m.cpus} × ${m.cpuModel}, ${m.memoryGiB} GiB, Node ${m.node}, Linux ${m.kernel}.`,
     '',
     `How long each suite took, and how contended the CPUs were meanwhile: \`steal\` is the share of CPU time the hypervisor gave to other machines, \`waiting\` the share of the time in which some runnable task (ours included) waited for a CPU (PSI), and \`CPU\` how fast one thread hashed (SHA-256, \`cpuSpeed\` in \`tools/bench/lib.mjs\`) at each line of the suite's log (mostly the start of a phase), the median and the range; a sample taken while the suite's server fills its warm pool reads low. ${r.load.map(loadText).join('; ')}. The further steal or waiting is above a suite's usual, or the CPU speed from another run's, the less its numbers can be compared with that run's: this machine's CPUs change speed by a third from one second to the next, with no steal to show for it.`,
     '',

@@ -7,10 +7,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { startBaselineProcess } from '../baseline-process.mjs';
-import { fullGcs, row, settleDisk, throughput, throughputPair, timePair, timeit } from '../lib.mjs';
+import { fullGcs, row, settleDisk, summarizeRates, throughput, throughputPair, timePair, timeit } from '../lib.mjs';
 import { startServerProcess } from '../server-process.mjs';
 import { startWorkloadProcess } from '../workload-process.mjs';
-import { oneBatch, openBareRunc } from './runtime.mjs';
+import { batchesNote, openBareRunc } from './runtime.mjs';
 
 const KEY = 'e2b_' + 'd'.repeat(40);
 const MiB = 1024 * 1024;
@@ -34,23 +34,23 @@ export async function sdkSuite({ quick, log }) {
   // Cheap rows whose ratio is the headline: a single transfer or command
   // through three processes on two cores spreads widely (1 MiB: 60 to
   // 420 MiB/s within one run), so their medians need many samples to hold
-  // still between runs. Long streams need fewer, but more than a handful:
-  // with 11, consecutive runs still differed by up to 17% on them, and
-  // with 15 by up to 29%. 256 MiB of stdout takes about 0.9 s a pair, and 21
-  // is what the 5-minute budget leaves room for.
-  // The 256 MiB read's split between about 0.7 and 1.5 of loopback over
-  // earlier runs was the client's GC state, now fixed (benchNodeFlags); its
-  // samples still span 600 to 1900 MiB/s within a run, as the client, the
-  // proxy and envd, all busy, land on two cores one way or another.
+  // still between runs.
   const many = quick ? 20 : 150;
-  const long = quick ? 2 : 21;
-  // 256 MiB transfers: their pairs spread by 15 to 35% (sd of the log
-  // ratios), which leaves the median of 21 a 95% interval of ±10 to 20% in
-  // one run (shown in the table). Consecutive runs moved by 10 to 30% on
-  // these rows with 31 pairs as with 21; to hold them within ±10% would take
-  // several times the pairs. A pair takes about 0.45 s, and 31 already put a
-  // full run at 5 minutes on a slow day.
-  const bulk = quick ? 2 : 21;
+  // 256 MiB of stdout takes about 0.9 s a pair. With 11 pairs consecutive
+  // runs differed by up to 17% on it, with 15 by up to 29%, and with 21 by
+  // up to 10%.
+  const long = quick ? 2 : 31;
+  // 256 MiB transfers: one pair's ratio spreads by 15 to 35% (sd of the log
+  // ratios; each side on its own by 12 to 15%, and not together: the two
+  // vCPUs change speed each on their own). With 21 pairs that left the
+  // median a 95% interval of ±10 to 20% in one run, and consecutive runs
+  // moved by 10 to 14%. 61 pairs narrow it by √3, to about ±6 to 12%. A
+  // pair takes about 0.45 s; the layer suites that used to run by default
+  // (--layers) freed the time.
+  const bulk = quick ? 2 : 61;
+  // Concurrent creates are timed as whole batches, and one batch moved by
+  // 10 to 30% between runs: the row is the median of three.
+  const batches = quick ? 1 : 3;
   // --quick makes half as many at once: each batch of creates costs seconds.
   const concurrent = quick ? 10 : 20;
   const localHome = mkdtempSync(join(tmpdir(), 'paddock-bench-local-'));
@@ -96,27 +96,33 @@ export async function sdkSuite({ quick, log }) {
           // A warm create spreads from 15 to 30 ms and bare runc from 20 to
           // 80; with 30 pairs the paired median moved by 21% between two
           // runs. A warm pair costs a third of a second (most of it the
-          // refill awaited in each), so it gets twice as many.
-          { warmup: 2, iterations: pool ? 2 * n : n },
+          // refill awaited in each), so it gets twice as many. A cold one
+          // (0.3 s) gets half as many again: with 30, its p50 moved by 14
+          // to 25% between quiet runs.
+          { warmup: 2, iterations: pool ? 2 * n : Math.round(1.5 * n) },
         ).finally(bare.close);
         const target = { on: 'value', op: '<=', value: pool ? 25 : 250 };
         rows.push(row({ suite: 'sdk', name: `Sandbox.create + commands.run('true'), ${label}`, unit: 'ms', value, baseline: bareRuns, baselineName: 'bare `runc run true`, same rootfs', target }));
         rows.push(row({ suite: 'sdk', name: `Sandbox.create + commands.run('true'), ${label}`, unit: 'ms', value, baseline: spawnTrue, baselineName: "child_process.spawn('true')" }));
 
         log(`sdk: ${concurrent} concurrent creates, ${label}`);
-        if (pool) await server.poolReady();
-        const t = performance.now();
-        const made = await Promise.all(
-          Array.from({ length: concurrent }, async () => {
-            const sbx = await Sandbox.create(opts);
-            await sbx.commands.run('true');
-            return sbx;
-          }),
-        );
-        const batchMs = performance.now() - t;
-        const rate = concurrent / (batchMs / 1000);
-        rows.push(row({ suite: 'sdk', name: `${concurrent} concurrent creates + first command, ${label}`, unit: 'sandboxes/s', value: { p50: rate, p95: rate }, baseline: { p50: 1000 / bareRuns.p50, p95: 1000 / bareRuns.p50 }, baselineName: 'bare `runc run true` one after another', lowerIsBetter: false, note: oneBatch(concurrent, batchMs / 1000) }));
-        for (const s of made) await s.kill();
+        const seconds = [];
+        for (let b = 0; b < batches; b++) {
+          if (pool) await server.poolReady();
+          const t = performance.now();
+          const made = await Promise.all(
+            Array.from({ length: concurrent }, async () => {
+              const sbx = await Sandbox.create(opts);
+              await sbx.commands.run('true');
+              return sbx;
+            }),
+          );
+          seconds.push((performance.now() - t) / 1000);
+          for (const s of made) await s.kill();
+        }
+        const rates = summarizeRates(seconds.map((s) => concurrent / s));
+        const bareRate = 1000 / bareRuns.p50;
+        rows.push(row({ suite: 'sdk', name: `${concurrent} concurrent creates + first command, ${label}`, unit: 'sandboxes/s', value: rates, baseline: { p50: bareRate, p95: bareRate }, baselineName: 'bare `runc run true` one after another', lowerIsBetter: false, note: batchesNote(concurrent, seconds) }));
       });
     }
 
@@ -211,7 +217,9 @@ export async function sdkSuite({ quick, log }) {
           if (entries.length !== 10_000) throw new Error(`listed ${entries.length}`);
         },
         () => base.listDir(localDir),
-        { warmup: 2, iterations: quick ? 3 : 15 },
+        // A pair takes about a quarter of a second; with 15 the ratio moved
+        // by 12 to 37% between quiet runs.
+        { warmup: 2, iterations: quick ? 3 : 30 },
       );
       rows.push(row({ suite: 'sdk', name: 'files.list of 10 000 entries', unit: 'ms', value: list, baseline: direct, baselineName: 'readdir + lstat each, in process' }));
 

@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { startBaselineProcess } from '../baseline-process.mjs';
 import { row, timePair } from '../lib.mjs';
 import { startServerProcess } from '../server-process.mjs';
-import { oneBatch, openBareRunc } from './runtime.mjs';
+import { batchesNote, openBareRunc } from './runtime.mjs';
 
 const KEY = 'e2b_' + 'b'.repeat(40);
 
@@ -86,7 +86,7 @@ export async function serverSuite({ quick, log }) {
           baseline: { p50: perBare, p95: perBare },
           baselineName: 'bare `runc run true` one after another',
           lowerIsBetter: false,
-          note: oneBatch(concurrent, seconds),
+          note: batchesNote(concurrent, [seconds]),
         }),
       );
       for (const m of made) await kill(server, m.id);
