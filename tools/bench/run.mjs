@@ -10,7 +10,7 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { comparisonMarkdown, wasBusy } from './compare.mjs';
-import { loadSince, loadSnapshot, machine } from './lib.mjs';
+import { loadSince, loadSnapshot, machine, settleDisk } from './lib.mjs';
 import { defaultSuites, runSuiteProcess, suiteNames } from './suite-process.mjs';
 
 const { values } = parseArgs({ options: { quick: { type: 'boolean', default: false }, only: { type: 'string' }, render: { type: 'boolean', default: false }, layers: { type: 'boolean', default: false } } });
@@ -33,6 +33,11 @@ const rows = [];
 const load = [];
 // Each suite in a fresh process: what one suite leaves in memory must not weigh on the next one's baselines.
 for (const name of selected) {
+  // What the build before `npm run bench` wrote (or the suite before) is on
+  // disk before the suite starts: right after a build that had to compile,
+  // the first 20 cold creates read 250 to 350 ms and bare `runc run` 50 to
+  // 70, against 170 to 260 and 25 to 60 in a run whose build was cached.
+  settleDisk();
   const before = loadSnapshot();
   const report = await runSuiteProcess(name, { quick: values.quick });
   rows.push(...report.rows);

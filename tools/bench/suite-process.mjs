@@ -10,9 +10,9 @@ import { fileURLToPath } from 'node:url';
 import { benchNodeFlags, cpuSpeed, cpuSpeedSummary } from './lib.mjs';
 
 /**
- * What `npm run bench` runs: the issue's measures, all through the SDK
- * except idle memory, which is read below the server so that the control
- * plane's own memory is not counted against the sandboxes.
+ * What `npm run bench` runs: what users see, all through the SDK except idle
+ * memory, which is read below the server so that the control plane's own
+ * memory is not counted against the sandboxes.
  */
 export const defaultSuites = ['sdk', 'memory'];
 
@@ -20,8 +20,8 @@ export const defaultSuites = ['sdk', 'memory'];
  * The layers below the SDK, each against the same local baselines
  * (`--layers`): envd driven directly, the runtime's create, and the control
  * API's create. They show where a row's time goes. Run by default they took
- * about two of the five minutes a run may take, which the issue's own rows
- * needed for enough samples to hold between runs.
+ * about two of the five minutes a run may take, which the SDK's rows needed
+ * for enough samples to hold between runs.
  */
 export const layerSuites = ['envd', 'runtime', 'server'];
 

@@ -182,7 +182,7 @@ export async function runtimeSuite({ quick, log }) {
 }
 
 /**
- * What the issue asks of idle sandboxes: the host memory each takes, and 50
+ * Idle sandboxes: the host memory each takes, and 50
  * alive at once. Created straight through the runtime, as the server would,
  * so that the control plane's own memory is not counted against them.
  */
