@@ -89,27 +89,20 @@ async function measure(fn, { warmup, iterations }, sample) {
 }
 
 /**
- * Measures a subject and its baseline in alternation (A B, B A, A B, ...),
- * so that the slow and fast moments of a shared machine fall on both alike:
- * their ratio, the headline, then holds still from one run to the next far
- * better than when each is measured in a block of its own.
+ * Measures a subject and its baselines in alternation (A B, B A, A B, ...;
+ * with two baselines A B C, C B A, ...), so that the slow and fast moments of
+ * a shared machine fall on all of them alike: their ratios, the headline,
+ * then hold still from one run to the next far better than when each is
+ * measured in a block of its own. Gives the samples of each, in order.
  */
-async function alternate(subject, baseline, { warmup, iterations }, sample) {
-  for (let i = 0; i < warmup; i++) {
-    await subject(i);
-    await baseline(i);
-  }
-  const a = [];
-  const b = [];
+async function alternate(fns, { warmup, iterations }, sample) {
+  for (let i = 0; i < warmup; i++) for (const fn of fns) await fn(i);
+  const out = fns.map(() => []);
+  const order = fns.map((_, k) => k);
   for (let i = 0; i < iterations; i++) {
-    const runs = [
-      [subject, a],
-      [baseline, b],
-    ];
-    if (i % 2) runs.reverse();
-    for (const [fn, out] of runs) out.push(await sample(fn, i));
+    for (const k of i % 2 ? [...order].reverse() : order) out[k].push(await sample(fns[k], i));
   }
-  return [a, b];
+  return out;
 }
 
 /** Runs `fn` `warmup` times unmeasured, then `iterations` times; returns ms per run. */
@@ -165,19 +158,45 @@ export function medianInterval(sorted) {
 function paired(subjectSummary, baselineSummary, a, b) {
   const ratios = a.map((x, i) => x / b[i]).sort((x, y) => x - y);
   pairedRatios.set(baselineSummary, { subject: subjectSummary, ratio: median(ratios), interval: medianInterval(ratios) });
-  return [subjectSummary, baselineSummary];
+  return baselineSummary;
 }
 
 /** timeit of a subject and its baseline, alternated; returns [subject, baseline]. */
 export async function timePair(subject, baseline, { warmup = 3, iterations = 20 } = {}) {
-  const [a, b] = await alternate(subject, baseline, { warmup, iterations }, timed);
-  return paired(summarize(a), summarize(b), a, b);
+  const blocks = timeInBlocks(subject, [baseline]);
+  await blocks.take({ warmup, iterations });
+  return blocks.result();
+}
+
+/**
+ * timePair with several baselines (each paired with the subject's samples),
+ * in blocks taken at different moments of a suite with `take` and summarized
+ * together by `result`, which returns [subject, ...baselines]. A block taken
+ * in one stretch of seconds shares that stretch's machine: at the start of a
+ * run 20 cold creates in a row read 250 to 350 ms, and the next 25 170 to
+ * 260.
+ */
+export function timeInBlocks(subject, baselines) {
+  const fns = [subject, ...baselines];
+  const samples = fns.map(() => []);
+  return {
+    async take({ warmup, iterations }) {
+      const got = await alternate(fns, { warmup, iterations }, timed);
+      got.forEach((g, k) => samples[k].push(...g));
+    },
+    result() {
+      const [a, ...bs] = samples;
+      const s = summarize(a);
+      return [s, ...bs.map((b) => paired(s, summarize(b), a, b))];
+    },
+  };
 }
 
 /** throughput of a subject and its baseline, alternated; returns [subject, baseline]. */
 export async function throughputPair(subject, baseline, { warmup = 1, iterations = 3 } = {}) {
-  const [a, b] = await alternate(subject, baseline, { warmup, iterations }, rated);
-  return paired(summarizeRates(a), summarizeRates(b), a, b);
+  const [a, b] = await alternate([subject, baseline], { warmup, iterations }, rated);
+  const s = summarizeRates(a);
+  return [s, paired(s, summarizeRates(b), a, b)];
 }
 
 /**

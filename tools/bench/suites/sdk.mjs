@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { startBaselineProcess } from '../baseline-process.mjs';
-import { fullGcs, row, settleDisk, summarizeRates, throughput, throughputPair, timePair, timeit } from '../lib.mjs';
+import { fullGcs, row, settleDisk, summarizeRates, throughput, throughputPair, timeInBlocks, timePair, timeit } from '../lib.mjs';
 import { startServerProcess } from '../server-process.mjs';
 import { startWorkloadProcess } from '../workload-process.mjs';
 import { batchesNote, openBareRunc } from './runtime.mjs';
@@ -25,6 +25,72 @@ async function withServer(poolSize, fn) {
     await server.close();
     rmSync(home, { recursive: true, force: true });
   }
+}
+
+/**
+ * Sandbox.create + commands.run('true') through `server`, timed in blocks
+ * (`block`) in alternation with a bare `runc run true` on the same rootfs and
+ * a bare spawn of `true`, each block followed by batches of `concurrent`
+ * creates at once; `rows` summarizes all blocks. `close` removes the bare
+ * bundle (before the server goes).
+ */
+function createRows({ server, opts, home, pool, base, user, concurrent, log }) {
+  const label = pool ? 'warm pool' : 'cold';
+  const bare = openBareRunc(base, join(home, 'runtime'));
+  // The pool's refill (a cold create, 200 ms of CPU) is awaited at the end
+  // of each sample, not at the start of the next: awaited at the start, it
+  // ran during the bare `runc run` in between, and that baseline's p50 read
+  // 36 to 38 ms against 28 to 29 in the cold rows. The bare spawn of `true`
+  // runs in the same alternation: timed in a block of its own at the start
+  // of the suite, its p50 moved by up to a third between runs, and the row's
+  // ratio with it.
+  const pairs = timeInBlocks(
+    async () => {
+      const t = performance.now();
+      const sbx = await Sandbox.create(opts);
+      await sbx.commands.run('true');
+      const elapsedMs = performance.now() - t;
+      await sbx.kill();
+      if (pool) await server.poolReady();
+      return { elapsedMs };
+    },
+    [bare.run, () => base.spawn('/bin/true', [], { user })],
+  );
+  const seconds = [];
+  let blocks = 0;
+  return {
+    async block({ warmup, iterations, batches }) {
+      log(`sdk: create + first command, ${label} (block ${++blocks})`);
+      if (pool) await server.poolReady();
+      await pairs.take({ warmup, iterations });
+      log(`sdk: ${concurrent} concurrent creates, ${label}`);
+      for (let b = 0; b < batches; b++) {
+        if (pool) await server.poolReady();
+        const t = performance.now();
+        const made = await Promise.all(
+          Array.from({ length: concurrent }, async () => {
+            const sbx = await Sandbox.create(opts);
+            await sbx.commands.run('true');
+            return sbx;
+          }),
+        );
+        seconds.push((performance.now() - t) / 1000);
+        for (const sbx of made) await sbx.kill();
+      }
+    },
+    rows() {
+      const [value, bareRuns, spawnTrue] = pairs.result();
+      const target = { on: 'value', op: '<=', value: pool ? 25 : 250 };
+      const rates = summarizeRates(seconds.map((s) => concurrent / s));
+      const bareRate = 1000 / bareRuns.p50;
+      return [
+        row({ suite: 'sdk', name: `Sandbox.create + commands.run('true'), ${label}`, unit: 'ms', value, baseline: bareRuns, baselineName: 'bare `runc run true`, same rootfs', target }),
+        row({ suite: 'sdk', name: `Sandbox.create + commands.run('true'), ${label}`, unit: 'ms', value, baseline: spawnTrue, baselineName: "child_process.spawn('true')" }),
+        row({ suite: 'sdk', name: `${concurrent} concurrent creates + first command, ${label}`, unit: 'sandboxes/s', value: rates, baseline: { p50: bareRate, p95: bareRate }, baselineName: 'bare `runc run true` one after another', lowerIsBetter: false, note: batchesNote(concurrent, seconds) }),
+      ];
+    },
+    close: bare.close,
+  };
 }
 
 export async function sdkSuite({ quick, log }) {
@@ -67,69 +133,46 @@ export async function sdkSuite({ quick, log }) {
   for (const f of ['', ...readdirSync(userHome, { recursive: true })]) chownSync(join(userHome, f), 1000, 1000);
   const user = { uid: 1000, gid: 1000, home: userHome };
   try {
-    const spawnTrue = await timeit(() => base.spawn('/bin/true', [], { user }), { warmup: 5, iterations: n });
-
     // ---------------------------------------------------------- create + first command
-    for (const pool of [0, 3]) {
-      await withServer(pool, async (server, opts, home) => {
-        const label = pool ? 'warm pool' : 'cold';
-        log(`sdk: create + first command, ${label}`);
-        // In alternation with bare `runc run`: the machine's speed drifts
-        // within a run and from one run to the next, and both move with it.
-        // The pool's refill (a cold create, 200 ms of CPU) is awaited at the
-        // end of each sample, not at the start of the next: awaited at the
-        // start, it ran during the bare `runc run` in between, and that
-        // baseline's p50 read 36 to 38 ms against 28 to 29 in the cold rows.
-        const bare = openBareRunc(base, join(home, 'runtime'));
-        if (pool) await server.poolReady();
-        const [value, bareRuns] = await timePair(
-          async () => {
-            const t = performance.now();
-            const sbx = await Sandbox.create(opts);
-            await sbx.commands.run('true');
-            const elapsedMs = performance.now() - t;
-            await sbx.kill();
-            if (pool) await server.poolReady();
-            return { elapsedMs };
-          },
-          bare.run,
-          // A warm create spreads from 15 to 30 ms and bare runc from 20 to
-          // 80; with 30 pairs the paired median moved by 21% between two
-          // runs. A warm pair costs a third of a second (most of it the
-          // refill awaited in each), so it gets twice as many. A cold one
-          // (0.3 s) gets half as many again: with 30, its p50 moved by 14
-          // to 25% between quiet runs.
-          { warmup: 2, iterations: pool ? 2 * n : Math.round(1.5 * n) },
-        ).finally(bare.close);
-        const target = { on: 'value', op: '<=', value: pool ? 25 : 250 };
-        rows.push(row({ suite: 'sdk', name: `Sandbox.create + commands.run('true'), ${label}`, unit: 'ms', value, baseline: bareRuns, baselineName: 'bare `runc run true`, same rootfs', target }));
-        rows.push(row({ suite: 'sdk', name: `Sandbox.create + commands.run('true'), ${label}`, unit: 'ms', value, baseline: spawnTrue, baselineName: "child_process.spawn('true')" }));
-
-        log(`sdk: ${concurrent} concurrent creates, ${label}`);
-        const seconds = [];
-        for (let b = 0; b < batches; b++) {
-          if (pool) await server.poolReady();
-          const t = performance.now();
-          const made = await Promise.all(
-            Array.from({ length: concurrent }, async () => {
-              const sbx = await Sandbox.create(opts);
-              await sbx.commands.run('true');
-              return sbx;
-            }),
-          );
-          seconds.push((performance.now() - t) / 1000);
-          for (const s of made) await s.kill();
-        }
-        const rates = summarizeRates(seconds.map((s) => concurrent / s));
-        const bareRate = 1000 / bareRuns.p50;
-        rows.push(row({ suite: 'sdk', name: `${concurrent} concurrent creates + first command, ${label}`, unit: 'sandboxes/s', value: rates, baseline: { p50: bareRate, p95: bareRate }, baselineName: 'bare `runc run true` one after another', lowerIsBetter: false, note: batchesNote(concurrent, seconds) }));
-      });
-    }
-
+    // Warm: a server with a pool of its own, in one stretch (its p50 held
+    // within 10% between runs that way).
+    const warm = await withServer(3, async (server, opts, home) => {
+      const creates = createRows({ server, opts, home, pool: 3, base, user, concurrent, log });
+      try {
+        await creates.block({ warmup: 2, iterations: 2 * n, batches });
+      } finally {
+        creates.close();
+      }
+      return creates.rows();
+    });
     // ---------------------------------------------------------- one live sandbox
     // No warm pool: refilling one is a cold create, 200+ ms of CPU that would
-    // run during the first samples of the round trip.
-    await withServer(0, async (_server, opts) => {
+    // run during the first samples of the round trip. The cold creates run
+    // on this server too, in blocks between its phases, each block with one
+    // batch of concurrent creates: measured in one stretch at the start of
+    // the suite, their p50 moved by 10 to 25% between quiet runs, with how
+    // fast runc ran in those seconds.
+    const cold = await withServer(0, async (server, opts, home) => {
+      const creates = createRows({ server, opts, home, pool: 0, base, user, concurrent, log });
+      // At the start, after the stdout phase and after the file transfers.
+      const blocks = quick ? 1 : 3;
+      let taken = 0;
+      const coldBlock = async () => {
+        if (taken === blocks) return;
+        await creates.block({ warmup: taken++ ? 1 : 2, iterations: Math.round((1.5 * n) / blocks), batches: batches / blocks });
+      };
+      try {
+        await coldBlock();
+        await livePhases(opts, coldBlock);
+      } finally {
+        creates.close();
+      }
+      return creates.rows();
+    });
+    rows.unshift(...cold, ...warm);
+
+    // The phases on the live sandbox; `coldBlock` takes the next block of cold creates.
+    async function livePhases(opts, coldBlock) {
       const sbx = await Sandbox.create({ ...opts, timeoutMs: 3600_000 });
       log('sdk: command round trip');
       const [rt, local] = await timePair(
@@ -152,6 +195,7 @@ export async function sdkSuite({ quick, log }) {
         { warmup: 1, iterations: long },
       );
       rows.push(row({ suite: 'sdk', name: `stdout throughput (${head})`, unit: 'MiB/s', value: out, baseline: pipe, baselineName: 'the same command piped locally', lowerIsBetter: false, target: { on: 'ratio', op: '>=', value: 0.25 } }));
+      await coldBlock();
 
       for (const mib of [1, quick ? 64 : 256]) {
         log(`sdk: file transfer ${mib} MiB`);
@@ -205,6 +249,7 @@ export async function sdkSuite({ quick, log }) {
         rows.push(row({ suite: 'sdk', name: `files.read ${mib} MiB`, unit: 'MiB/s', value: down, baseline: copy, baselineName: 'fs stream copy', lowerIsBetter: false }));
       }
 
+      await coldBlock();
       settleDisk();
       log('sdk: list of 10 000 entries');
       await sbx.commands.run('mkdir -p many && cd many && seq -f "f%05g" 1 10000 | xargs touch');
@@ -242,7 +287,7 @@ export async function sdkSuite({ quick, log }) {
       const localLatency = await base.watchLatency(join(localHome, 'watched'), 2, watches);
       rows.push(row({ suite: 'sdk', name: 'files.write → watchDir event (includes the write)', unit: 'ms', value: latency, baseline: localLatency, baselineName: 'write → fs.watch in process' }));
       await sbx.kill();
-    });
+    }
 
     // ---------------------------------------------------------- @paddock/sdk vs e2b
     await withServer(2, async (server, opts) => {
