@@ -135,7 +135,10 @@ export async function sdkSuite({ quick, log }) {
   try {
     // ---------------------------------------------------------- create + first command
     // Warm: a server with a pool of its own, in one stretch (its p50 held
-    // within 10% between runs that way).
+    // within 10% between quiet runs that way). A warm create spreads from 15
+    // to 30 ms and bare runc from 20 to 80; with 30 pairs the paired median
+    // moved by 21% between two runs. A warm pair costs a third of a second
+    // (most of it the refill awaited in each), so it gets 60.
     const warm = await withServer(3, async (server, opts, home) => {
       const creates = createRows({ server, opts, home, pool: 3, base, user, concurrent, log });
       try {
@@ -154,7 +157,8 @@ export async function sdkSuite({ quick, log }) {
     // fast runc ran in those seconds.
     const cold = await withServer(0, async (server, opts, home) => {
       const creates = createRows({ server, opts, home, pool: 0, base, user, concurrent, log });
-      // At the start, after the stdout phase and after the file transfers.
+      // At the start, after the stdout phase and after the file transfers;
+      // 45 pairs in all (a pair takes about 0.3 s).
       const blocks = quick ? 1 : 3;
       let taken = 0;
       const coldBlock = async () => {
