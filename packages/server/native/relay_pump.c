@@ -9,15 +9,28 @@
 // the pump. JavaScript must stop Node from reading the source and writing the
 // destination while the pump runs; pump.ts does that.
 //
-//   start(fromFd, toFd, length, idleMs, done) -> handle
+//   start(fromFd, toFd, length, idleMs, done, chunked) -> handle
 //     done(code, moved, side): code is null once `length` bytes moved, else
 //     'EOF' (the source ended first), 'ETIMEDOUT' (no progress for idleMs;
 //     0 = no limit) or an errno name; side is 'from' or 'to' for an error.
 //   cancel(handle) -> bytes moved so far; `done` is not called afterwards.
+//
+// With `chunked` true the pump goes on through a chunked body (RFC 9112
+// §7.1), started inside a chunk's data with `length` bytes of it left. At
+// the end of each chunk's data it peeks at what follows: the CRLF, the next
+// size line and, while they fit, whole small chunks, and moves them together
+// with the data of the last one. It reads only the plainest framing: CRLF,
+// hex digits, CRLF. Anything else (the last chunk, an extension, a line not
+// all here yet, bad bytes, the end of the stream) stops it with code null
+// right after a chunk's data, where JavaScript's stricter reader takes over;
+// so it never lets through what that reader would refuse. A stream (process
+// output, a watch) then crosses the relay in the kernel as a file does.
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdint.h>
+#include <sys/socket.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -26,6 +39,10 @@
 #include <uv.h>
 
 #define PIPE_BYTES (1024 * 1024)
+// What is peeked at a chunk boundary: enough for several small chunks.
+#define PEEK_BYTES 512
+// As many hex digits as the JavaScript reader takes (a size below 2^53).
+#define MAX_SIZE_DIGITS 13
 
 typedef struct {
   int from, to;              // duplicates owned by the pump; -1 once closed
@@ -34,6 +51,7 @@ typedef struct {
   int64_t left;              // bytes still to take from `from`
   size_t in_pipe;            // taken, not yet given to `to`
   int64_t moved;             // given to `to`
+  int chunked;               // going on through a chunked body, see above
   uint64_t idle_ms;
   uv_poll_t from_poll, to_poll;
   uv_timer_t timer;
@@ -106,6 +124,47 @@ static void finish(pump_t* p, const char* code, const char* side) {
 static void on_poll(uv_poll_t* h, int status, int events);
 static void on_timeout(uv_timer_t* t);
 
+static int hex_value(unsigned char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// At the end of a chunk's data: peeks at what follows and gives how many
+// bytes to move next: the CRLF and size line of each chunk that follows in
+// the plainest form, with its data, up to and with the data of the first
+// one that does not fit in the peek. 0 leaves the framing to JavaScript;
+// -EAGAIN when nothing has arrived yet, another -errno when reading fails.
+static int64_t next_chunks(pump_t* p) {
+  unsigned char b[PEEK_BYTES];
+  ssize_t n;
+  do n = recv(p->from, b, sizeof b, MSG_PEEK | MSG_DONTWAIT);
+  while (n < 0 && errno == EINTR);
+  if (n < 0) return errno == EWOULDBLOCK ? -EAGAIN : -errno;
+  size_t have = (size_t)n, at = 0;
+  int64_t range = 0;
+  for (;;) {
+    size_t i = at;
+    if (i + 2 > have || b[i] != '\r' || b[i + 1] != '\n') break;
+    i += 2;
+    int64_t size = 0;
+    int digits = 0, h;
+    while (i < have && digits < MAX_SIZE_DIGITS && (h = hex_value(b[i])) >= 0) {
+      size = size * 16 + h;
+      i++;
+      digits++;
+    }
+    // The last chunk (0), an extension, a line cut off by the peek: JavaScript's.
+    if (size == 0 || i + 2 > have || b[i] != '\r' || b[i + 1] != '\n') break;
+    i += 2;
+    range = (int64_t)i + size;
+    if (range > (int64_t)have) break;
+    at = (size_t)range;
+  }
+  return range;
+}
+
 // Waits for `from` to be readable (1) or `to` to be writable (2).
 static void wait_for(pump_t* p, int what) {
   if (p->waiting != what) {
@@ -141,6 +200,24 @@ static void advance(pump_t* p) {
       return;
     }
     if (p->left == 0) {
+      if (!p->chunked) {
+        finish(p, NULL, NULL);
+        return;
+      }
+      int64_t next = next_chunks(p);
+      if (next > 0) {
+        p->left = next;
+        continue;
+      }
+      if (next == -EAGAIN) {
+        wait_for(p, 1);
+        break;
+      }
+      if (next < 0) {
+        finish(p, uv_err_name((int)next), "from");
+        return;
+      }
+      // Framing left to JavaScript, right after a chunk's data.
       finish(p, NULL, NULL);
       return;
     }
@@ -204,9 +281,9 @@ static napi_value throw_error(napi_env env, const char* code, const char* messag
 }
 
 static napi_value start(napi_env env, napi_callback_info info) {
-  size_t argc = 5;
-  napi_value argv[5];
-  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 5) return throw_error(env, NULL, "start(fromFd, toFd, length, idleMs, done) takes 5 arguments");
+  size_t argc = 6;
+  napi_value argv[6];
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 6) return throw_error(env, NULL, "start(fromFd, toFd, length, idleMs, done, chunked) takes 6 arguments");
   int32_t from_fd, to_fd;
   int64_t length, idle;
   napi_valuetype t;
@@ -215,6 +292,8 @@ static napi_value start(napi_env env, napi_callback_info info) {
   if (napi_get_value_int64(env, argv[2], &length) != napi_ok || length <= 0) return throw_error(env, NULL, "length must be a positive number of bytes");
   if (napi_get_value_int64(env, argv[3], &idle) != napi_ok || idle < 0) return throw_error(env, NULL, "idleMs must be 0 or more");
   if (napi_typeof(env, argv[4], &t) != napi_ok || t != napi_function) return throw_error(env, NULL, "done must be a function");
+  bool chunked;
+  if (napi_get_value_bool(env, argv[5], &chunked) != napi_ok) return throw_error(env, NULL, "chunked must be a boolean");
 
   int fds[2] = {-1, -1};
   int from = fcntl(from_fd, F_DUPFD_CLOEXEC, 0);
@@ -236,6 +315,7 @@ static napi_value start(napi_env env, napi_callback_info info) {
   p->pipe_w = fds[1];
   p->pipe_cap = cap > 0 ? (size_t)cap : 65536;
   p->left = length;
+  p->chunked = chunked;
   p->idle_ms = (uint64_t)idle;
   p->env = env;
   uv_loop_t* loop;

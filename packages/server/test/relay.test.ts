@@ -520,6 +520,133 @@ describe('bodies of known length go through the pump', () => {
   });
 });
 
+describe('chunked responses go through the pump from inside a large chunk', () => {
+  /** One chunk as it goes on the wire: its size (as written) and extension, then its data and CRLF. */
+  const chunk = (data: Buffer, size = data.length.toString(16), ext = '') => Buffer.concat([Buffer.from(`${size}${ext}\r\n`, 'latin1'), data, Buffer.from('\r\n')]);
+  const fill = (n: number, seed: number) => Buffer.from(Array.from({ length: n }, (_, i) => (i * 7 + seed) & 0xff));
+  const bodyOf = (text: string) => text.slice(text.indexOf('\r\n\r\n') + 4);
+  const pause = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+  test('the framing arrives byte for byte as sent: small and large chunks, sizes in any case with leading zeros, an extension, a size line cut in two, a trailer', async () => {
+    // Sent piece by piece, so that the chunk boundaries fall both where the pump reads the framing and where the relay does.
+    const pieces: Buffer[] = [];
+    for (let i = 0; i < 24; i++) {
+      pieces.push(chunk(fill(20, i)), chunk(fill(64 * 1024 + i, i)));
+      // 0x1900A, written 0001900A.
+      if (i === 6) pieces.push(chunk(fill(100 * 1024 + 10, 1), `000${(100 * 1024 + 10).toString(16).toUpperCase()}`));
+      if (i === 9) pieces.push(chunk(fill(16, 2), '10', ';name=value'));
+      if (i === 13) {
+        const c = chunk(fill(40 * 1024, 3));
+        pieces.push(c.subarray(0, 2), c.subarray(2));
+      }
+    }
+    pieces.push(Buffer.from('0\r\nx-trailer: t\r\n\r\n', 'latin1'));
+    const sent = Buffer.concat(pieces);
+    await rawUpstream('chunks', (sock) =>
+      sock.once('data', async () => {
+        sock.write('HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n');
+        for (const [i, piece] of pieces.entries()) {
+          sock.write(piece);
+          if (i % 5 === 0) await pause(2);
+        }
+      }),
+    );
+    const r = await raw('GET / HTTP/1.1\r\nHost: h\r\nx-to: chunks\r\n\r\n', (t) => t.endsWith('x-trailer: t\r\n\r\n'));
+    expect(Buffer.from(bodyOf(r.text), 'latin1').equals(sent)).toBe(true);
+    expect(relay.pumped.chunkRuns).toBeGreaterThanOrEqual(1);
+    expect(relay.pumped.bytes).toBeGreaterThan(sent.length / 2);
+  });
+
+  test('streamed output reaches a client that reads slowly whole, and both connections serve the next request', async () => {
+    const parts = Array.from({ length: 48 }, (_, i) => randomBytes(i % 3 === 0 ? 17 : 96 * 1024 + i));
+    const whole = Buffer.concat(parts);
+    const sockets = new Set<Socket>();
+    await upstream('stream', (req, res) => {
+      sockets.add(req.socket);
+      if (req.url === '/small') return res.end('tail');
+      res.writeHead(200, { 'content-type': 'application/octet-stream' });
+      let i = 0;
+      const more = () => {
+        while (i < parts.length) if (!res.write(parts[i++]!)) return;
+        res.end();
+      };
+      res.on('drain', more);
+      more();
+    });
+    const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+    const body = await new Promise<Buffer>((resolve, reject) => {
+      const req = request({ port: relayPort, host: '127.0.0.1', path: '/out', agent, headers: { 'x-to': 'stream' } }, (res) => {
+        const got: Buffer[] = [];
+        // Nothing is read for a while: the upstream feels it, through the pump.
+        res.pause();
+        setTimeout(() => res.resume(), 200);
+        res.on('data', (c: Buffer) => got.push(c));
+        res.on('end', () => resolve(Buffer.concat(got)));
+        res.on('error', reject);
+      });
+      req.on('error', reject);
+      req.end();
+    });
+    expect(sha(body)).toBe(sha(whole));
+    const small = await send('/small', { to: 'stream', agent });
+    expect(small.body.toString()).toBe('tail');
+    expect(sockets.size).toBe(1);
+    expect(opened).toEqual(['stream']);
+    expect(relay.pumped.chunkRuns).toBeGreaterThanOrEqual(1);
+    expect(relay.pumped.bytes).toBeGreaterThan(whole.length / 2);
+    agent.destroy();
+  });
+
+  test('bytes other than CRLF after the data of a chunk the pump took cut the client off there, even with good framing after them', async () => {
+    let upstreamClosed!: () => void;
+    const closed = new Promise<void>((r) => (upstreamClosed = r));
+    // The second chunk's data is followed by 'XX', where its CRLF belongs, and then by framing that would parse.
+    const good = Buffer.concat([chunk(fill(64 * 1024, 1)), Buffer.from(`${(64 * 1024).toString(16)}\r\n`), fill(64 * 1024, 2)]);
+    const rest = Buffer.from('XX10\r\n0123456789abcdef\r\n0\r\n\r\n', 'latin1');
+    await rawUpstream('bad', (sock) => {
+      sock.once('close', upstreamClosed);
+      sock.once('data', () => {
+        sock.write('HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n');
+        sock.write(Buffer.concat([good, rest]));
+      });
+    });
+    const r = await raw('GET / HTTP/1.1\r\nHost: h\r\nx-to: bad\r\n\r\n');
+    expect(r.closed).toBe(true);
+    expect(Buffer.from(bodyOf(r.text), 'latin1').equals(good)).toBe(true);
+    await closed;
+  });
+
+  test('an upstream that ends inside a chunk the pump is moving cuts the client off', async () => {
+    await rawUpstream('short', (sock) =>
+      sock.once('data', () => {
+        sock.write('HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n');
+        sock.end(Buffer.concat([Buffer.from(`${(1024 * 1024).toString(16)}\r\n`), fill(300 * 1024, 5)]));
+      }),
+    );
+    const r = await raw('GET / HTTP/1.1\r\nHost: h\r\nx-to: short\r\n\r\n');
+    expect(r.closed).toBe(true);
+    expect(bodyOf(r.text).length).toBe(`${(1024 * 1024).toString(16)}\r\n`.length + 300 * 1024);
+  });
+
+  test('a client that goes away mid-stream ends the response upstream', async () => {
+    let ended!: () => void;
+    const aborted = new Promise<void>((resolve) => (ended = resolve));
+    const part = Buffer.alloc(128 * 1024, 'z');
+    await upstream('endless', (_req, res) => {
+      res.writeHead(200);
+      const more = () => {
+        while (!res.destroyed && res.write(part));
+      };
+      res.on('drain', more);
+      more();
+      res.once('close', ended);
+    });
+    await raw('GET /out HTTP/1.1\r\nHost: h\r\nx-to: endless\r\n\r\n', (t) => t.length > 4 * part.length);
+    await aborted;
+    expect(relay.pumped.bytes).toBeGreaterThan(0);
+  });
+});
+
 describe('connections to upstreams', () => {
   test('one with no pool key serves one request and is closed after it', async () => {
     const closed: string[] = [];

@@ -222,6 +222,8 @@ export class BodyCounter {
   private state = Chunk.Size;
   private digits = 0;
   private meta = 0;
+  /** The size of the chunk last begun. */
+  private chunkSize = 0;
   /** True once the whole body has been seen. */
   done: boolean;
 
@@ -243,6 +245,24 @@ export class BodyCounter {
     if (this.framing.kind !== 'length' || n > this.remaining) throw new Error(`cannot skip ${n} bytes of this body`);
     this.remaining -= n;
     this.done = this.remaining === 0;
+  }
+
+  /**
+   * Inside the data of a chunk of at least `min` bytes: what is left of that
+   * data. 0 anywhere else.
+   */
+  chunkDataLeft(min: number): number {
+    return this.framing.kind === 'chunked' && this.state === Chunk.Data && this.chunkSize >= min ? this.remaining : 0;
+  }
+
+  /**
+   * The body went on, past {@link take}, from inside a chunk's data to the
+   * end of the data of a later chunk (or the same): its CRLF comes next.
+   */
+  skipToChunkEnd(): void {
+    if (this.framing.kind !== 'chunked' || this.state !== Chunk.Data) throw new Error('not inside the data of a chunk');
+    this.remaining = 0;
+    this.state = Chunk.DataCr;
   }
 
   /** How many bytes of `buf`, from `start`, belong to the body. */
@@ -316,6 +336,7 @@ export class BodyCounter {
         case Chunk.SizeLf:
           if (buf[i] !== 0x0a) this.fail('chunk size line does not end in CRLF');
           this.digits = 0;
+          this.chunkSize = this.remaining;
           this.state = this.remaining === 0 ? Chunk.TrailerStart : Chunk.Data;
           break;
         case Chunk.DataCr:

@@ -1,5 +1,6 @@
-// Moves a body of known length from one socket to the other in the kernel
-// (native/relay_pump.c), instead of through JavaScript 64 KiB at a time.
+// Moves a body of known length, or a run of a chunked body's chunks, from one
+// socket to the other in the kernel (native/relay_pump.c), instead of through
+// JavaScript 64 KiB at a time.
 //
 // While a pump runs it alone reads the source and writes the destination.
 // Node must not read the source meanwhile, or bytes would go two ways: the
@@ -14,7 +15,14 @@ import { join } from 'node:path';
 import type { Duplex } from 'node:stream';
 
 interface PumpNative {
-  start(fromFd: number, toFd: number, length: number, idleMs: number, done: (code: string | null, moved: number, side: 'from' | 'to' | null) => void): object;
+  start(
+    fromFd: number,
+    toFd: number,
+    length: number,
+    idleMs: number,
+    done: (code: string | null, moved: number, side: 'from' | 'to' | null) => void,
+    chunked: boolean,
+  ): object;
   cancel(handle: object): number;
 }
 
@@ -59,7 +67,11 @@ export function pumpable(from: Duplex, to: Duplex): boolean {
 
 export interface PumpResult {
   moved: number;
-  /** Null once every byte moved; else 'EOF' (the source ended first), 'ETIMEDOUT' or an errno name. */
+  /**
+   * Null once every byte moved (for a chunked body: once it stopped right
+   * after a chunk's data, at framing it leaves to the relay); else 'EOF'
+   * (the source ended first), 'ETIMEDOUT' or an errno name.
+   */
   code: string | null;
   /** Which socket failed. */
   side: 'from' | 'to' | null;
@@ -72,7 +84,10 @@ export class Pump {
   /**
    * Starts moving `length` bytes; `done` is called once, later, unless the
    * pump is cancelled first. `idleMs` (0 = none) ends it with ETIMEDOUT when
-   * no byte moved for that long. Call only when {@link pumpable} is true.
+   * no byte moved for that long. With `chunked`, `length` is what is left of
+   * the data of a chunk of a chunked body, and the pump goes on through the
+   * chunks after it (native/relay_pump.c says how far). Call only when
+   * {@link pumpable} is true.
    */
   constructor(
     private readonly from: Duplex,
@@ -80,6 +95,7 @@ export class Pump {
     length: number,
     idleMs: number,
     done: (result: PumpResult) => void,
+    chunked = false,
   ) {
     const source = handleOf(from)!;
     const dest = handleOf(to)!;
@@ -93,7 +109,7 @@ export class Pump {
         this.handle = undefined;
         this.giveBack();
         done({ code, moved, side });
-      });
+      }, chunked);
     } catch (err) {
       this.giveBack();
       throw err;
@@ -126,9 +142,16 @@ export class Pump {
  * Starts a {@link Pump}, or gives undefined when the system will not let it
  * start (out of descriptors, say): the relay then moves the body itself.
  */
-export function startPump(from: Duplex, to: Duplex, length: number, idleMs: number, done: (result: PumpResult) => void): Pump | undefined {
+export function startPump(
+  from: Duplex,
+  to: Duplex,
+  length: number,
+  idleMs: number,
+  done: (result: PumpResult) => void,
+  chunked = false,
+): Pump | undefined {
   try {
-    return new Pump(from, to, length, idleMs, done);
+    return new Pump(from, to, length, idleMs, done, chunked);
   } catch {
     return undefined;
   }

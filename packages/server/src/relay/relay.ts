@@ -7,7 +7,9 @@
 //
 // A body of known length, once it is large enough to be worth it, is handed
 // to a native pump (./pump.ts) that moves it socket to socket in the kernel;
-// the relay takes over again at the body's end.
+// the relay takes over again at the body's end. So is a chunked response from
+// inside a large chunk: the pump goes on through the chunks after it while
+// their framing is plain, and hands the rest back right after a chunk's data.
 //
 // Connections to a destination that has a pool key are kept and reused; others
 // are opened for one request and closed after it. An Upgrade request gets a
@@ -57,6 +59,13 @@ const MAX_HELD = 1024 * 1024;
 const MAX_IDLE_PER_KEY = 64;
 /** Bodies with at least this much still to come go through the pump. */
 const PUMP_MIN = 64 * 1024;
+/**
+ * A chunked response goes through the pump from inside a chunk of at least
+ * this size: one that streams bulk (a command's output comes in chunks of 64
+ * KiB and more). One of small chunks (a watch's events, lines typed one by
+ * one) stays with the relay, and does not start a pump for each.
+ */
+const CHUNKED_PUMP_MIN = 32 * 1024;
 /** Hop-by-hop fields: they describe one connection and are not passed on. */
 const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'proxy-authorization', 'te', 'upgrade']);
 /** Fields that `Connection` may not take away: the next hop frames and routes the message by them. */
@@ -169,8 +178,8 @@ export class Relay {
   private readonly pool: Pool;
   readonly idleTimeoutMs: number;
   readonly headTimeoutMs: number;
-  /** Bodies the pump moved whole, and their bytes. */
-  readonly pumped = { bodies: 0, bytes: 0 };
+  /** Bodies of known length the pump moved whole, runs of chunks it moved, and their bytes. */
+  readonly pumped = { bodies: 0, chunkRuns: 0, bytes: 0 };
 
   constructor(readonly options: RelayOptions) {
     this.idleTimeoutMs = options.idleTimeoutMs ?? 65_000;
@@ -470,15 +479,39 @@ class ClientConnection {
   }
 
   private pumpResponse(ex: Exchange): void {
-    const left = ex.response!.lengthLeft;
-    if (ex.bodyPump || this.upPaused || left === undefined || left < PUMP_MIN || !pumpable(ex.up!, this.socket)) return;
-    ex.bodyPump = startPump(ex.up!, this.socket, left, 0, (r) => {
-      ex.bodyPump = undefined;
-      this.pumpEnded(ex.response!, r);
-      if (r.code === null) this.responseComplete(ex);
-      else if (r.side === 'from') this.upstreamFailed(ex, r.code === 'EOF' ? 'closed the connection before the response was complete' : `failed: read ${r.code}`);
+    const body = ex.response!;
+    const left = body.lengthLeft;
+    const chunkLeft = body.chunkDataLeft(CHUNKED_PUMP_MIN);
+    const sized = left !== undefined && left >= PUMP_MIN;
+    if (ex.bodyPump || this.upPaused || !(sized || chunkLeft > 0) || !pumpable(ex.up!, this.socket)) return;
+    const failed = (r: PumpResult) => {
+      if (r.side === 'from') this.upstreamFailed(ex, r.code === 'EOF' ? 'closed the connection before the response was complete' : `failed: read ${r.code}`);
       else this.socket.destroy();
-    });
+    };
+    if (sized) {
+      ex.bodyPump = startPump(ex.up!, this.socket, left, 0, (r) => {
+        ex.bodyPump = undefined;
+        this.pumpEnded(body, r);
+        if (r.code === null) this.responseComplete(ex);
+        else failed(r);
+      });
+      return;
+    }
+    // The pump stops right after a chunk's data, with the rest of the framing (the last chunk at the latest) for the relay.
+    ex.bodyPump = startPump(
+      ex.up!,
+      this.socket,
+      chunkLeft,
+      0,
+      (r) => {
+        ex.bodyPump = undefined;
+        this.relay.pumped.bytes += r.moved;
+        if (r.code !== null) return failed(r);
+        this.relay.pumped.chunkRuns++;
+        body.skipToChunkEnd();
+      },
+      true,
+    );
   }
 
   private pumpEnded(body: BodyCounter, r: PumpResult): void {
