@@ -563,7 +563,10 @@ describe('chunked responses go through the pump from inside a large chunk', () =
     const sockets = new Set<Socket>();
     await upstream('stream', (req, res) => {
       sockets.add(req.socket);
-      if (req.url === '/small') return res.end('tail');
+      if (req.url === '/small') {
+        res.end('tail');
+        return;
+      }
       res.writeHead(200, { 'content-type': 'application/octet-stream' });
       let i = 0;
       const more = () => {
