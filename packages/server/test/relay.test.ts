@@ -947,6 +947,32 @@ describe('framing, piece by piece', () => {
     expect(new BodyCounter({ kind: 'chunked' }, 400).lengthLeft).toBeUndefined();
   });
 
+  test("the counter gives what is left of a large chunk's data, and after the pump takes over again at a chunk's CRLF, which it checks", () => {
+    const c = new BodyCounter({ kind: 'chunked' }, 400);
+    // Inside a small chunk, or at a size line: nothing to hand over.
+    expect(c.take(Buffer.from('4\r\nwi'))).toBe(5);
+    expect(c.chunkDataLeft(3)).toBe(2);
+    expect(c.chunkDataLeft(5)).toBe(0);
+    expect(c.take(Buffer.from('ki\r\n'))).toBe(4);
+    expect(c.chunkDataLeft(0)).toBe(0);
+    expect(() => c.skipToChunkEnd()).toThrow('not inside the data of a chunk');
+    // Inside a chunk of 0x8000 bytes: what is left of it; then the pump took it and more.
+    expect(c.take(Buffer.from('8000\r\nabc'))).toBe(9);
+    expect(c.chunkDataLeft(0x8000)).toBe(0x8000 - 3);
+    c.skipToChunkEnd();
+    expect(c.chunkDataLeft(0)).toBe(0);
+    // Its CRLF comes next, and is checked.
+    expect(() => new BodyCounter({ kind: 'chunked' }, 400).skipToChunkEnd()).toThrow('not inside the data of a chunk');
+    const tail = Buffer.from('\r\n0\r\n\r\nNEXT');
+    expect(c.take(tail)).toBe(tail.length - 4);
+    expect(c.done).toBe(true);
+    const d = new BodyCounter({ kind: 'chunked' }, 400);
+    d.take(Buffer.from('8000\r\nabc'));
+    d.skipToChunkEnd();
+    expect(() => d.take(Buffer.from('XX0\r\n\r\n'))).toThrow(/chunk data is longer than its size/);
+    expect(new BodyCounter({ kind: 'length', length: 1 << 20 }, 400).chunkDataLeft(0)).toBe(0);
+  });
+
   test('how bodies are delimited', () => {
     const req = (text: string) => {
       const b = Buffer.from(text);
