@@ -107,6 +107,27 @@ function send(path: string, opts: { to: string; method?: string; body?: Buffer |
   });
 }
 
+/**
+ * An upstream writes `part` over and over, with `headers` (no length: a
+ * chunked stream), to a raw client that goes away once it has `enough`
+ * bytes; resolves once the upstream saw its response closed.
+ */
+async function clientLeavesMidResponse(part: Buffer, headers: Record<string, string>, enough: number): Promise<void> {
+  let ended!: () => void;
+  const aborted = new Promise<void>((resolve) => (ended = resolve));
+  await upstream('endless', (_req, res) => {
+    res.writeHead(200, headers);
+    const more = () => {
+      while (!res.destroyed && res.write(part));
+    };
+    res.on('drain', more);
+    more();
+    res.once('close', ended);
+  });
+  await raw('GET /out HTTP/1.1\r\nHost: h\r\nx-to: endless\r\n\r\n', (t) => t.length > enough);
+  await aborted;
+}
+
 const sha = (b: Buffer) => createHash('sha256').update(b).digest('hex');
 
 const echo = (req: IncomingMessage, res: ServerResponse) => {
@@ -503,20 +524,8 @@ describe('bodies of known length go through the pump', () => {
   });
 
   test('a client that goes away mid-download ends the response upstream', async () => {
-    let ended!: () => void;
-    const aborted = new Promise<void>((resolve) => (ended = resolve));
-    const chunk = Buffer.alloc(1024 * 1024, 'z');
-    await upstream('a', (_req, res) => {
-      res.writeHead(200, { 'content-length': 64 * chunk.length });
-      const more = () => {
-        while (!res.destroyed && res.write(chunk));
-      };
-      res.on('drain', more);
-      more();
-      res.once('close', ended);
-    });
-    await raw('GET /big HTTP/1.1\r\nHost: h\r\nx-to: a\r\n\r\n', (t) => t.length > 2 * chunk.length);
-    await aborted;
+    const part = Buffer.alloc(1024 * 1024, 'z');
+    await clientLeavesMidResponse(part, { 'content-length': String(64 * part.length) }, 2 * part.length);
   });
 });
 
@@ -632,20 +641,8 @@ describe('chunked responses go through the pump from inside a large chunk', () =
   });
 
   test('a client that goes away mid-stream ends the response upstream', async () => {
-    let ended!: () => void;
-    const aborted = new Promise<void>((resolve) => (ended = resolve));
     const part = Buffer.alloc(128 * 1024, 'z');
-    await upstream('endless', (_req, res) => {
-      res.writeHead(200);
-      const more = () => {
-        while (!res.destroyed && res.write(part));
-      };
-      res.on('drain', more);
-      more();
-      res.once('close', ended);
-    });
-    await raw('GET /out HTTP/1.1\r\nHost: h\r\nx-to: endless\r\n\r\n', (t) => t.length > 4 * part.length);
-    await aborted;
+    await clientLeavesMidResponse(part, {}, 4 * part.length);
     expect(relay.pumped.bytes).toBeGreaterThan(0);
   });
 });

@@ -116,12 +116,13 @@ export class Pump {
     }
   }
 
-  /** Stops the pump; `done` is not called. */
-  cancel(): void {
-    if (!this.handle) return;
-    native.cancel(this.handle);
+  /** Stops the pump; `done` is not called. Gives the bytes it moved (0 once it has ended). */
+  cancel(): number {
+    if (!this.handle) return 0;
+    const moved = native.cancel(this.handle);
     this.handle = undefined;
     this.giveBack();
+    return moved;
   }
 
   /** Node reads the source again, as it would have without the pump. */

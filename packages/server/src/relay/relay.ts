@@ -178,7 +178,7 @@ export class Relay {
   private readonly pool: Pool;
   readonly idleTimeoutMs: number;
   readonly headTimeoutMs: number;
-  /** Bodies of known length the pump moved whole, runs of chunks it moved, and their bytes. */
+  /** Bodies of known length the pump moved whole, runs of chunks it moved to their end, and every byte it moved. */
   readonly pumped = { bodies: 0, chunkRuns: 0, bytes: 0 };
 
   constructor(readonly options: RelayOptions) {
@@ -516,9 +516,8 @@ class ClientConnection {
 
   private pumpEnded(body: BodyCounter, r: PumpResult): void {
     body.skip(r.moved);
-    if (r.code !== null) return;
-    this.relay.pumped.bodies++;
     this.relay.pumped.bytes += r.moved;
+    if (r.code === null) this.relay.pumped.bodies++;
   }
 
   /** After a 101: the two connections are joined, byte for byte, until either ends. */
@@ -662,7 +661,7 @@ class ClientConnection {
   private release(ex: Exchange, keep: boolean): void {
     const up = ex.up;
     if (!up) return;
-    ex.bodyPump?.cancel();
+    this.relay.pumped.bytes += ex.bodyPump?.cancel() ?? 0;
     ex.bodyPump = undefined;
     ex.up = undefined;
     ex.detach?.();
