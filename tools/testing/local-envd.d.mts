@@ -9,6 +9,8 @@ export interface LocalEnvdOptions {
   token?: string;
   port?: number;
   extraArgs?: string[];
+  /** The entry point to run: envdMain unless given (a copy of the build, say). */
+  main?: string;
 }
 
 export interface RunningEnvd {

@@ -8,12 +8,12 @@ import { chmodSync, chownSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } f
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
-import { envdNodeFlags } from '@paddock/envd';
+import { envdMain, envdNodeFlags } from '@paddock/envd';
 
 /** The built envd of this repository. */
-export const envdMain = new URL('../../packages/envd/dist/main.js', import.meta.url).pathname;
+export { envdMain };
 
-export async function startLocalEnvd({ prefix = 'local-envd-', token, port = 0, extraArgs = [] } = {}) {
+export async function startLocalEnvd({ prefix = 'local-envd-', token, port = 0, extraArgs = [], main = envdMain } = {}) {
   const dir = mkdtempSync(join(tmpdir(), prefix));
   // mkdtemp makes it 0700; the user must be able to reach its home.
   chmodSync(dir, 0o755);
@@ -25,7 +25,7 @@ export async function startLocalEnvd({ prefix = 'local-envd-', token, port = 0, 
   chmodSync(join(dir, 'work'), 0o777);
   writeFileSync(join(dir, 'passwd'), `root:x:0:0:root:${home.root}:/bin/bash\nuser:x:1000:1000::${home.user}:/bin/bash\n`);
   writeFileSync(join(dir, 'group'), 'root:x:0:\nuser:x:1000:\n');
-  const args = [envdMain, '--port', String(port), '--passwd-file', join(dir, 'passwd'), '--group-file', join(dir, 'group')];
+  const args = [main, '--port', String(port), '--passwd-file', join(dir, 'passwd'), '--group-file', join(dir, 'group')];
   if (token) args.push('--access-token', token);
   const child = spawn(process.execPath, [...envdNodeFlags, ...args, ...extraArgs], { stdio: ['ignore', 'ignore', 'pipe'] });
   const logs = [];

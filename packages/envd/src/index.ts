@@ -6,13 +6,16 @@ export { envdVersion } from './version.js';
 export { fileSignature, type FileOperation } from './auth.js';
 
 /**
- * The directory holding envd's bundle (`main.js`), its native addons and the
+ * The directory holding envd's bundle (`main.cjs` and what it loads), its native addons and the
  * node modules they need. Mounted read-only into every sandbox.
  */
 export const envdDistDir: string = resolve(import.meta.dirname, '..', 'dist');
 
-/** The entry point inside `envdDistDir`. */
-export const envdMain: string = join(envdDistDir, 'main.js');
+/** The entry point's name inside `envdDistDir`: `node <envdNodeFlags> <it> [envd's options]` starts envd. */
+export const envdEntry = 'main.cjs';
+
+/** The entry point, on this machine. */
+export const envdMain: string = join(envdDistDir, envdEntry);
 
 /**
  * The options of the `node` that runs envd, wherever it runs.

@@ -1,15 +1,16 @@
-#!/usr/bin/env node
-// envd: serves one sandbox's filesystem and processes.
+// envd: serves one sandbox's filesystem and processes. `main` starts it;
+// the entry point is launcher.ts (dist/main.cjs), which loads this module's
+// bundle (dist/envd.cjs) with V8's code cache for it and then calls `main`.
 //
-//   node dist/main.js [--port 49983] [--host 127.0.0.1] [--socket PATH]
-//                     [--tunnel-socket PATH] [--access-token TOKEN]
-//                     [--default-user NAME] [--default-workdir DIR]
-//                     [--passwd-file PATH] [--group-file PATH]
+//   node dist/main.cjs [--port 49983] [--host 127.0.0.1] [--socket PATH]
+//                      [--tunnel-socket PATH] [--access-token TOKEN]
+//                      [--default-user NAME] [--default-workdir DIR]
+//                      [--passwd-file PATH] [--group-file PATH]
 // First: protobuf-es looks Uint8Array.prototype.toBase64 up when it loads.
 import './base64.js';
 import { chmodSync, rmSync } from 'node:fs';
 import { createServer as createHttp1Server, type IncomingMessage, type ServerResponse } from 'node:http';
-import type { Http2Server } from 'node:http2';
+import type * as h2 from 'node:http2';
 import { createServer as createNetServer, type Server, type Socket } from 'node:net';
 import { parseArgs } from 'node:util';
 import { log } from './log.js';
@@ -18,6 +19,13 @@ import { startReaper } from './reaper.js';
 import { createEnvd } from './server.js';
 import { createTunnelServer } from './tunnel.js';
 import { envdVersion } from './version.js';
+
+/**
+ * What became of the code cache the launcher offered V8 for this module:
+ * used, refused (made by another node or with other options, or corrupt;
+ * the module was then compiled from its source), or there was none.
+ */
+export type CodeCacheStatus = 'accepted' | 'rejected' | 'none';
 
 const usage = `usage: envd [--port N] [--host ADDR] [--socket PATH] [--tunnel-socket PATH]
             [--access-token TOKEN] [--default-user NAME] [--default-workdir DIR]
@@ -51,77 +59,59 @@ function parse() {
   }).values;
 }
 
-let args: ReturnType<typeof parse>;
-try {
-  args = parse();
-} catch (err) {
-  fail((err as Error).message);
-}
-
-if (args.help) {
-  process.stdout.write(usage + '\n');
-  process.exit(0);
-}
-if (args.version) {
-  process.stdout.write(envdVersion + '\n');
-  process.exit(0);
-}
-
-const port = args.port === undefined ? (args.socket ? undefined : 49983) : Number(args.port);
-if (port !== undefined && (!Number.isInteger(port) || port < 0 || port > 65535)) fail(`--port '${args.port}' is not a port number`);
-
-const accessToken = args['access-token'] ?? process.env.PADDOCK_ENVD_ACCESS_TOKEN;
-delete process.env.PADDOCK_ENVD_ACCESS_TOKEN;
-
-const envd = createEnvd({
-  accessToken,
-  defaultUser: args['default-user'],
-  defaultWorkdir: args['default-workdir'],
-  passwdFile: args['passwd-file'],
-  groupFile: args['group-file'],
-});
-
-const handler = (req: IncomingMessage, res: ServerResponse) => envd.handle(req, res);
-const http1 = createHttp1Server({ requestTimeout: 0, headersTimeout: 60_000, keepAliveTimeout: 65_000 }, handler);
-let http2: Promise<Http2Server> | undefined;
 /**
- * The HTTP/2 server, made on the first h2c connection: loading node:http2
- * (and the TLS it brings) took ~9 ms of every envd start, before the first
- * command of a new sandbox could run, and the clients speak HTTP/1.1.
+ * Parses the command line; on --help or --version prints and exits, on bad
+ * arguments says what was wrong and exits with 2.
  */
-function http2Server(): Promise<Http2Server> {
-  http2 ??= import('node:http2').then(({ createServer }) => createServer({}, handler as never));
-  return http2;
+function options() {
+  let args: ReturnType<typeof parse>;
+  try {
+    args = parse();
+  } catch (err) {
+    fail((err as Error).message);
+  }
+  if (args.help) {
+    process.stdout.write(usage + '\n');
+    process.exit(0);
+  }
+  if (args.version) {
+    process.stdout.write(envdVersion + '\n');
+    process.exit(0);
+  }
+  const port = args.port === undefined ? (args.socket ? undefined : 49983) : Number(args.port);
+  if (port !== undefined && (!Number.isInteger(port) || port < 0 || port > 65535)) fail(`--port '${args.port}' is not a port number`);
+  return { ...args, port };
 }
+
+/**
+ * node:http2, loaded on the first h2c connection: loading it (and the TLS
+ * it brings) took ~9 ms of every envd start, before the first command of a
+ * new sandbox could run, and the clients speak HTTP/1.1. Required rather
+ * than imported: the bundle runs as CommonJS (see launcher.ts).
+ */
+// eslint-disable-next-line @typescript-eslint/no-require-imports
+const loadHttp2 = () => require('node:http2') as typeof h2;
 
 /**
  * One listener for HTTP/1.1 and cleartext HTTP/2 (h2c with prior
- * knowledge): a connection that opens with the HTTP/2 preface goes to the
- * HTTP/2 server, any other to the HTTP/1.1 one.
+ * knowledge): a connection that opens with the HTTP/2 preface goes to
+ * `http2()`, any other to `http1`.
  */
-function frontServer(): Server {
+function frontServer(http1: Server, http2: () => h2.Http2Server): Server {
   return createNetServer({ noDelay: true }, (socket: Socket) => {
     socket.once('data', (first: Buffer) => {
       socket.pause();
       socket.unshift(first);
-      if (first.subarray(0, 4).toString('latin1') !== 'PRI ') {
-        http1.emit('connection', socket);
-        process.nextTick(() => socket.resume());
-        return;
-      }
-      void http2Server().then((server) => {
-        server.emit('connection', socket);
-        socket.resume();
-      });
+      const server = first.subarray(0, 4).toString('latin1') === 'PRI ' ? http2() : http1;
+      server.emit('connection', socket);
+      process.nextTick(() => socket.resume());
     });
     socket.on('error', () => socket.destroy());
   });
 }
 
-const servers: Server[] = [];
-const socketFiles: string[] = [];
-
-function listen(server: Server, target: { port: number; host: string } | { path: string }): Promise<void> {
+/** Listens on `target`; a socket file is made 0600 and added to `socketFiles`, to be removed on shutdown. */
+function listen(server: Server, target: { port: number; host: string } | { path: string }, socketFiles: string[]): Promise<void> {
   return new Promise((resolve, reject) => {
     server.once('error', reject);
     if ('path' in target) {
@@ -134,31 +124,66 @@ function listen(server: Server, target: { port: number; host: string } | { path:
     } else {
       server.listen(target.port, target.host, () => resolve());
     }
-    servers.push(server);
   });
 }
 
 /** How long after `ready` Node's fetch (for `Headers`) is loaded. */
 const HEADERS_PRELOAD_MS = 1000;
 
-async function main(): Promise<void> {
-  const ready: Record<string, unknown> = { version: envdVersion };
-  if (port !== undefined) {
-    const s = frontServer();
-    await listen(s, { port, host: args.host! });
+/** Starts envd as its command line says; `codeCache` is reported in the `ready` line. */
+export function main({ codeCache }: { codeCache: CodeCacheStatus }): void {
+  // A bug in one request must not take the whole sandbox down with it.
+  process.on('uncaughtException', (err) => log.error('uncaught exception', { error: err.stack ?? String(err) }));
+  process.on('unhandledRejection', (err) => log.error('unhandled rejection', { error: String(err) }));
+  serve(options(), codeCache).catch((err: Error) => {
+    log.error('cannot start', { error: err.message });
+    process.exit(1);
+  });
+}
+
+async function serve(args: ReturnType<typeof options>, codeCache: CodeCacheStatus): Promise<void> {
+  const accessToken = args['access-token'] ?? process.env.PADDOCK_ENVD_ACCESS_TOKEN;
+  delete process.env.PADDOCK_ENVD_ACCESS_TOKEN;
+
+  const envd = createEnvd({
+    accessToken,
+    defaultUser: args['default-user'],
+    defaultWorkdir: args['default-workdir'],
+    passwdFile: args['passwd-file'],
+    groupFile: args['group-file'],
+  });
+  const handler = (req: IncomingMessage, res: ServerResponse) => envd.handle(req, res);
+  const http1 = createHttp1Server({ requestTimeout: 0, headersTimeout: 60_000, keepAliveTimeout: 65_000 }, handler);
+  let http2: h2.Http2Server | undefined;
+  const http2Server = () => (http2 ??= loadHttp2().createServer({}, handler as never));
+
+  const servers: Server[] = [];
+  const socketFiles: string[] = [];
+  const ready: Record<string, unknown> = { version: envdVersion, codeCache };
+  if (args.port !== undefined) {
+    const s = frontServer(http1, http2Server);
+    servers.push(s);
+    await listen(s, { port: args.port, host: args.host! }, socketFiles);
     const addr = s.address();
-    Object.assign(ready, { host: args.host, port: typeof addr === 'object' && addr ? addr.port : port });
+    Object.assign(ready, { host: args.host, port: typeof addr === 'object' && addr ? addr.port : args.port });
   }
   if (args.socket) {
-    await listen(frontServer(), { path: args.socket });
+    const s = frontServer(http1, http2Server);
+    servers.push(s);
+    await listen(s, { path: args.socket }, socketFiles);
     ready.socket = args.socket;
   }
   if (args['tunnel-socket']) {
-    await listen(createTunnelServer(), { path: args['tunnel-socket'] });
+    const s = createTunnelServer();
+    servers.push(s);
+    await listen(s, { path: args['tunnel-socket'] }, socketFiles);
     ready.tunnelSocket = args['tunnel-socket'];
   }
   // One line once every listener is up; the runtime and tests wait for it.
   log.info('ready', ready);
+  if (codeCache === 'rejected') {
+    log.warn('V8 refused the code cache of envd.cjs (made by another node, or with other options), so every start compiles it; rebuild envd with the node that runs it');
+  }
   // Connect turns every request's headers into a WHATWG `Headers`, a class
   // Node loads (with the rest of its bundled fetch) on first use: ~25 ms.
   // Paid before `ready` it delayed every new sandbox by that much, and the
@@ -183,12 +208,3 @@ async function main(): Promise<void> {
   process.on('SIGTERM', () => void stop('SIGTERM'));
   process.on('SIGINT', () => void stop('SIGINT'));
 }
-
-// A bug in one request must not take the whole sandbox down with it.
-process.on('uncaughtException', (err) => log.error('uncaught exception', { error: err.stack ?? String(err) }));
-process.on('unhandledRejection', (err) => log.error('unhandled rejection', { error: String(err) }));
-
-main().catch((err: Error) => {
-  log.error('cannot start', { error: err.message });
-  process.exit(1);
-});

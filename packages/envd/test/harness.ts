@@ -13,11 +13,13 @@ export interface EnvdStartOptions {
   token?: string | null;
   port?: number;
   extraArgs?: string[];
+  /** The entry point to run, if not the build's. */
+  main?: string;
 }
 
 export function startEnvd(opts: EnvdStartOptions = {}): Promise<RunningEnvd> {
   const token = opts.token === null ? undefined : (opts.token ?? 'test-token');
-  return startLocalEnvd({ prefix: 'envd-test-', token, port: opts.port, extraArgs: opts.extraArgs });
+  return startLocalEnvd({ prefix: 'envd-test-', token, port: opts.port, extraArgs: opts.extraArgs, main: opts.main });
 }
 
 export interface ClientOptions {

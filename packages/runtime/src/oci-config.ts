@@ -1,5 +1,5 @@
 // The OCI runtime configuration (config.json) of a sandbox's container.
-import { envdNodeFlags } from '@paddock/envd';
+import { envdEntry, envdNodeFlags } from '@paddock/envd';
 import { readFileSync } from 'node:fs';
 import { IN_SANDBOX, SANDBOX_USER } from './base-template.js';
 import type { Limits } from './runtime.js';
@@ -51,7 +51,7 @@ export function ociConfig(c: ConfigInput): object {
       args: [
         IN_SANDBOX.node,
         ...envdNodeFlags,
-        `${IN_SANDBOX.envd}/main.js`,
+        `${IN_SANDBOX.envd}/${envdEntry}`,
         '--socket',
         `${IN_SANDBOX.run}/envd.sock`,
         '--tunnel-socket',

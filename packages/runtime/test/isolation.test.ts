@@ -34,7 +34,7 @@ afterAll(async () => {
 test('processes: ps shows only the sandbox; envd is pid 1', async () => {
   const res = await exec(t.runtime, id, 'ps -e -o pid=,args=');
   const lines = res.stdout.trim().split('\n').map((l) => l.trim());
-  expect(lines[0]).toMatch(/^1 \/\.paddock\/node .*envd\/main\.js/);
+  expect(lines[0]).toMatch(/^1 \/\.paddock\/node .*envd\/main\.cjs /);
   expect(lines.length).toBeLessThan(10);
   expect(res.stdout).not.toContain('jest');
   expect(res.stdout).not.toContain(String(process.pid));

@@ -63,6 +63,14 @@ test('a paused sandbox can be stopped and started again', async () => {
   await t.runtime.destroy(id);
 });
 
+test("a sandbox's envd starts with the code cache of its build (made by the same node, with the same options)", async () => {
+  const id = await create();
+  const log = readFileSync(join(t.dataDir, 'sandboxes', id, 'envd.log'), 'utf8').split('\n');
+  const ready = log.find((l) => l.includes('"msg":"ready"'));
+  expect(ready && JSON.parse(ready)).toMatchObject({ codeCache: 'accepted' });
+  await t.runtime.destroy(id);
+});
+
 test('destroy removes container, mounts, cgroups and directory; unknown ids are fine', async () => {
   const id = await create();
   await t.runtime.destroy(id);

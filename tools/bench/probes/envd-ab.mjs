@@ -11,10 +11,10 @@
 //
 //   cp -r packages/envd/dist /tmp/envd-before     # before the change
 //   ... change envd, npm run build -w @paddock/envd ...
-//   A=/tmp/envd-before/main.js OP=post SIZE=1 node tools/bench/probes/envd-ab.mjs
+//   A=/tmp/envd-before/main.cjs OP=post SIZE=1 node tools/bench/probes/envd-ab.mjs
 //
-// A defaults to packages/envd/dist/main.js; B to A. A copied dist reads its
-// version from ../package.json: copy packages/envd/package.json next to it.
+// A defaults to packages/envd/dist/main.cjs; B to A. A copied dist keeps
+// its code cache (dist/envd.cjs.cache), which is valid wherever it is.
 // Needs root (envd sets each file's owner), as the envd tests do.
 import { envdNodeFlags } from '@paddock/envd';
 import { spawn } from 'node:child_process';
@@ -29,7 +29,7 @@ const SIZE = +(process.env.SIZE ?? 1);
 const N = +(process.env.N ?? 1500);
 const BLOCKS = +(process.env.BLOCKS ?? 4);
 const WARMUP = 50;
-const current = new URL('../../../packages/envd/dist/main.js', import.meta.url).pathname;
+const current = new URL('../../../packages/envd/dist/main.cjs', import.meta.url).pathname;
 const builds = { A: process.env.A ?? current, B: process.env.B ?? process.env.A ?? current };
 
 /** A request on one kept connection; resolves with the status once the whole answer has come. */

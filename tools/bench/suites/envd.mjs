@@ -1,6 +1,6 @@
 // envd against what the same work costs without it: a local spawn, a local
 // pipe, loopback TCP, direct fs calls. envd runs as a real process (the
-// built dist/main.js) and is driven over HTTP/1.1 with the transport
+// built dist/main.cjs) and is driven over HTTP/1.1 with the transport
 // @paddock/sdk uses (createNodeTransport of @paddock/envd-client).
 // connect-node's transport cost the client 1.8 ms of CPU per started
 // command against 1.0 to 1.3 ms (see node-transport.ts), and on two cores

@@ -1,0 +1,66 @@
+#!/usr/bin/env node
+// envd's entry point (dist/main.cjs). It loads envd itself (dist/envd.cjs,
+// the bundle of main.ts) with the code cache the build made for it, and
+// starts it.
+//
+// Compiling the 480 KB bundle and running its top level (protobuf-es builds
+// the descriptors of every service there) was a third of envd's start, and
+// envd's start is most of a cold sandbox's. V8 can skip the compiling, for
+// the functions that ran when the cache was made, if it is handed that
+// cache with the source. Node 20 has no cache of its own for user code, so
+// this is done here with vm.Script, for a CommonJS wrapper like the one
+// `require` makes: ESM modules take no cached data, and their loader costs
+// more at start as well.
+//
+// V8 checks that a cache matches the source, its own version and the
+// options that affect code (`envdNodeFlags`: the cache is made with them);
+// a cache that does not match is refused and the bundle compiled from its
+// source, only slower. The cache is made by the build and lives in dist/,
+// which sandboxes see read-only.
+//
+//   node dist/main.cjs [envd's options]          start envd
+//   node dist/main.cjs --write-code-cache FILE   load the bundle, write its cache to FILE (the build does)
+import { readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { Script } from 'node:vm';
+import type { CodeCacheStatus, main } from './main.js';
+
+const bundle = join(__dirname, 'envd.cjs');
+const cacheFile = join(__dirname, 'envd.cjs.cache');
+
+/** Compiles and runs the bundle (`cachedData` offered to V8 when given); returns its exports and its script. */
+function load(cachedData: Buffer | undefined): { envd: { main: typeof main }; script: Script } {
+  const source = readFileSync(bundle, 'utf8');
+  // The parameters are those of a CommonJS module; the bundle's require()
+  // of node-pty resolves from dist/, where this file is too.
+  const script = new Script(`(function (exports, require, module, __filename, __dirname) {${source}\n})`, { filename: bundle, cachedData });
+  const module = { exports: {} as { main: typeof main } };
+  (script.runInThisContext() as (...args: unknown[]) => void)(module.exports, require, module, bundle, __dirname);
+  return { envd: module.exports, script };
+}
+
+function readCache(): Buffer | undefined {
+  try {
+    return readFileSync(cacheFile);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw err;
+  }
+}
+
+if (process.argv[2] === '--write-code-cache') {
+  const out = process.argv[3];
+  if (!out) {
+    process.stderr.write('envd: --write-code-cache needs the file to write\n');
+    process.exit(2);
+  }
+  const data = load(undefined).script.createCachedData();
+  writeFileSync(`${out}.tmp`, data);
+  renameSync(`${out}.tmp`, out);
+  process.exit(0);
+} else {
+  const cachedData = readCache();
+  const { envd, script } = load(cachedData);
+  const codeCache: CodeCacheStatus = cachedData === undefined ? 'none' : script.cachedDataRejected ? 'rejected' : 'accepted';
+  envd.main({ codeCache });
+}
