@@ -57,6 +57,9 @@ cpSync(join(ptyDir, 'build/Release/pty.node'), join(ptyOut, 'build/Release/pty.n
 
 // Last, once dist/ is complete: the cache is made by loading envd.cjs as
 // main.cjs does, with the options envd always runs with (V8 refuses a cache
-// made with others).
+// made with others) and none from NODE_OPTIONS, which a sandbox's envd never
+// has.
 const { envdNodeFlags } = await import(join(dist, 'index.js'));
-execFileSync(process.execPath, [...envdNodeFlags, join(dist, 'main.cjs'), '--write-code-cache', join(dist, 'envd.cjs.cache')], { stdio: 'inherit' });
+const env = { ...process.env };
+delete env.NODE_OPTIONS;
+execFileSync(process.execPath, [...envdNodeFlags, join(dist, 'main.cjs'), '--write-code-cache', join(dist, 'envd.cjs.cache')], { stdio: 'inherit', env });

@@ -27,7 +27,11 @@ export async function startLocalEnvd({ prefix = 'local-envd-', token, port = 0, 
   writeFileSync(join(dir, 'group'), 'root:x:0:\nuser:x:1000:\n');
   const args = [main, '--port', String(port), '--passwd-file', join(dir, 'passwd'), '--group-file', join(dir, 'group')];
   if (token) args.push('--access-token', token);
-  const child = spawn(process.execPath, [...envdNodeFlags, ...args, ...extraArgs], { stdio: ['ignore', 'ignore', 'pipe'] });
+  // As in a sandbox, envd runs with its own node options only: with others
+  // from NODE_OPTIONS, V8 would refuse the code cache its build made.
+  const env = { ...process.env };
+  delete env.NODE_OPTIONS;
+  const child = spawn(process.execPath, [...envdNodeFlags, ...args, ...extraArgs], { stdio: ['ignore', 'ignore', 'pipe'], env });
   const logs = [];
   let listening;
   try {

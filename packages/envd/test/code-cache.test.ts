@@ -36,9 +36,12 @@ async function startAndServe(main?: string): Promise<{ ready: Ready; logs: strin
 
 const cacheFile = (dist: string) => join(dist, 'envd.cjs.cache');
 
-/** Runs the launcher at `dist` with `args`, under `flags`. */
-const launcher = (dist: string, args: string[], flags: readonly string[] = envdNodeFlags) =>
-  spawnSync(process.execPath, [...flags, join(dist, envdEntry), ...args], { encoding: 'utf8' });
+/** Runs the launcher at `dist` with `args`, under `flags` and no others (none from NODE_OPTIONS, as the build). */
+const launcher = (dist: string, args: string[], flags: readonly string[] = envdNodeFlags) => {
+  const env = { ...process.env };
+  delete env.NODE_OPTIONS;
+  return spawnSync(process.execPath, [...flags, join(dist, envdEntry), ...args], { encoding: 'utf8', env });
+};
 
 test('the built envd starts with the code cache its build made', async () => {
   const { ready, logs } = await startAndServe();
