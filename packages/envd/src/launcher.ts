@@ -39,12 +39,13 @@ function load(cachedData: Buffer | undefined): { envd: { main: typeof main }; sc
   return { envd: module.exports, script };
 }
 
-function readCache(): Buffer | undefined {
+/** The cache, or why there is none to offer: envd starts either way. */
+function readCache(): { data: Buffer } | { none: 'none' | 'unreadable'; error?: string } {
   try {
-    return readFileSync(cacheFile);
+    return { data: readFileSync(cacheFile) };
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
-    throw err;
+    const e = err as NodeJS.ErrnoException;
+    return e.code === 'ENOENT' ? { none: 'none' } : { none: 'unreadable', error: e.message };
   }
 }
 
@@ -59,8 +60,8 @@ if (process.argv[2] === '--write-code-cache') {
   renameSync(`${out}.tmp`, out);
   process.exit(0);
 } else {
-  const cachedData = readCache();
-  const { envd, script } = load(cachedData);
-  const codeCache: CodeCacheStatus = cachedData === undefined ? 'none' : script.cachedDataRejected ? 'rejected' : 'accepted';
-  envd.main({ codeCache });
+  const cache = readCache();
+  const { envd, script } = load('data' in cache ? cache.data : undefined);
+  const codeCache: CodeCacheStatus = 'data' in cache ? (script.cachedDataRejected ? 'rejected' : 'accepted') : cache.none;
+  envd.main({ codeCache, codeCacheError: 'error' in cache ? cache.error : undefined });
 }

@@ -23,9 +23,10 @@ import { envdVersion } from './version.js';
 /**
  * What became of the code cache the launcher offered V8 for this module:
  * used, refused (made by another node or with other options, or corrupt;
- * the module was then compiled from its source), or there was none.
+ * the module was then compiled from its source), there was none, or its
+ * file could not be read (`codeCacheError` says why).
  */
-export type CodeCacheStatus = 'accepted' | 'rejected' | 'none';
+export type CodeCacheStatus = 'accepted' | 'rejected' | 'none' | 'unreadable';
 
 const usage = `usage: envd [--port N] [--host ADDR] [--socket PATH] [--tunnel-socket PATH]
             [--access-token TOKEN] [--default-user NAME] [--default-workdir DIR]
@@ -131,17 +132,17 @@ function listen(server: Server, target: { port: number; host: string } | { path:
 const HEADERS_PRELOAD_MS = 1000;
 
 /** Starts envd as its command line says; `codeCache` is reported in the `ready` line. */
-export function main({ codeCache }: { codeCache: CodeCacheStatus }): void {
+export function main({ codeCache, codeCacheError }: { codeCache: CodeCacheStatus; codeCacheError?: string }): void {
   // A bug in one request must not take the whole sandbox down with it.
   process.on('uncaughtException', (err) => log.error('uncaught exception', { error: err.stack ?? String(err) }));
   process.on('unhandledRejection', (err) => log.error('unhandled rejection', { error: String(err) }));
-  serve(options(), codeCache).catch((err: Error) => {
+  serve(options(), codeCache, codeCacheError).catch((err: Error) => {
     log.error('cannot start', { error: err.message });
     process.exit(1);
   });
 }
 
-async function serve(args: ReturnType<typeof options>, codeCache: CodeCacheStatus): Promise<void> {
+async function serve(args: ReturnType<typeof options>, codeCache: CodeCacheStatus, codeCacheError: string | undefined): Promise<void> {
   const accessToken = args['access-token'] ?? process.env.PADDOCK_ENVD_ACCESS_TOKEN;
   delete process.env.PADDOCK_ENVD_ACCESS_TOKEN;
 
@@ -183,6 +184,8 @@ async function serve(args: ReturnType<typeof options>, codeCache: CodeCacheStatu
   log.info('ready', ready);
   if (codeCache === 'rejected') {
     log.warn('V8 refused the code cache of envd.cjs (made by another node, or with other options), so every start compiles it; rebuild envd with the node that runs it');
+  } else if (codeCache === 'unreadable') {
+    log.warn('cannot read the code cache of envd.cjs, so this start compiled it', { error: codeCacheError });
   }
   // Connect turns every request's headers into a WHATWG `Headers`, a class
   // Node loads (with the rest of its bundled fetch) on first use: ~25 ms.

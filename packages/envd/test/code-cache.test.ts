@@ -2,7 +2,7 @@
 // the code cache the build made for the bundle, and says in the `ready`
 // line whether V8 took it. A cache that does not fit must cost only time.
 import { spawnSync } from 'node:child_process';
-import { appendFileSync, cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { appendFileSync, cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { envdDistDir, envdEntry, envdNodeFlags } from '../src/index.js';
@@ -77,6 +77,14 @@ describe('a copy of the build', () => {
     expect((await startAndServe(join(dist, envdEntry))).ready.codeCache).toBe('rejected');
     writeFileSync(cacheFile(dist), Buffer.alloc(readFileSync(cacheFile(envdDistDir)).length, 0x5a));
     expect((await startAndServe(join(dist, envdEntry))).ready.codeCache).toBe('rejected');
+  }, 30_000);
+
+  test('with a cache file it cannot read, envd says why and serves', async () => {
+    rmSync(cacheFile(dist));
+    mkdirSync(cacheFile(dist));
+    const { ready, logs } = await startAndServe(join(dist, envdEntry));
+    expect(ready.codeCache).toBe('unreadable');
+    expect(logs.find((l) => l.includes('"level":"warn"'))).toContain('EISDIR');
   }, 30_000);
 
   test('--write-code-cache makes the cache the next start takes, and nothing else', async () => {
