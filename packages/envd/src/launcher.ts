@@ -62,6 +62,7 @@ if (process.argv[2] === '--write-code-cache') {
 } else {
   const cache = readCache();
   const { envd, script } = load('data' in cache ? cache.data : undefined);
-  const codeCache: CodeCacheStatus = 'data' in cache ? (script.cachedDataRejected ? 'rejected' : 'accepted') : cache.none;
+  // V8 sets cachedDataRejected (to false) only when it was handed a cache and used it.
+  const codeCache: CodeCacheStatus = 'data' in cache ? (script.cachedDataRejected === false ? 'accepted' : 'rejected') : cache.none;
   envd.main({ codeCache, codeCacheError: 'error' in cache ? cache.error : undefined });
 }
