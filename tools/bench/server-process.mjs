@@ -7,6 +7,10 @@
 //
 //   const server = await startServerProcess({ home, warmPoolSize: 2, initialApiKey });
 //   server.apiUrl, server.proxyUrl, await server.poolReady(), await server.close()
+//
+// With PADDOCK_BENCH_SERVER_PROF=DIR in the environment, the server writes a
+// V8 CPU profile (`--cpu-prof`) into DIR when it closes: for probes, which
+// time one thing and want to know where the server spent it.
 import { serverNodeFlags } from '@paddock/server';
 import { execFileSync, fork } from 'node:child_process';
 import { join } from 'node:path';
@@ -20,7 +24,7 @@ export async function startServerProcess(options) {
   const child = fork(self, ['--serve', JSON.stringify({ apiPort: 0, proxyPort: 0, ...options })], {
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
     // The options `paddock start` runs with; not this process's own.
-    execArgv: [...serverNodeFlags],
+    execArgv: [...serverNodeFlags, ...profiling()],
   });
   const { ready, call, closed } = await callsTo(child, 'server process');
   return {
@@ -32,6 +36,11 @@ export async function startServerProcess(options) {
       await closed;
     },
   };
+}
+
+function profiling() {
+  const dir = process.env.PADDOCK_BENCH_SERVER_PROF;
+  return dir ? ['--cpu-prof', `--cpu-prof-dir=${dir}`] : [];
 }
 
 /** The host pid of a sandbox's envd, the container's init, from runc's state under the server's `home`. */
