@@ -43,6 +43,11 @@ function profiling() {
   return dir ? ['--cpu-prof', `--cpu-prof-dir=${dir}`] : [];
 }
 
+/** The host path of a sandbox's envd socket under the server's `home`: what the proxy connects to. */
+export function envdSocket(home, sandboxId) {
+  return join(home, 'runtime', 'sandboxes', sandboxId, 'run', 'envd.sock');
+}
+
 /** The host pid of a sandbox's envd, the container's init, from runc's state under the server's `home`. */
 export function envdPid(home, sandboxId) {
   return JSON.parse(execFileSync('runc', ['--root', join(home, 'runtime', 'runc'), 'state', sandboxId]).toString()).pid;
