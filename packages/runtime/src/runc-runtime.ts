@@ -92,6 +92,9 @@ export class RuncRuntime implements Runtime {
   private readonly pool = new Map<string, string[]>();
   private poolFilling: Promise<void> | undefined;
   private refillTimer: NodeJS.Timeout | undefined;
+  /** Sandboxes booting for a caller of create() right now; the pool's refill waits for them. */
+  private callerBoots = 0;
+  private readonly callerBootsEnded: (() => void)[] = [];
   private closed = false;
   private prepared = false;
 
@@ -232,8 +235,27 @@ export class RuncRuntime implements Runtime {
       const claimed = await this.claimFromPool(opts.templateId, opts.init);
       if (claimed) return claimed;
     }
-    const spec = await this.boot(opts.templateId, limits, false, opts.init);
+    const spec = await this.bootForCaller(opts.templateId, limits, opts.init);
     return this.info(spec, 'running');
+  }
+
+  /**
+   * A boot someone is waiting for. While any runs, the pool does not start
+   * refilling: in a burst of creates that emptied the pool, each refill is a
+   * boot for a later caller that takes the two cores from the callers waiting
+   * now (and a sandbox booted for the pool meanwhile does not serve them:
+   * they are booting their own). The pool refills once the burst is over.
+   */
+  private async bootForCaller(templateId: string, limits: Limits, init?: EnvdInit): Promise<SandboxSpec> {
+    this.callerBoots++;
+    try {
+      return await this.boot(templateId, limits, false, init);
+    } finally {
+      if (--this.callerBoots === 0) {
+        for (const wake of this.callerBootsEnded.splice(0)) wake();
+        this.refillSoon();
+      }
+    }
   }
 
   /** Creates, starts and (when `init` is given) initialises a sandbox. */
@@ -515,15 +537,18 @@ export class RuncRuntime implements Runtime {
     this.refillTimer.unref();
   }
 
-  /** Tops up every pooled template, one sandbox at a time, in the background. */
+  /**
+   * Tops up every pooled template, one sandbox at a time, in the background;
+   * stops while a caller's boot runs (bootForCaller starts it again after).
+   */
   private fillPool(): void {
     const size = this.opts.warmPoolSize ?? 0;
-    if (size <= 0 || this.closed || this.poolFilling) return;
+    if (size <= 0 || this.closed || this.poolFilling || this.callerBoots > 0) return;
     const fill = async () => {
       for (const templateId of this.opts.warmPoolTemplates ?? [BASE_TEMPLATE_ID]) {
         const template = this.templates.get(templateId);
         if (!template) continue;
-        while (!this.closed && this.poolFor(templateId).length < size) {
+        while (!this.closed && this.callerBoots === 0 && this.poolFor(templateId).length < size) {
           // Pooled even when the runtime closed meanwhile: release() or the
           // next start finds it there.
           const spec = await this.boot(templateId, template.limits, true);
@@ -541,7 +566,7 @@ export class RuncRuntime implements Runtime {
       })
       .finally(() => {
         this.poolFilling = undefined;
-        if (this.closed || !this.poolShort()) return;
+        if (this.closed || this.callerBoots > 0 || !this.poolShort()) return;
         // After a failure, wait before trying again rather than spin.
         if (failed) setTimeout(() => this.fillPool(), 5000).unref();
         else this.fillPool();
@@ -553,10 +578,17 @@ export class RuncRuntime implements Runtime {
     return (this.opts.warmPoolTemplates ?? [BASE_TEMPLATE_ID]).some((t) => this.templates.get(t) && this.poolFor(t).length < size);
   }
 
-  /** Resolves once the warm pool is full (for tests and benchmarks). */
+  /**
+   * Resolves once the warm pool is full (for tests and benchmarks), or a
+   * refill ended without filling it (it failed, or the runtime closed).
+   */
   async poolReady(): Promise<void> {
-    this.fillPool();
-    while (this.poolFilling) await this.poolFilling;
+    for (;;) {
+      this.fillPool();
+      while (this.poolFilling) await this.poolFilling;
+      if (this.closed || this.callerBoots === 0) return;
+      await new Promise<void>((resolve) => this.callerBootsEnded.push(resolve));
+    }
   }
 
   /** Also removes this data directory's parent cgroup when no sandbox of it is left. */

@@ -1,6 +1,6 @@
 // The warm pool: ready sandboxes handed out on create, refilled behind.
 import { execFileSync } from 'node:child_process';
-import { readdirSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { runTrue } from '../src/envd-link.js';
 import { RuncRuntime } from '../src/index.js';
@@ -45,6 +45,27 @@ test('other limits, or cold: true, skip the pool', async () => {
   expect(small.fromPool).toBeUndefined();
   await t.runtime.destroy(cold.id);
   await t.runtime.destroy(small.id);
+});
+
+test('a burst of creates that empties the pool boots only its callers\' sandboxes; the pool refills after it', async () => {
+  await t.runtime.poolReady();
+  const dir = join(t.dataDir, 'sandboxes');
+  const before = new Set(readdirSync(dir));
+  // Six at once: two take the pooled sandboxes (which arms the refill), and
+  // four boot their own, on two cores for longer than the refill's delay.
+  const made = await Promise.all(Array.from({ length: 6 }, () => t.runtime.create({ templateId: 'base', init: { accessToken: TOKEN } })));
+  const burstEnded = Date.now();
+  expect(made.filter((s) => s.fromPool)).toHaveLength(2);
+  await t.runtime.poolReady();
+  const refills = readdirSync(dir).filter((id) => !before.has(id) && !made.some((s) => s.id === id));
+  expect([...t.runtime.pooled().base!].sort()).toEqual(refills.sort());
+  expect(refills).toHaveLength(2);
+  // A sandbox's createdAt is when its boot began.
+  for (const id of refills) {
+    const spec = JSON.parse(readFileSync(join(dir, id, 'spec.json'), 'utf8')) as { createdAt: string };
+    expect(Date.parse(spec.createdAt)).toBeGreaterThanOrEqual(burstEnded);
+  }
+  for (const s of made) await t.runtime.destroy(s.id);
 });
 
 test('a pooled sandbox whose container died is not handed out, with or without init', async () => {
