@@ -19,7 +19,7 @@
 //   await timePair(subject, () => base.spawn('/bin/true', [], { user }), ...);
 //   await base.close();
 import { fork, spawn } from 'node:child_process';
-import { createReadStream, createWriteStream, lstatSync, mkdirSync, readdirSync, watch, writeFileSync } from 'node:fs';
+import { createReadStream, createWriteStream, lstatSync, mkdirSync, readdirSync, rmSync, watch, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { fileURLToPath } from 'node:url';
@@ -41,7 +41,12 @@ export async function startBaselineProcess() {
     spawn: (cmd, args, { user } = {}) => call('spawn', { cmd, args, user }),
     /** `size` bytes over loopback TCP (see lib.mjs). */
     loopbackTcp: (size) => call('loopbackTcp', { size }),
-    /** Copies a file with a read stream piped into a write stream. */
+    /**
+     * Copies a file with a read stream piped into a write stream, to `dst`
+     * (which must not exist), and removes the copy once timed: it leaves no
+     * dirty pages behind for the kernel to write back while what runs next is
+     * measured.
+     */
     copyFile: (src, dst) => call('copyFile', { src, dst }),
     /** readdir of `dir`, sorted, and lstat of each entry. */
     listDir: (dir) => call('listDir', { dir }),
@@ -102,7 +107,13 @@ if (process.argv[1] === self && process.argv[2] === '--baselines') {
     {
       spawn: (a) => timedHere(() => runToEnd(a)),
       loopbackTcp: ({ size }) => timedHere(() => loopbackTcp(size)),
-      copyFile: ({ src, dst }) => timedHere(() => pipeline(createReadStream(src), createWriteStream(dst)).then(() => lstatSync(dst).size)),
+      copyFile: async ({ src, dst }) => {
+        try {
+          return await timedHere(() => pipeline(createReadStream(src), createWriteStream(dst, { flags: 'wx' })).then(() => lstatSync(dst).size));
+        } finally {
+          rmSync(dst, { force: true });
+        }
+      },
       listDir: ({ dir }) =>
         timedHere(async () => {
           const names = readdirSync(dir).sort();

@@ -19,12 +19,20 @@ export const wasBusy = (load) => load.stealPct !== null && load.stealPct > STEAL
 const key = (x) => `${x.suite}\u0000${x.name}\u0000${x.baselineName ?? ''}`;
 
 /**
- * The number a row is judged by: its own p50 where its target is on that
- * (create to first command, memory), else the ratio to its baseline where it
- * has one (the headline, as in the table), else its own p50.
+ * Whether a row is judged by its own p50: where its target is on that
+ * (create to first command, memory), or where its ratio is only context
+ * (`ratioIsContext` in lib.mjs' row, the watch rows).
  */
-export function headline(x) {
-  return x.target?.on === 'value' ? x.value.p50 : (x.ratio ?? x.value.p50);
+const onValue = (x) => x.target?.on === 'value' || Boolean(x.ratioIsContext);
+
+/**
+ * The number a row is judged by: its own p50 where onValue, else the ratio
+ * to its baseline where it has one (the headline, as in the table), else its
+ * own p50. `like` decides which, when given: a row of an older run is judged
+ * as the newer run's row is (a run from before a row was marked has no mark).
+ */
+export function headline(x, like = x) {
+  return onValue(like) ? x.value.p50 : (x.ratio ?? x.value.p50);
 }
 
 const change = (before, after) => (before > 0 && after > 0 ? (100 * (after - before)) / before : null);
@@ -71,14 +79,14 @@ export function compareRuns(older, newer) {
   for (const x of newer.rows) {
     const old = before.get(key(x));
     if (!old) continue;
-    const moved = change(headline(old), headline(x));
+    const moved = change(headline(old, x), headline(x));
     rows.push({
       suite: x.suite,
       name: x.name,
       baselineName: x.baselineName ?? null,
-      onRatio: x.target?.on !== 'value' && x.ratio !== null && x.ratio !== undefined,
+      onRatio: !onValue(x) && x.ratio !== null && x.ratio !== undefined,
       hasTarget: Boolean(x.target),
-      before: headline(old),
+      before: headline(old, x),
       after: headline(x),
       changePct: moved,
       p50ChangePct: change(old.value.p50, x.value.p50),
@@ -104,7 +112,7 @@ export function comparisonMarkdown(older, newer) {
   const targeted = rows.filter((c) => c.hasTarget);
   lines.push(
     `The previous run is \`tools/bench/results/previous.json\` (${older.date.slice(0, 16).replace('T', ' ')} UTC); this one started ${newer.date.slice(0, 16).replace('T', ' ')} UTC.`,
-    `Each row is judged by its headline: its own p50 where its target is on that, else its ratio where it has a baseline, else its own p50. ${rows.length - moved.length} of ${rows.length} rows held within ±${HOLD_PCT}%` +
+    `Each row is judged by its headline: its own p50 where its target is on that or its note says its ratio is only context, else its ratio where it has a baseline, else its own p50. ${rows.length - moved.length} of ${rows.length} rows held within ±${HOLD_PCT}%` +
       (moved.length ? `; ${moved.length} moved further (in bold).` : '.') +
       ` Of the ${targeted.length} rows with a target, ${targeted.filter((c) => c.held).length} held.`,
     "The last two columns say how the row's own p50 and its baseline's p50 moved: when a baseline moves by",
