@@ -290,17 +290,31 @@ export async function sdkSuite({ quick, log }) {
         },
         [() => base.listDir(localDir)],
       );
+      // The watch stays open across the blocks: without a limit (the SDK's
+      // default ends it after a minute, as E2B's does), and a sample fails
+      // rather than wait forever if it ends all the same.
       let waiting;
-      const handle = await sbx.files.watchDir('watched', (e) => {
-        if (waiting && e.name === waiting.name && e.type === 'write') waiting.resolve();
-      });
+      let ended = null;
+      const handle = await sbx.files.watchDir(
+        'watched',
+        (e) => {
+          if (waiting && e.name === waiting.name && e.type === 'write') waiting.resolve();
+        },
+        {
+          timeoutMs: 0,
+          onExit: (err) => {
+            ended = new Error(`the watch ended${err ? `: ${err.message}` : ''}`);
+            waiting?.reject(ended);
+          },
+        },
+      );
       // A sample takes a few ms. With 30 of them this p50 moved by up to a
       // quarter between runs (envd's by up to 3×); 150 cost under a second.
       const watches = 5 * n;
       let written = 0;
       const watched = timeInBlocks(async () => {
         const name = `w${written++}`;
-        const seen = new Promise((resolve) => (waiting = { name, resolve }));
+        const seen = new Promise((resolve, reject) => (ended ? reject(ended) : (waiting = { name, resolve, reject })));
         await sbx.files.write(`watched/${name}`, 'x');
         await seen;
       }, []);
