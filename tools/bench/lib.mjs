@@ -179,7 +179,8 @@ export async function timePair(subject, baseline, { warmup = 3, iterations = 20 
 }
 
 /**
- * timePair with several baselines (each paired with the subject's samples),
+ * timePair with several baselines (each a function or `{ fn, every }`, as for
+ * alternate, and paired with the subject's samples of the rounds it ran in),
  * in blocks taken at different moments of a suite with `take` and summarized
  * together by `result`, which returns [subject, ...baselines]. A block taken
  * in one stretch of seconds shares that stretch's machine: at the start of a
@@ -189,15 +190,21 @@ export async function timePair(subject, baseline, { warmup = 3, iterations = 20 
 export function timeInBlocks(subject, baselines) {
   const fns = [subject, ...baselines];
   const samples = fns.map(() => []);
+  // The round of each sample, counted over all blocks (the subject runs in every round).
+  const rounds = fns.map(() => []);
   return {
     async take({ warmup, iterations }) {
+      const before = samples[0].length;
       const got = await alternate(fns, { warmup, iterations }, timed);
-      got.forEach((g, k) => samples[k].push(...g.samples));
+      got.forEach((g, k) => {
+        samples[k].push(...g.samples);
+        rounds[k].push(...g.rounds.map((r) => before + r));
+      });
     },
     result() {
       const [a, ...bs] = samples;
       const s = summarize(a);
-      return [s, ...bs.map((b) => paired(s, summarize(b), a, b, b.map((_, i) => i)))];
+      return [s, ...bs.map((b, k) => paired(s, summarize(b), a, b, rounds[k + 1]))];
     },
   };
 }

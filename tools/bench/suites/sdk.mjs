@@ -13,7 +13,6 @@ import { startWorkloadProcess } from '../workload-process.mjs';
 import { batchesNote, openBareRunc } from './runtime.mjs';
 
 const KEY = 'e2b_' + 'd'.repeat(40);
-
 const MiB = 1024 * 1024;
 
 async function withServer(poolSize, fn) {
