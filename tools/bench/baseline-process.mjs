@@ -1,13 +1,23 @@
-// The local baselines, run in a small process of their own that does
-// nothing else. Measured in the suite's process, a baseline paid for what the
-// suite had done there before it. Measured: alternating with envd's 256 MiB
-// of stdout read by a Connect client in the same process, the local pipe of
+// The local baselines, run in small processes of their own that do nothing
+// else. Measured in the suite's process, a baseline paid for what the suite
+// had done there before it. Measured: alternating with envd's 256 MiB of
+// stdout read by a Connect client in the same process, the local pipe of
 // `head -c 256M` read 730-1200 MiB/s (median about 900); with the same
 // alternation but the pipe read in a process of its own, 1060-1580 MiB/s.
-// A full GC before each run, or a pause, did not help; where exactly the
-// cost comes from (forking a bigger process is one known part) is not pinned
-// down. Paddock's own processes (envd, the server) are small, so a small
-// process is also the fair comparison.
+// Paddock's own processes (envd, the server) are small, so a small process is
+// also the fair comparison.
+//
+// There are two of them. Node starts a child by forking, and a fork here
+// costs more the more memory its parent has mapped: a spawn of `true` took
+// 1.8 ms from a process of 45 MiB, 11.8 ms from one of 305 MiB and 30 ms from
+// one of 1 GiB (probes/spawn-rss.mjs). The baselines that move data (loopback
+// TCP, pipes, fs copies) grow a process: one grew from 51 to 93 MiB over three
+// `head -c 256M` pipes, and its spawns of `true` went from 2.1 to 3.3 ms. In
+// the sdk suite the bare spawns and `runc run`s of the cold creates' last
+// block, after the transfers, took up to twice what those of its first did.
+// So the commands whose own run is the baseline (`spawn`) start from a
+// process that does nothing but start them, and everything that moves data
+// runs in the other.
 //
 // Each call is timed in the baseline process and resolves with
 // `{ elapsedMs, bytes }`: the time the work took there, without the round
@@ -28,38 +38,48 @@ import { benchNodeFlags, loopbackTcp, timedHere, timeit } from './lib.mjs';
 
 const self = fileURLToPath(import.meta.url);
 
-/** Starts the baseline process; resolves once it is ready. */
+/**
+ * Most a command run with `spawn` may write to stdout: one that writes more
+ * is moving data, and belongs to `pipe`.
+ */
+const SPAWN_OUTPUT_LIMIT = 64 * 1024;
+
+/** Starts the baseline processes (see above); resolves once they are ready. */
 export async function startBaselineProcess() {
   // The suite's own node options (see benchNodeFlags), not those of whoever started it.
-  const child = fork(self, ['--baselines'], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], execArgv: benchNodeFlags });
-  const { call, closed } = await callsTo(child, 'baseline process');
+  const start = (role, name) => callsTo(fork(self, ['--baselines', role], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], execArgv: benchNodeFlags }), name);
+  const [spawner, mover] = await Promise.all([start('spawn', 'baseline spawner'), start('move', 'baseline process')]);
   return {
     /**
-     * Runs `cmd` to its end, as `user` ({ uid, gid, home }) when given, with
-     * stdout piped back and counted; fails if it exits non-zero or writes to stderr.
+     * Runs `cmd` to its end, as `user` ({ uid, gid, home }) when given, from
+     * the process that only starts commands; fails if it exits non-zero, writes
+     * to stderr or writes more than SPAWN_OUTPUT_LIMIT to stdout.
      */
-    spawn: (cmd, args, { user } = {}) => call('spawn', { cmd, args, user }),
+    spawn: (cmd, args, { user } = {}) => spawner.call('spawn', { cmd, args, user, limit: SPAWN_OUTPUT_LIMIT }),
+    /** Like spawn, with stdout piped back and counted however much it is (a throughput baseline). */
+    pipe: (cmd, args, { user } = {}) => mover.call('spawn', { cmd, args, user, limit: null }),
     /** `size` bytes over loopback TCP (see lib.mjs). */
-    loopbackTcp: (size) => call('loopbackTcp', { size }),
+    loopbackTcp: (size) => mover.call('loopbackTcp', { size }),
     /**
      * Copies a file with a read stream piped into a write stream, to `dst`
      * (which must not exist), and removes the copy once timed: it leaves no
      * dirty pages behind for the kernel to write back while what runs next is
      * measured.
      */
-    copyFile: (src, dst) => call('copyFile', { src, dst }),
+    copyFile: (src, dst) => mover.call('copyFile', { src, dst }),
     /** readdir of `dir`, sorted, and lstat of each entry. */
-    listDir: (dir) => call('listDir', { dir }),
+    listDir: (dir) => mover.call('listDir', { dir }),
     /** Write → fs.watch event latency in `dir`, summarized like timeit's: `warmup` runs unmeasured, then `iterations`. */
-    watchLatency: (dir, warmup, iterations) => call('watchLatency', { dir, warmup, iterations }),
+    watchLatency: (dir, warmup, iterations) => mover.call('watchLatency', { dir, warmup, iterations }),
     async close() {
-      await call('close');
-      await closed;
+      await Promise.all([spawner.call('close'), mover.call('close')]);
+      await Promise.all([spawner.closed, mover.closed]);
     },
   };
 }
 
-function runToEnd({ cmd, args, user }) {
+/** Runs a command to its end; resolves with the bytes it wrote to stdout. `limit` (null for none) caps them. */
+function runToEnd({ cmd, args, user, limit }) {
   return new Promise((resolve, reject) => {
     const options = { stdio: ['ignore', 'pipe', 'pipe'] };
     if (user) {
@@ -73,12 +93,16 @@ function runToEnd({ cmd, args, user }) {
     const child = spawn(cmd, args, options);
     let bytes = 0;
     let stderr = '';
-    child.stdout.on('data', (b) => (bytes += b.length));
+    child.stdout.on('data', (b) => {
+      bytes += b.length;
+      if (limit !== null && bytes > limit) child.kill();
+    });
     child.stderr.on('data', (b) => (stderr += b));
     child.once('error', reject);
     child.once('close', (code, signal) => {
       // A baseline that complains did not do the work it stands for (a shell that could not read its profile).
-      if (code === 0 && stderr === '') resolve(bytes);
+      if (limit !== null && bytes > limit) reject(new Error(`${cmd} ${args.join(' ')} wrote more than ${limit} bytes: a command that moves data is run with pipe`));
+      else if (code === 0 && stderr === '') resolve(bytes);
       else reject(new Error(`${cmd} ${args.join(' ')} ended with ${signal ?? `code ${code}`}: ${stderr.trim()}`));
     });
   });
@@ -103,25 +127,25 @@ async function watchLatency({ dir, warmup, iterations }) {
 }
 
 if (process.argv[1] === self && process.argv[2] === '--baselines') {
-  answerCalls(
-    {
-      spawn: (a) => timedHere(() => runToEnd(a)),
-      loopbackTcp: ({ size }) => timedHere(() => loopbackTcp(size)),
-      copyFile: async ({ src, dst }) => {
-        try {
-          return await timedHere(() => pipeline(createReadStream(src), createWriteStream(dst, { flags: 'wx' })).then(() => lstatSync(dst).size));
-        } finally {
-          rmSync(dst, { force: true });
-        }
-      },
-      listDir: ({ dir }) =>
-        timedHere(async () => {
-          const names = readdirSync(dir).sort();
-          for (const name of names) lstatSync(join(dir, name));
-          return names.length;
-        }),
-      watchLatency,
+  const spawnOnly = { spawn: (a) => timedHere(() => runToEnd(a)) };
+  // The spawner answers nothing else, so nothing can grow it (see above).
+  const all = {
+    ...spawnOnly,
+    loopbackTcp: ({ size }) => timedHere(() => loopbackTcp(size)),
+    copyFile: async ({ src, dst }) => {
+      try {
+        return await timedHere(() => pipeline(createReadStream(src), createWriteStream(dst, { flags: 'wx' })).then(() => lstatSync(dst).size));
+      } finally {
+        rmSync(dst, { force: true });
+      }
     },
-    null,
-  );
+    listDir: ({ dir }) =>
+      timedHere(async () => {
+        const names = readdirSync(dir).sort();
+        for (const name of names) lstatSync(join(dir, name));
+        return names.length;
+      }),
+    watchLatency,
+  };
+  answerCalls(process.argv[3] === 'spawn' ? spawnOnly : all, null);
 }

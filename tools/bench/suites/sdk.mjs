@@ -197,7 +197,7 @@ export async function sdkSuite({ quick, log }) {
           await sbx.commands.run(head, { onStdout: (d) => void (bytes += d.length), timeoutMs: 0 });
           return bytes;
         },
-        () => base.spawn('/usr/bin/head', ['-c', `${size}M`, '/dev/zero'], { user }),
+        () => base.pipe('/usr/bin/head', ['-c', `${size}M`, '/dev/zero'], { user }),
         { warmup: 1, iterations: long },
       );
       rows.push(row({ suite: 'sdk', name: `stdout throughput (${head})`, unit: 'MiB/s', value: out, baseline: pipe, baselineName: 'the same command piped locally', lowerIsBetter: false, target: { on: 'ratio', op: '>=', value: 0.25 } }));
