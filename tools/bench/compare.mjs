@@ -6,6 +6,7 @@
 //   node tools/bench/compare.mjs OLDER.json NEWER.json
 import { readFileSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
+import { medianInterval } from './lib.mjs';
 
 /** How far a row's headline may move between two runs and still count as holding. */
 export const HOLD_PCT = 10;
@@ -33,6 +34,31 @@ const onValue = (x) => x.target?.on === 'value' || Boolean(x.ratioIsContext);
  */
 export function headline(x, like = x) {
   return onValue(like) ? x.value.p50 : (x.ratio ?? x.value.p50);
+}
+
+/**
+ * How uncertain a run's headline for row `x` is from its own samples alone:
+ * half the width of its 95% interval, as a fraction of the headline (the
+ * paired ratio's interval, or that of the median of the row's own samples),
+ * or null where the row has fewer than 6 samples. `like` as for headline.
+ */
+export function headlineUncertainty(x, like = x) {
+  if (!onValue(like) && x.ratio !== null && x.ratio !== undefined) {
+    return x.ratioInterval ? (x.ratioInterval[1] - x.ratioInterval[0]) / 2 / x.ratio : null;
+  }
+  const interval = x.value.samples?.length >= 6 ? medianInterval([...x.value.samples].sort((a, b) => a - b)) : null;
+  return interval ? (interval[1] - interval[0]) / 2 / x.value.p50 : null;
+}
+
+/**
+ * How far, in %, two runs' headlines of a row move apart nine times in ten
+ * from their samples alone, with each run's uncertainty (headlineUncertainty)
+ * taken as 1.96 standard errors of a normal estimate: 1.645 standard errors of
+ * their difference. Null when either run has no interval.
+ */
+export function samplingSpreadPct(hOlder, hNewer) {
+  if (hOlder === null || hNewer === null) return null;
+  return (100 * 1.645 * Math.hypot(hOlder, hNewer)) / 1.96;
 }
 
 const change = (before, after) => (before > 0 && after > 0 ? (100 * (after - before)) / before : null);
@@ -80,6 +106,7 @@ export function compareRuns(older, newer) {
     const old = before.get(key(x));
     if (!old) continue;
     const moved = change(headline(old, x), headline(x));
+    const sampling = samplingSpreadPct(headlineUncertainty(old, x), headlineUncertainty(x));
     rows.push({
       suite: x.suite,
       name: x.name,
@@ -92,6 +119,7 @@ export function compareRuns(older, newer) {
       p50ChangePct: change(old.value.p50, x.value.p50),
       baselineChangePct: old.baseline && x.baseline ? change(old.baseline.p50, x.baseline.p50) : null,
       held: moved !== null && Math.abs(moved) <= HOLD_PCT,
+      samplingPct: sampling,
       busy: busyBefore.has(x.suite) || busyNow.has(x.suite),
       cpuChangePct: cpu.get(x.suite)?.pct ?? null,
     });
@@ -110,6 +138,8 @@ export function comparisonMarkdown(older, newer) {
   const rows = compareRuns(older, newer);
   const moved = rows.filter((c) => !c.held);
   const targeted = rows.filter((c) => c.hasTarget);
+  const undersampled = rows.filter((c) => c.samplingPct !== null && c.samplingPct > HOLD_PCT);
+  const beyondSampling = moved.filter((c) => c.samplingPct !== null && Math.abs(c.changePct) > c.samplingPct);
   lines.push(
     `The previous run is \`tools/bench/results/previous.json\` (${older.date.slice(0, 16).replace('T', ' ')} UTC); this one started ${newer.date.slice(0, 16).replace('T', ' ')} UTC.`,
     `Each row is judged by its headline: its own p50 where its target is on that or its note says its ratio is only context, else its ratio where it has a baseline, else its own p50. ${rows.length - moved.length} of ${rows.length} rows held within ±${HOLD_PCT}%` +
@@ -119,16 +149,20 @@ export function comparisonMarkdown(older, newer) {
     'tens of percent, the machine itself ran at another speed, and the ratio cancels that only in part.',
     `A suite that ran with more than ${STEAL_BUSY_PCT}% steal in either run is marked busy, and one whose CPU speed moved by more`,
     `than ±${HOLD_PCT}% between the runs says by how much: ${cpuLine(older, newer)}.`,
+    "`Sampling` is how far the row's headline would move between the two runs nine times in ten from the samples",
+    "each took alone, by their 95% intervals: a move within it says nothing about the machine, and where it is wider",
+    `than ±${HOLD_PCT}% the row took fewer samples than the rule needs. It is wider than that for ${undersampled.length} of the ${rows.filter((c) => c.samplingPct !== null).length} rows that have it;` +
+      ` ${beyondSampling.length} of the ${moved.length} rows that moved moved by more than it. Rows of fewer than 6 samples have none.`,
     '',
-    '| suite | benchmark | baseline | target | previous | this run | change | own p50 | baseline p50 |',
-    '|---|---|---|---|---|---|---|---|---|',
+    '| suite | benchmark | baseline | target | previous | this run | change | sampling | own p50 | baseline p50 |',
+    '|---|---|---|---|---|---|---|---|---|---|',
   );
   for (const c of rows) {
     const marks = [c.busy ? 'busy' : null, c.cpuChangePct !== null && Math.abs(c.cpuChangePct) > HOLD_PCT ? `CPU ${signed(c.cpuChangePct)}` : null].filter(Boolean);
     const unit = c.onRatio ? '×' : '';
     const changeText = c.held ? signed(c.changePct) : `**${signed(c.changePct)}**`;
     lines.push(
-      `| ${c.suite}${marks.length ? ` (${marks.join(', ')})` : ''} | ${c.name} | ${c.baselineName ?? '–'} | ${c.hasTarget ? 'yes' : ''} | ${num(c.before)}${unit} | ${num(c.after)}${unit} | ${changeText} | ${signed(c.p50ChangePct)} | ${signed(c.baselineChangePct)} |`,
+      `| ${c.suite}${marks.length ? ` (${marks.join(', ')})` : ''} | ${c.name} | ${c.baselineName ?? '–'} | ${c.hasTarget ? 'yes' : ''} | ${num(c.before)}${unit} | ${num(c.after)}${unit} | ${changeText} | ${c.samplingPct === null ? '–' : `±${c.samplingPct.toFixed(1)}%`} | ${signed(c.p50ChangePct)} | ${signed(c.baselineChangePct)} |`,
     );
   }
   lines.push('');
