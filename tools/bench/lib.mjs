@@ -96,18 +96,24 @@ async function measure(fn, { warmup, iterations }, sample) {
  * measured in a block of its own. A baseline given as `{ fn, every }` runs
  * only in every `every`-th round (the first, then every `every` rounds), for
  * one that costs too much to run in each; an odd `every` puts it on both
- * sides of the order. Everything runs `warmup` times first. Gives, for each,
- * its samples in order and the rounds they were taken in.
+ * sides of the order. One given as `{ fn, repeat }` runs `repeat` times in
+ * each of its rounds, and the median of those is the round's sample: for a
+ * baseline far cheaper than its subject whose single runs spread more (a
+ * spawn of `true`, 2 to 8 ms, next to a create of 20 ms), so that its spread
+ * is not most of the pair's. Everything runs `warmup` times first. Gives,
+ * for each, its samples in order and the rounds they were taken in.
  */
 async function alternate(fns, { warmup, iterations }, sample) {
-  const entries = fns.map((f) => (typeof f === 'function' ? { fn: f, every: 1 } : f));
+  const entries = fns.map((f) => ({ every: 1, repeat: 1, ...(typeof f === 'function' ? { fn: f } : f) }));
   for (let i = 0; i < warmup; i++) for (const e of entries) await e.fn(i);
   const out = entries.map(() => ({ samples: [], rounds: [] }));
   const order = entries.map((_, k) => k);
   for (let i = 0; i < iterations; i++) {
     for (const k of i % 2 ? [...order].reverse() : order) {
       if (i % entries[k].every) continue;
-      out[k].samples.push(await sample(entries[k].fn, i));
+      const taken = [];
+      for (let r = 0; r < entries[k].repeat; r++) taken.push(await sample(entries[k].fn, i));
+      out[k].samples.push(median(taken.sort((a, b) => a - b)));
       out[k].rounds.push(i);
     }
   }
@@ -179,7 +185,7 @@ export async function timePair(subject, baseline, { warmup = 3, iterations = 20 
 }
 
 /**
- * timePair with several baselines (each a function or `{ fn, every }`, as for
+ * timePair with several baselines (each a function or `{ fn, every, repeat }`, as for
  * alternate, and paired with the subject's samples of the rounds it ran in),
  * in blocks taken at different moments of a suite with `take` and summarized
  * together by `result`, which returns [subject, ...baselines]. A block taken
@@ -215,7 +221,7 @@ export async function throughputPair(subject, baseline, opts) {
 }
 
 /**
- * throughputPair with several baselines, each a function or `{ fn, every }`
+ * throughputPair with several baselines, each a function or `{ fn, every, repeat }`
  * (see alternate); returns [subject, ...baselines], each baseline paired with
  * the subject's samples of the rounds it ran in.
  */
