@@ -253,7 +253,7 @@ export class RuncRuntime implements Runtime {
     } finally {
       if (--this.callerBoots === 0) {
         for (const wake of this.callerBootsEnded.splice(0)) wake();
-        this.refillSoon();
+        if (this.poolShort()) this.refillSoon();
       }
     }
   }
