@@ -4,8 +4,9 @@
 // stdout read by a Connect client in the same process, the local pipe of
 // `head -c 256M` read 730-1200 MiB/s (median about 900); with the same
 // alternation but the pipe read in a process of its own, 1060-1580 MiB/s.
-// Paddock's own processes (envd, the server) are small, so a small process is
-// also the fair comparison.
+// A small process is also the fair floor: what this machine does at best.
+// (Paddock's own are not that small: envd starts at about 53 MiB and the
+// server at about 100, and their forks pay for that.)
 //
 // There are two of them. Node starts a child by forking, and a fork here
 // costs more the more memory its parent has mapped: a spawn of `true` took
@@ -13,8 +14,8 @@
 // one of 1 GiB (probes/spawn-rss.mjs). The baselines that move data (loopback
 // TCP, pipes, fs copies) grow a process: one grew from 51 to 93 MiB over three
 // `head -c 256M` pipes, and its spawns of `true` went from 2.1 to 3.3 ms. In
-// the sdk suite the bare spawns and `runc run`s of the cold creates' last
-// block, after the transfers, took up to twice what those of its first did.
+// the sdk suite the bare spawns of `true` in the cold creates' last block,
+// after the transfers, took 1.9 to 2.6 times what those of its first did.
 // So the commands whose own run is the baseline (`spawn`) start from a
 // process that does nothing but start them, and everything that moves data
 // runs in the other.
@@ -48,7 +49,14 @@ const SPAWN_OUTPUT_LIMIT = 64 * 1024;
 export async function startBaselineProcess() {
   // The suite's own node options (see benchNodeFlags), not those of whoever started it.
   const start = (role, name) => callsTo(fork(self, ['--baselines', role], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], execArgv: benchNodeFlags }), name);
-  const [spawner, mover] = await Promise.all([start('spawn', 'baseline spawner'), start('move', 'baseline process')]);
+  const started = await Promise.allSettled([start('spawn', 'baseline spawner'), start('move', 'baseline process')]);
+  const failed = started.find((s) => s.status === 'rejected');
+  if (failed) {
+    // The one that did start goes too.
+    await Promise.all(started.filter((s) => s.status === 'fulfilled').map((s) => s.value.call('close')));
+    throw failed.reason;
+  }
+  const [spawner, mover] = started.map((s) => s.value);
   return {
     /**
      * Runs `cmd` to its end, as `user` ({ uid, gid, home }) when given, from

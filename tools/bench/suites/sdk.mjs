@@ -17,9 +17,11 @@ const MiB = 1024 * 1024;
 
 /**
  * Spawns of `true` a round next to each create, whose median is the round's
- * baseline (alternate's `repeat`): one spawn spread from 1.7 to 8 ms and the
- * warm create's ratio to it had a 95% interval of ±11 to 14% over 60 pairs.
- * Five cost about 15 ms of a pair's 300.
+ * baseline (alternate's `repeat`): one spawn spreads from 1.7 to 8 ms. With
+ * one a round the warm create's ratio to it had a 95% interval of ±11 to 12%
+ * over 60 pairs; with five, ±5.6 to 14% over four runs, where the wide ones
+ * were runs in which the warm create itself spread. Five cost about 15 ms of
+ * a pair's 300.
  */
 const SPAWNS_A_ROUND = 5;
 
