@@ -34,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/sendfile.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <node_api.h>
@@ -44,6 +45,8 @@
 #define PIPE_BYTES (1024 * 1024)
 // The most one sendfile call is asked for; the socket takes less when full.
 #define SEND_BYTES (4 * 1024 * 1024)
+// The most a download raises its socket's send buffer to (see raise_send_buffer).
+#define SEND_BUFFER_MAX (2 * 1024 * 1024)
 
 typedef enum { RECEIVE, SEND } direction_t;
 
@@ -239,6 +242,23 @@ static napi_value throw_error(napi_env env, const char* code, const char* messag
   return NULL;
 }
 
+// A download's socket is a Unix socket to the host's proxy, whose send
+// buffer is net.core.wmem_default (208 KiB on most hosts) and does not grow
+// by itself as TCP's does. With that, a 1 MiB body went out in five or more
+// sendfile calls, each waiting for the proxy to take the one before. Raised
+// to hold the body (up to SEND_BUFFER_MAX; the kernel caps it at
+// net.core.wmem_max), the file goes out in one or two, and the proxy takes it
+// in as few. It is a limit, not memory set aside: the socket holds only what
+// is queued. A failure leaves the default, which still works.
+static void raise_send_buffer(int sock, int64_t length) {
+  int want = length < SEND_BUFFER_MAX ? (int)length : SEND_BUFFER_MAX;
+  int have = 0;
+  socklen_t len = sizeof have;
+  // getsockopt gives the doubled value the kernel keeps (socket(7)).
+  if (getsockopt(sock, SOL_SOCKET, SO_SNDBUF, &have, &len) == 0 && have / 2 >= want) return;
+  setsockopt(sock, SOL_SOCKET, SO_SNDBUF, &want, sizeof want);
+}
+
 static napi_value start(napi_env env, napi_callback_info info, direction_t direction) {
   const char* usage = direction == RECEIVE ? "receiveToFile(sockFd, fileFd, offset, length, done) takes 5 arguments"
                                            : "sendFromFile(sockFd, fileFd, offset, length, done) takes 5 arguments";
@@ -264,6 +284,7 @@ static napi_value start(napi_env env, napi_callback_info info, direction_t direc
     return throw_error(env, uv_err_name(-err), strerror(err));
   }
   int cap = 0;
+  if (direction == SEND) raise_send_buffer(sock, length);
   if (direction == RECEIVE) {
     // A bigger pipe takes more per wake-up; the default (64 KiB) still works.
     fcntl(fds[1], F_SETPIPE_SZ, PIPE_BYTES);

@@ -39,6 +39,8 @@
 #include <uv.h>
 
 #define PIPE_BYTES (1024 * 1024)
+// The most a pump raises a Unix destination's send buffer to (see raise_send_buffer).
+#define SEND_BUFFER_MAX (2 * 1024 * 1024)
 // What is peeked at a chunk boundary: enough for several small chunks.
 #define PEEK_BYTES 512
 // As many hex digits as the JavaScript reader takes (a size below 2^53).
@@ -280,6 +282,25 @@ static napi_value throw_error(napi_env env, const char* code, const char* messag
   return NULL;
 }
 
+// A body going into a sandbox crosses a Unix socket to its envd, whose send
+// buffer is net.core.wmem_default (208 KiB on most hosts) and, unlike TCP's,
+// does not grow by itself: a 1 MiB upload waited on envd five times or more.
+// Raised to hold the body (up to SEND_BUFFER_MAX; the kernel caps it at
+// net.core.wmem_max), it goes in one or two splices. It is a limit, not memory
+// set aside. A TCP destination is left alone: setting its buffer would turn
+// off the kernel's own sizing of it. A failure leaves the default.
+static void raise_send_buffer(int sock, int64_t length) {
+  struct sockaddr_storage addr;
+  socklen_t addr_len = sizeof addr;
+  if (getsockname(sock, (struct sockaddr*)&addr, &addr_len) != 0 || addr.ss_family != AF_UNIX) return;
+  int want = length < SEND_BUFFER_MAX ? (int)length : SEND_BUFFER_MAX;
+  int have = 0;
+  socklen_t len = sizeof have;
+  // getsockopt gives the doubled value the kernel keeps (socket(7)).
+  if (getsockopt(sock, SOL_SOCKET, SO_SNDBUF, &have, &len) == 0 && have / 2 >= want) return;
+  setsockopt(sock, SOL_SOCKET, SO_SNDBUF, &want, sizeof want);
+}
+
 static napi_value start(napi_env env, napi_callback_info info) {
   size_t argc = 6;
   napi_value argv[6];
@@ -307,6 +328,7 @@ static napi_value start(napi_env env, napi_callback_info info) {
   // A bigger pipe takes more per wake-up; the default (64 KiB) still works.
   fcntl(fds[1], F_SETPIPE_SZ, PIPE_BYTES);
   int cap = fcntl(fds[1], F_GETPIPE_SZ);
+  raise_send_buffer(to, length);
 
   pump_t* p = calloc(1, sizeof *p);
   p->from = from;
