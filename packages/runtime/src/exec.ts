@@ -27,7 +27,10 @@ export function run(cmd: string, args: string[], opts: { timeoutMs?: number; inp
       (err, stdout, stderr) => {
         if (err) {
           const code = typeof (err as { code?: unknown }).code === 'number' ? ((err as { code: number }).code) : null;
-          reject(new CommandError([cmd, ...args].join(' '), code, stderr || err.message));
+          // The spawn itself failed: the program is not there (Node's own words are `spawn runc ENOENT`).
+          const missing = (err as { code?: unknown }).code === 'ENOENT';
+          const why = missing ? `'${cmd}' is not installed (not found${cmd.includes('/') ? '' : ' on PATH'})` : stderr || err.message;
+          reject(new CommandError([cmd, ...args].join(' '), code, why));
         } else {
           resolve({ stdout, stderr });
         }

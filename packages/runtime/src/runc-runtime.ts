@@ -17,8 +17,8 @@ import { envdDistDir as defaultEnvdDistDir } from '@paddock/envd';
 import { IN_SANDBOX, defaultMasks } from './base-template.js';
 import { cgroupDirs, detectCgroups, readUsage, removeCgroupDir, removeCgroups, swapAccounting, type CgroupLayout } from './cgroups.js';
 import { envdAnswers, initEnvd, openTunnel, runTrue, waitForEnvd } from './envd-link.js';
-import { run } from './exec.js';
-import { ensureHostView, mountOverlay, mountPoints, removeTree, unmount } from './mounts.js';
+import { CommandError, run } from './exec.js';
+import { ensureHostView, isMounted, mountOverlay, mountPoints, removeTree, unmount } from './mounts.js';
 import { hardOpenFilesLimit, ociConfig } from './oci-config.js';
 import { Runc, type RuncContainer } from './runc.js';
 import {
@@ -153,16 +153,44 @@ export class RuncRuntime implements Runtime {
 
   // ---------------------------------------------------------------- setup
 
+  /**
+   * Mounts the host view, makes the base template and, the first time,
+   * takes over what a previous run left. runc is checked before anything is
+   * mounted, and a first prepare that fails with no sandbox on the host view
+   * unmounts it again: a host without runc is left as it was found.
+   */
   async prepare(onProgress?: (message: string) => void): Promise<void> {
     mkdirSync(this.sandboxesDir, { recursive: true });
     mkdirSync(join(this.dataDir, 'runc'), { recursive: true });
     const masks = this.opts.masks ?? [...defaultMasks(this.dataDir), ...(this.opts.extraMasks ?? [])];
-    await ensureHostView(this.hostView, join(this.dataDir, 'hostview-empty'));
-    await this.templates.ensureBase(masks, onProgress);
-    if (!this.prepared) {
-      this.prepared = true;
-      await this.recover();
-      this.fillPool();
+    if (!this.prepared) await this.checkRunc();
+    const empty = join(this.dataDir, 'hostview-empty');
+    const mounted = isMounted(this.hostView);
+    await ensureHostView(this.hostView, empty);
+    const first = !this.prepared;
+    this.prepared = true;
+    try {
+      await this.templates.ensureBase(masks, onProgress);
+      if (first) {
+        await this.recover();
+        this.fillPool();
+      }
+    } catch (err) {
+      if (first) this.prepared = false;
+      if (!mounted && readdirSync(this.sandboxesDir).length === 0) {
+        await unmount(this.hostView);
+        await unmount(empty);
+      }
+      throw err;
+    }
+  }
+
+  private async checkRunc(): Promise<void> {
+    try {
+      await this.runc.version();
+    } catch (err) {
+      const why = err instanceof CommandError ? err.stderr.trim() : String(err);
+      throw new RuntimeError('unavailable', `runc does not run: ${why}. Sandboxes are runc containers: install runc (on Debian or Ubuntu: apt-get install -y runc), or set the runtime's runcBinary to where it is`, { cause: err });
     }
   }
 

@@ -62,6 +62,11 @@ export class Runc {
     }
   }
 
+  /** The first line of `runc --version`: fails when runc is missing or does not run. */
+  async version(): Promise<string> {
+    return (await run(this.binary, ['--version'])).stdout.split('\n')[0] ?? '';
+  }
+
   async list(): Promise<RuncContainer[]> {
     const out = await this.call(['list', '--format', 'json']);
     const parsed = JSON.parse(out.trim() || 'null') as Array<{ id: string; pid: number; status: RuncStatus; bundle: string }> | null;

@@ -1,0 +1,65 @@
+// prepare() on a host where runc is missing or fails: the error says what is
+// wrong, and the host is left without the mounts prepare makes (the host
+// view is an overlay of `/`; left behind, a later `rm -rf` of the data
+// directory walks into it).
+import { execFileSync } from 'node:child_process';
+import { chmodSync, mkdtempSync, readFileSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { RuncRuntime } from '../src/index.js';
+
+/** Mount points under `dir`, read from the kernel rather than asked of the runtime. */
+function mountsUnder(dir: string): string[] {
+  return readFileSync('/proc/self/mountinfo', 'utf8')
+    .split('\n')
+    .map((line) => line.split(' ')[4] ?? '')
+    .filter((m) => m.startsWith(dir + '/'));
+}
+
+let dataDir: string;
+beforeEach(() => {
+  dataDir = mkdtempSync(join(tmpdir(), 'paddock-rt-'));
+});
+afterEach(() => {
+  // What a failing test left mounted is unmounted before the directory goes,
+  // so that the delete does not walk into an overlay of `/`.
+  const left = mountsUnder(dataDir);
+  for (const m of [...left].reverse()) execFileSync('umount', ['--lazy', m]);
+  rmSync(dataDir, { recursive: true, force: true });
+  expect(left).toEqual([]);
+});
+
+test('without runc, prepare says runc is missing and how to install it, and mounts nothing', async () => {
+  const runtime = new RuncRuntime({ dataDir, runcBinary: join(dataDir, 'no-runc-here'), warmPoolSize: 0 });
+  const failed = runtime.prepare();
+  await expect(failed).rejects.toMatchObject({ kind: 'unavailable' });
+  await expect(failed).rejects.toThrow(`runc does not run: '${join(dataDir, 'no-runc-here')}' is not installed (not found)`);
+  await expect(failed).rejects.toThrow('apt-get install -y runc');
+  expect(mountsUnder(dataDir)).toEqual([]);
+});
+
+test('a first prepare that fails after mounting the host view unmounts it, and a later one succeeds', async () => {
+  // runc itself, except that `list` fails while the file `broken` exists:
+  // recover() runs it after the host view is mounted and the base template made.
+  const realRunc = execFileSync('sh', ['-c', 'command -v runc'], { encoding: 'utf8' }).trim();
+  const broken = join(dataDir, 'broken');
+  const runc = join(dataDir, 'runc-wrapper');
+  writeFileSync(
+    runc,
+    `#!/bin/sh\ncase " $* " in *" list "*) if [ -e '${broken}' ]; then echo 'level=error msg="state directory is unreadable"' >&2; exit 1; fi;; esac\nexec '${realRunc}' "$@"\n`,
+  );
+  chmodSync(runc, 0o755);
+  writeFileSync(broken, '');
+  const runtime = new RuncRuntime({ dataDir, runcBinary: runc, warmPoolSize: 0 });
+
+  await expect(runtime.prepare()).rejects.toThrow('runc list failed (exit 1): state directory is unreadable');
+  expect(mountsUnder(dataDir)).toEqual([]);
+  await expect(runtime.create({ templateId: 'base' })).rejects.toMatchObject({ kind: 'unavailable' });
+
+  unlinkSync(broken);
+  await runtime.prepare();
+  expect(mountsUnder(dataDir).length).toBeGreaterThan(0);
+  expect(await runtime.list()).toEqual([]);
+  await runtime.removeEverything();
+  expect(await runtime.leftovers()).toEqual([]);
+});
