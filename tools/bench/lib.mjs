@@ -194,14 +194,22 @@ export async function timePair(subject, baseline, { warmup = 3, iterations = 20 
  * 260.
  */
 export function timeInBlocks(subject, baselines) {
-  const fns = [subject, ...baselines];
+  return inBlocks([subject, ...baselines], timed, summarize);
+}
+
+/** timeInBlocks for rates: each run returns a byte count, and the samples are MiB/s (as throughput's). */
+export function throughputInBlocks(subject, baselines) {
+  return inBlocks([subject, ...baselines], rated, summarizeRates);
+}
+
+function inBlocks(fns, sample, summary) {
   const samples = fns.map(() => []);
   // The round of each sample, counted over all blocks (the subject runs in every round).
   const rounds = fns.map(() => []);
   return {
     async take({ warmup, iterations }) {
       const before = samples[0].length;
-      const got = await alternate(fns, { warmup, iterations }, timed);
+      const got = await alternate(fns, { warmup, iterations }, sample);
       got.forEach((g, k) => {
         samples[k].push(...g.samples);
         rounds[k].push(...g.rounds.map((r) => before + r));
@@ -209,8 +217,8 @@ export function timeInBlocks(subject, baselines) {
     },
     result() {
       const [a, ...bs] = samples;
-      const s = summarize(a);
-      return [s, ...bs.map((b, k) => paired(s, summarize(b), a, b, rounds[k + 1]))];
+      const s = summary(a);
+      return [s, ...bs.map((b, k) => paired(s, summary(b), a, b, rounds[k + 1]))];
     },
   };
 }
@@ -226,9 +234,9 @@ export async function throughputPair(subject, baseline, opts) {
  * the subject's samples of the rounds it ran in.
  */
 export async function throughputAlternated(subject, baselines, { warmup = 1, iterations = 3 } = {}) {
-  const [a, ...bs] = await alternate([subject, ...baselines], { warmup, iterations }, rated);
-  const s = summarizeRates(a.samples);
-  return [s, ...bs.map((b) => paired(s, summarizeRates(b.samples), a.samples, b.samples, b.rounds))];
+  const blocks = throughputInBlocks(subject, baselines);
+  await blocks.take({ warmup, iterations });
+  return blocks.result();
 }
 
 /**

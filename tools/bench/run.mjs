@@ -123,6 +123,8 @@ function markdown(r, previous) {
     'sdk README suggests for programs that stream: with V8\'s default limits a small process that streams MiBs',
     'falls, at random, into a full GC every 10 to 20 MiB or not, and that alone moved the 256 MiB read between',
     '0.7 and 1.5 of loopback from run to run (`benchNodeFlags` in `tools/bench/lib.mjs`).',
+    'A full run takes the SDK suite\'s samples in two passes over its phases, about a minute apart, so that a',
+    'stretch in which the machine runs slow or fast falls on half of each row\'s samples rather than on all of them.',
     'Each file-transfer phase, and the phase after the last, starts once the disk has taken what the phase',
     'before wrote (`sync`), so that it does not share the cores with the writeback of earlier writes.',
     '',
