@@ -28,7 +28,10 @@ const SPAWNS_A_ROUND = 5;
 /** A server of its own for the suite, on a fresh home; `close` stops it and removes the home. */
 async function openServer(poolSize) {
   const home = mkdtempSync(join(tmpdir(), 'paddock-bench-sdk-'));
-  const server = await startServerProcess({ home, warmPoolSize: poolSize, initialApiKey: KEY, metricsIntervalMs: 60_000 });
+  const server = await startServerProcess({ home, warmPoolSize: poolSize, initialApiKey: KEY, metricsIntervalMs: 60_000 }).catch((err) => {
+    rmSync(home, { recursive: true, force: true });
+    throw err;
+  });
   return {
     server,
     home,
