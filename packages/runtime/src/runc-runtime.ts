@@ -163,11 +163,11 @@ export class RuncRuntime implements Runtime {
     mkdirSync(this.sandboxesDir, { recursive: true });
     mkdirSync(join(this.dataDir, 'runc'), { recursive: true });
     const masks = this.opts.masks ?? [...defaultMasks(this.dataDir), ...(this.opts.extraMasks ?? [])];
-    if (!this.prepared) await this.checkRunc();
+    const first = !this.prepared;
+    if (first) await this.checkRunc();
     const empty = join(this.dataDir, 'hostview-empty');
     const mounted = isMounted(this.hostView);
     await ensureHostView(this.hostView, empty);
-    const first = !this.prepared;
     this.prepared = true;
     try {
       await this.templates.ensureBase(masks, onProgress);

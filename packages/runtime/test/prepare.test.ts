@@ -3,18 +3,14 @@
 // view is an overlay of `/`; left behind, a later `rm -rf` of the data
 // directory walks into it).
 import { execFileSync } from 'node:child_process';
-import { chmodSync, mkdtempSync, readFileSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdtempSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { RuncRuntime } from '../src/index.js';
+import { mountPoints } from '../src/mounts.js';
 
-/** Mount points under `dir`, read from the kernel rather than asked of the runtime. */
-function mountsUnder(dir: string): string[] {
-  return readFileSync('/proc/self/mountinfo', 'utf8')
-    .split('\n')
-    .map((line) => line.split(' ')[4] ?? '')
-    .filter((m) => m.startsWith(dir + '/'));
-}
+/** Mount points under `dir`, from the kernel's mount table (not from the runtime's own bookkeeping). */
+const mountsUnder = (dir: string): string[] => [...mountPoints()].filter((m) => m.startsWith(dir + '/'));
 
 let dataDir: string;
 beforeEach(() => {
