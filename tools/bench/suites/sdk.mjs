@@ -418,8 +418,10 @@ export async function sdkSuite({ quick, log }) {
       },
     );
     // A sample takes a few ms. With 30 of them this p50 moved by up to a
-    // quarter between runs (envd's by up to 3×); 150 cost under a second.
-    const watches = 5 * n;
+    // quarter between runs (envd's by up to 3×). With 150 it moved by up
+    // to 11% in six two-pass runs, against a sampling bound of ±7.8%
+    // between the last two; 450 narrow that by √3 for about a second.
+    const watches = 15 * n;
     let written = 0;
     const watched = timeInBlocks(async () => {
       const name = `w${written++}`;
@@ -464,10 +466,12 @@ export async function sdkSuite({ quick, log }) {
     });
     // Alternated, so that both see the same machine load. Each workload
     // is timed in its own process, from a full warm pool, so each pair
-    // also waits for two cold creates: about 0.7 s a pair. With 60 pairs
-    // the ratio moved by 0.1 to 0.6% between runs on a quiet machine, far
-    // inside what the rule asks, and the second 30 took 21 s of a full
-    // run that has to stay under five minutes.
+    // also waits for two cold creates: about 0.7 s a pair on the old Intel
+    // host, 0.4 s on the AMD one. With 30 pairs the ratio's 95% interval
+    // reached 9 to 15% on one side in three of six two-pass runs, and the
+    // ratio moved by up to 7% between them; 50 narrow that by a quarter
+    // for about 8 s more.
+    const comparisons = quick ? n : 50;
     const workload = (sdk) => async () => {
       await server.poolReady();
       return { elapsedMs: await sdk.run() };
@@ -476,7 +480,7 @@ export async function sdkSuite({ quick, log }) {
     return {
       async block(pass) {
         log('sdk: the same workload through @paddock/sdk and the official e2b SDK');
-        await pairs.take({ warmup: quick || pass ? 1 : 2, iterations: share(n) });
+        await pairs.take({ warmup: quick || pass ? 1 : 2, iterations: share(comparisons) });
       },
       row() {
         const [ours, theirs] = pairs.result();
