@@ -7,6 +7,7 @@ import { createKey, currentKey, listKeys, revokeKey } from './commands/keys.js';
 import { registerSandboxCommands } from './commands/sandbox.js';
 import { start } from './commands/start.js';
 import { registerTemplateCommands } from './commands/template.js';
+import { uninstall } from './commands/uninstall.js';
 import { paddockHome } from './credentials.js';
 import { CliError, EXIT, printError } from './output.js';
 
@@ -85,6 +86,15 @@ function program(): Command {
 
   registerSandboxCommands(root, home);
   registerTemplateCommands(root, home);
+
+  root
+    .command('uninstall')
+    .description('Destroy every sandbox and remove what Paddock put on this machine: its mounts, cgroups and data directory (refused while a server runs)')
+    .option('--yes', 'remove it; without this, only say what would go')
+    .option('--json', 'print what was removed as JSON')
+    .action(async (o: { yes?: boolean; json?: boolean }) => {
+      await uninstall(home(), o);
+    });
   return root;
 }
 

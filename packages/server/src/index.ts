@@ -4,3 +4,4 @@ export { serverNodeFlags } from './node-flags.js';
 export { newApiKey } from './store/keys.js';
 export { ApiKeys, type ApiKeyInfo } from './store/keys.js';
 export { openDb } from './store/db.js';
+export { inspectInstallation, uninstall, type Installation } from './uninstall.js';

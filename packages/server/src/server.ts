@@ -1,9 +1,10 @@
 // Starts a whole Paddock server: store, runtime, control API and proxy.
 import { RuncRuntime, type Runtime } from '@paddock/runtime';
-import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync } from 'node:fs';
 import type { AddressInfo, Server } from 'node:net';
 import { join } from 'node:path';
 import { createApi } from './api.js';
+import { lockHome } from './home-lock.js';
 import { resolveConfig, type ServerConfig } from './config.js';
 import { loadOperations } from './openapi.js';
 import { createProxy } from './proxy.js';
@@ -35,28 +36,6 @@ export interface PaddockServer {
   close(): Promise<void>;
 }
 
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
-
-/** One server per data directory: a pid file, taken over when its owner is gone. */
-function lock(home: string): () => void {
-  const file = join(home, 'server.pid');
-  try {
-    const pid = Number(readFileSync(file, 'utf8').trim());
-    if (pid && pid !== process.pid && alive(pid)) throw new Error(`another Paddock server (pid ${pid}) is using ${home}`);
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
-  }
-  writeFileSync(file, String(process.pid));
-  return () => rmSync(file, { force: true });
-}
-
 function listen(server: Server, host: string, port: number): Promise<AddressInfo> {
   return new Promise((resolve, reject) => {
     server.once('error', (err: NodeJS.ErrnoException) =>
@@ -71,7 +50,7 @@ const urlOf = (a: AddressInfo) => `http://${a.family === 'IPv6' ? `[${a.address}
 export async function startServer(options: StartOptions = {}): Promise<PaddockServer> {
   const config = resolveConfig(options);
   mkdirSync(config.home, { recursive: true, mode: 0o700 });
-  const unlock = lock(config.home);
+  const unlock = lockHome(config.home);
   const db = openDb(join(config.home, 'paddock.db'));
   const progress = options.onProgress ?? (() => undefined);
   try {

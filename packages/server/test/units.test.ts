@@ -1,9 +1,15 @@
-// The server's pure pieces: egress validation, list queries, the spec loader.
+// The server's pure pieces: egress validation, list queries, the spec loader,
+// the data directory's lock.
 import { validateEgress } from '../src/network.js';
 import { decodeCursor, encodeCursor, parseMetadataFilter } from '../src/list-query.js';
 import { loadOperations } from '../src/openapi.js';
 import { resolveConfig } from '../src/config.js';
 import { newApiKey } from '../src/store/keys.js';
+import { lockHome } from '../src/home-lock.js';
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 
 test('allowOut takes CIDRs, IPs and domains with a leading wildcard; denyOut only CIDRs and IPs', () => {
   expect(validateEgress('allowOut', ['10.0.0.0/8', '::1', '2001:db8::/32', 'example.com', '*.example.com', ' pypi.org '])).toEqual([
@@ -88,4 +94,36 @@ test('new API keys have the form every SDK accepts', () => {
   const k = newApiKey();
   expect(k).toMatch(/^e2b_[0-9a-f]{40}$/);
   expect(newApiKey()).not.toBe(k);
+});
+
+test("the data directory's lock: refused while its holder lives, taken over from a dead one or a broken file", () => {
+  const home = mkdtempSync(join(tmpdir(), 'paddock-lock-'));
+  const file = join(home, 'server.pid');
+  try {
+    // A live holder that is not this process.
+    const holder = process.ppid;
+    writeFileSync(file, String(holder));
+    expect(() => lockHome(home)).toThrow(`another Paddock process (pid ${holder}) is using '${home}': stop it first`);
+    expect(readFileSync(file, 'utf8')).toBe(String(holder));
+
+    // A process that has exited, then a file that names no process.
+    const dead = spawnSync(process.execPath, ['-e', 'process.stdout.write(String(process.pid))'], { encoding: 'utf8' }).stdout;
+    for (const stale of [dead, 'not a pid', '']) {
+      writeFileSync(file, stale);
+      const release = lockHome(home);
+      expect(readFileSync(file, 'utf8')).toBe(String(process.pid));
+      // This process may take it again; letting go removes the file.
+      lockHome(home);
+      release();
+      expect(existsSync(file)).toBe(false);
+    }
+
+    // Letting go does not remove a file another process made since.
+    const release = lockHome(home);
+    writeFileSync(file, String(holder));
+    release();
+    expect(readFileSync(file, 'utf8')).toBe(String(holder));
+  } finally {
+    rmSync(home, { recursive: true, force: true });
+  }
 });
