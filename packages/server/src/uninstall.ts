@@ -18,7 +18,7 @@ export interface Installation {
   home: string;
   /** Sandboxes a user created, running or paused, by id. */
   sandboxes: string[];
-  /** Ready sandboxes of the warm pool. */
+  /** The runtime's other sandboxes: the warm pool's (and any a removal left half done). */
   pooled: number;
   /** Paddock's own entries in `home`, as they would be removed. */
   entries: string[];
@@ -30,17 +30,13 @@ function runtimeOf(home: string): RuncRuntime {
   return new RuncRuntime({ dataDir: join(home, 'runtime'), warmPoolSize: 0 });
 }
 
-/**
- * What {@link uninstall} would remove, without removing anything. Undefined
- * when `home` does not exist. Fails when `home` is not a directory, or when
- * a server is using it.
- */
-export async function inspectInstallation(home: string): Promise<Installation | undefined> {
+/** Runs `fn` holding `home`'s lock; undefined when `home` does not exist. */
+async function holding<T>(home: string, fn: () => Promise<T>): Promise<T | undefined> {
   if (!existsSync(home)) return undefined;
   if (!statSync(home).isDirectory()) throw new Error(`'${home}' is not a directory`);
   const unlock = lockHome(home);
   try {
-    return await inspect(home);
+    return await fn();
   } finally {
     unlock();
   }
@@ -58,6 +54,15 @@ async function inspect(home: string): Promise<Installation> {
 }
 
 /**
+ * What {@link uninstall} would remove, without removing anything. Undefined
+ * when `home` does not exist. Fails when `home` is not a directory, or when
+ * a server is using it.
+ */
+export function inspectInstallation(home: string): Promise<Installation | undefined> {
+  return holding(home, () => inspect(home));
+}
+
+/**
  * Destroys every sandbox of the installation in `home` and removes what
  * Paddock put on the host: its containers, mounts and cgroups, and its own
  * entries in `home` (the database, the runtime's directory with templates
@@ -68,12 +73,8 @@ async function inspect(home: string): Promise<Installation> {
  * does not exist.
  */
 export async function uninstall(home: string): Promise<Installation | undefined> {
-  if (!existsSync(home)) return undefined;
-  if (!statSync(home).isDirectory()) throw new Error(`'${home}' is not a directory`);
-  const unlock = lockHome(home);
-  let found: Installation;
-  try {
-    found = await inspect(home);
+  const found = await holding(home, async () => {
+    const found = await inspect(home);
     if (existsSync(join(home, 'runtime'))) {
       const runtime = runtimeOf(home);
       await runtime.removeEverything();
@@ -81,9 +82,9 @@ export async function uninstall(home: string): Promise<Installation | undefined>
       if (left.length > 0) throw new Error(`the runtime could not remove everything, so nothing in '${home}' was deleted: ${left.join('; ')}`);
     }
     for (const entry of found.entries) rmSync(join(home, entry), { recursive: true, force: true });
-  } finally {
-    unlock();
-  }
-  if (found.foreign.length === 0) rmdirSync(home);
+    return found;
+  });
+  // The lock's file is gone with the lock.
+  if (found && found.foreign.length === 0) rmdirSync(home);
   return found;
 }

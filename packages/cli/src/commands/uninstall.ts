@@ -18,21 +18,13 @@ function describe(found: Installation): string {
   return lines.map((l) => `  ${l}`).join('\n');
 }
 
-async function failing<T>(what: Promise<T>): Promise<T> {
-  try {
-    return await what;
-  } catch (err) {
-    throw new CliError(err instanceof Error ? err.message : String(err));
-  }
-}
-
 export async function uninstall(home: string, flags: UninstallFlags): Promise<void> {
   if (!flags.yes) {
-    const found = await failing(inspectInstallation(home));
+    const found = await inspectInstallation(home);
     if (!found) throw new CliError(`nothing to remove: ${home} does not exist`, EXIT.notFound);
     throw new CliError(`this would remove, for good:\n${describe(found)}`, EXIT.usage, 'run `paddock uninstall --yes` to remove it');
   }
-  const removed = await failing(removeInstallation(home));
+  const removed = await removeInstallation(home);
   if (!removed) throw new CliError(`nothing to remove: ${home} does not exist`, EXIT.notFound);
   const kept = removed.foreign.length > 0;
   if (flags.json) {
