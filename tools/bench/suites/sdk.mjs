@@ -110,22 +110,27 @@ function createRows({ server, opts, home, pool, base, user, concurrent, log }) {
 }
 
 /**
- * A full run takes each row's samples in two passes over the phases, one
- * after the other, rather than all in one stretch: the second pass comes
- * about a minute after the first. A stretch of seconds in which this machine
- * runs slow or fast then weighs on half of a row's samples, not on all of
- * them. Taken in one block, the warm creates' own p50 moved by 19 and 27%
- * in two of four pairs of consecutive runs while the cold creates, spread
- * over three blocks of the run, moved by 6 to 11%; and in one run the e2b
- * comparison's p50 rose from 52 to 71 ms for the 14 s of that phase, every
- * other workload 50 to 100% slower. Passes do not help where a whole run is
- * slow: of four two-pass runs in a row the third was (its suite took 154 s
- * against 128 to 138), and it moved the warm create by 9% and 22% against
- * its neighbours. The counts below are for the whole run, split between the
- * passes. A pass costs its own warm-ups and batches: a full run took 161 to
- * 189 s here, against 153 to 168 in one pass.
+ * A full run takes each row's samples in four passes over the phases, one
+ * after the other, rather than all in one stretch: a pass takes about a
+ * minute. How fast this machine runs moves from one minute to the next, and
+ * that weighs on a row's samples in one pass alike; the more passes, the
+ * more such stretches a run's median blends, and the less two runs differ.
+ * Taken in one block, the warm creates' own p50 moved by 19 and 27% in two
+ * of four pairs of consecutive runs while the cold creates, spread over
+ * three blocks of the run, moved by 6 to 11%. In six runs of two passes,
+ * the median of a row's second pass differed from that of its first by as
+ * much as runs differed from each other (up to 15 to 22% for the 1 MiB and
+ * 256 MiB transfers, stdout and the e2b comparison). Over the pairs of
+ * five four-pass runs in a row, against those of four two-pass runs the
+ * same day, the stdout and 256 MiB read rows held in 7 to 9 of 10 pairs
+ * against 2 to 4 of 6, and a pair held 16.0 of 20 rows on average against
+ * 15.8. The creates did not gain: they move with how fast the whole run
+ * starts processes (a bare spawn's p50 rose by 41% from one run to the
+ * next), which passes do not spread. The counts below are for the whole
+ * run, split between the passes; a pass costs its own warm-ups, and full
+ * runs took 254 to 284 s against 267 and 273 with two.
  */
-const PASSES = 2;
+const PASSES = 4;
 
 export async function sdkSuite({ quick, log }) {
   const base = await startBaselineProcess();
@@ -152,8 +157,8 @@ export async function sdkSuite({ quick, log }) {
   // default (--layers) freed the time.
   const bulk = quick ? 2 : 62;
   // Concurrent creates are timed as whole batches, and one batch moved by
-  // 10 to 30% between runs: the row is the median of four, two a pass.
-  const batches = quick ? 1 : 2 * passes;
+  // 10 to 30% between runs: the row is the median of four, one a pass.
+  const batches = quick ? 1 : passes;
   // --quick makes half as many at once: each batch of creates costs seconds.
   const concurrent = quick ? 10 : 20;
   const localHome = mkdtempSync(join(tmpdir(), 'paddock-bench-local-'));
@@ -199,12 +204,9 @@ export async function sdkSuite({ quick, log }) {
 
     const cold = createRows({ ...coldServer, pool: 0, base, user, concurrent, log });
     opened.push({ close: cold.close });
-    // Two blocks a pass (one in --quick); 45 pairs in all (a pair takes about 0.3 s).
-    const coldBlocks = quick ? 1 : 2 * passes;
-    let coldTaken = 0;
-    const coldBlock = async () => {
-      if (coldTaken === coldBlocks) return;
-      await cold.block({ warmup: coldTaken++ ? 1 : 2, iterations: Math.round((1.5 * n) / coldBlocks), batches: 1 });
+    // A block a pass; 45 pairs in all (a pair takes about 0.3 s).
+    const coldBlock = async (pass) => {
+      await cold.block({ warmup: pass ? 1 : 2, iterations: share(1.5 * n), batches: batches / passes });
     };
 
     const sbx = await Sandbox.create({ ...coldServer.opts, timeoutMs: 3600_000 });
@@ -215,17 +217,14 @@ export async function sdkSuite({ quick, log }) {
     for (let pass = 0; pass < passes; pass++) {
       if (passes > 1) log(`sdk: pass ${pass + 1} of ${passes}`);
       await warmBlock(pass);
-      await coldBlock();
+      await coldBlock(pass);
       await live.roundTrip(pass);
-      await live.spread.block();
       await live.stdout();
-      await coldBlock();
       // The list and watch block sits between the cold creates and the
-      // transfers, as it did when the suite ran in one pass: the transfers
-      // start a few seconds after the batch's twenty sandboxes were killed.
-      // The 1 MiB write's ratio read 0.49 and 0.52 in two
-      // runs with the transfers right after the creates, 0.51 and 0.57 in two
-      // with this order, and 0.57 to 0.59 in one-pass runs: not settled.
+      // transfers: the transfers start seconds after the batch's twenty
+      // sandboxes were killed, not right after. The 1 MiB write's ratio read
+      // 0.49 and 0.52 in two runs with the transfers right after the creates,
+      // 0.51 and 0.57 in two with a block between.
       await live.spread.block();
       for (const transfer of live.transfers) await transfer.take();
       settleDisk();
@@ -250,7 +249,7 @@ export async function sdkSuite({ quick, log }) {
   /**
    * The phases on one live sandbox, each taken a pass at a time
    * (`roundTrip(pass)`, `stdout()`, `take()` of each of `transfers`,
-   * `spread.block()` twice a pass); `rows` gives their rows once all passes are done. No pool
+   * `spread.block()`); `rows` gives their rows once all passes are done. No pool
    * refill runs during them: the cold server has no pool, and each block on
    * the warm one ends once its pool is full again.
    */
@@ -380,13 +379,13 @@ export async function sdkSuite({ quick, log }) {
 
   /**
    * files.list of 10 000 entries and the watch latency on `sbx`, timed in
-   * blocks (`block`, two a pass in a full run) taken at different moments of
+   * blocks (`block`, one a pass) taken at different moments of
    * the live phases, as the cold creates are: each timed in one stretch at
    * the end of the suite, the list's ratio moved by 20% and the watch's p50
    * by 40% between quiet runs. `rows` stops the watch and gives their rows.
    */
   async function listAndWatch(sbx) {
-    const blocks = quick ? 1 : 2 * passes;
+    const blocks = passes;
     await sbx.commands.run('mkdir -p many watched && cd many && seq -f "f%05g" 1 10000 | xargs touch');
     const localDir = join(localHome, 'many');
     mkdirSync(localDir);
