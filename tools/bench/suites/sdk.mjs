@@ -204,7 +204,7 @@ export async function sdkSuite({ quick, log }) {
 
     const cold = createRows({ ...coldServer, pool: 0, base, user, concurrent, log });
     opened.push({ close: cold.close });
-    // A block a pass; 45 pairs in all (a pair takes about 0.3 s).
+    // A block a pass: 11 pairs each, 44 in all (a pair takes about 0.3 s).
     const coldBlock = async (pass) => {
       await cold.block({ warmup: pass ? 1 : 2, iterations: share(1.5 * n), batches: batches / passes });
     };
