@@ -94,6 +94,8 @@ export class RuncRuntime implements Runtime {
   private refillTimer: NodeJS.Timeout | undefined;
   /** Sandboxes booting for a caller of create() right now; the pool's refill waits for them. */
   private callerBoots = 0;
+  /** Set by removeEverything(): creates are refused from then on. */
+  private removing = false;
   private readonly callerBootsEnded: (() => void)[] = [];
   private closed = false;
   private prepared = false;
@@ -257,6 +259,7 @@ export class RuncRuntime implements Runtime {
 
   async create(opts: CreateOptions): Promise<SandboxInfo> {
     this.ensurePrepared();
+    if (this.removing) throw new RuntimeError('unavailable', 'the runtime is removing all its sandboxes and takes no new ones');
     const limits = this.limitsFor(opts.templateId, opts.limits);
     const template = this.templates.get(opts.templateId)!;
     if (!opts.cold && sameLimits(limits, template.limits)) {
@@ -659,9 +662,15 @@ export class RuncRuntime implements Runtime {
     this.dropCgroupParent();
   }
 
-  /** Destroys every sandbox and releases the host: what uninstalling (and each test's teardown) does. */
+  /**
+   * Destroys every sandbox and releases the host: what uninstalling (and each
+   * test's teardown) does. Creates still booting are waited for and
+   * destroyed with the rest; creates asked for from now on are refused.
+   */
   async removeEverything(): Promise<void> {
+    this.removing = true;
     await this.close();
+    while (this.callerBoots > 0) await new Promise<void>((resolve) => this.callerBootsEnded.push(resolve));
     for (const s of await this.list()) await this.destroy(s.id);
     await this.release();
   }

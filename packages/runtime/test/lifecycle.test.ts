@@ -271,3 +271,20 @@ test('leftovers of a crash are cleaned on the next start', async () => {
   expect(await sandboxLeftovers(other)).toEqual([]);
   await other.close();
 });
+
+test('removeEverything waits for a create still booting, destroys that sandbox too, and refuses creates from then on', async () => {
+  const own = await testRuntime({ warmPoolSize: 0 });
+  try {
+    // The boot is under way before the removal starts, and ends after the removal listed the sandboxes.
+    const booting = own.runtime.create({ templateId: 'base', cold: true, init: { accessToken: TOKEN } });
+    const removed = own.runtime.removeEverything();
+    const late = own.runtime.create({ templateId: 'base', cold: true, init: { accessToken: TOKEN } });
+    await expect(late).rejects.toMatchObject({ kind: 'unavailable', message: expect.stringMatching(/takes no new ones/) });
+    const made = await booting;
+    await removed;
+    expect(existsSync(join(own.dataDir, 'sandboxes', made.id))).toBe(false);
+    expect(await own.runtime.leftovers()).toEqual([]);
+  } finally {
+    await own.teardown();
+  }
+});
