@@ -53,7 +53,7 @@ export async function startBaselineProcess() {
   const failed = started.find((s) => s.status === 'rejected');
   if (failed) {
     // The one that did start goes too.
-    await Promise.all(started.filter((s) => s.status === 'fulfilled').map((s) => s.value.call('close')));
+    await Promise.all(started.filter((s) => s.status === 'fulfilled').map((s) => s.value.close()));
     throw failed.reason;
   }
   const [spawner, mover] = started.map((s) => s.value);
@@ -80,8 +80,7 @@ export async function startBaselineProcess() {
     /** Write → fs.watch event latency in `dir`, summarized like timeit's: `warmup` runs unmeasured, then `iterations`. */
     watchLatency: (dir, warmup, iterations) => mover.call('watchLatency', { dir, warmup, iterations }),
     async close() {
-      await Promise.all([spawner.call('close'), mover.call('close')]);
-      await Promise.all([spawner.closed, mover.closed]);
+      await Promise.all([spawner.close(), mover.close()]);
     },
   };
 }

@@ -7,6 +7,7 @@
 //   node tools/bench/run.mjs --render   (rewrites docs/performance.md from the
 //                                        results kept, without running anything)
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { constants } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { comparisonMarkdown, wasBusy } from './compare.mjs';
@@ -28,18 +29,33 @@ if (values.render) {
 const selected = values.only ? values.only.split(',') : values.layers ? suiteNames : defaultSuites;
 for (const name of selected) if (!suiteNames.includes(name)) throw new Error(`unknown suite '${name}' (have: ${suiteNames.join(', ')})`);
 
+// Stopped (Ctrl-C, SIGTERM), the run writes no results: the suite running
+// then removes what it made (suite-process.mjs) and this waits for it.
+let stoppedBy = null;
+for (const signal of ['SIGINT', 'SIGTERM']) process.on(signal, () => (stoppedBy ??= signal));
+const endIfStopped = () => {
+  if (!stoppedBy) return;
+  process.stderr.write(`[bench] stopped by ${stoppedBy}: no results written\n`);
+  process.exit(128 + constants.signals[stoppedBy]);
+};
+
 const started = new Date();
 const rows = [];
 const load = [];
 // Each suite in a fresh process: what one suite leaves in memory must not weigh on the next one's baselines.
 for (const name of selected) {
+  endIfStopped();
   // What the build before `npm run bench` wrote (or the suite before) is on
   // disk before the suite starts: right after a build that had to compile,
   // the first 20 cold creates read 250 to 350 ms and bare `runc run` 50 to
   // 70, against 170 to 260 and 25 to 60 in a run whose build was cached.
   settleDisk();
   const before = loadSnapshot();
-  const report = await runSuiteProcess(name, { quick: values.quick });
+  const report = await runSuiteProcess(name, { quick: values.quick }).catch((err) => {
+    endIfStopped();
+    throw err;
+  });
+  endIfStopped();
   rows.push(...report.rows);
   load.push({ suite: name, ...loadSince(before), cpuSpeed: report.cpuSpeed });
 }

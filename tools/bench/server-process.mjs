@@ -13,9 +13,12 @@
 // time one thing and want to know where the server spent it.
 import { serverNodeFlags } from '@paddock/server';
 import { execFileSync, fork } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
+import { constants, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { answerCalls, callsTo } from './child-calls.mjs';
+import { removeUnmounted, undoOnInterrupt } from './interrupt.mjs';
 
 const self = fileURLToPath(import.meta.url);
 
@@ -26,16 +29,40 @@ export async function startServerProcess(options) {
     // The options `paddock start` runs with; not this process's own.
     execArgv: [...serverNodeFlags, ...profiling()],
   });
-  const { ready, call, closed } = await callsTo(child, 'server process');
+  const { ready, call, close } = await callsTo(child, 'server process');
   return {
     ...ready,
     pid: child.pid,
     poolReady: () => call('poolReady'),
-    async close() {
-      await call('close');
-      await closed;
-    },
+    /** Stops the server and removes its sandboxes, and waits for its process to end. */
+    close,
   };
+}
+
+/**
+ * startServerProcess in a fresh temporary home (`prefix`); resolves with the
+ * server, its home and `close`, which stops it and removes the home unless
+ * something is still mounted below it. Also when the run is interrupted,
+ * even while the server starts (see interrupt.mjs).
+ */
+export async function serverInHome(prefix, options) {
+  const home = mkdtempSync(join(tmpdir(), prefix));
+  const starting = startServerProcess({ ...options, home });
+  const close = undoOnInterrupt(async () => {
+    // A server that did not start has exited, and removed what it made.
+    const server = await starting.catch(() => null);
+    try {
+      await server?.close();
+    } finally {
+      removeUnmounted(home);
+    }
+  });
+  try {
+    return { server: await starting, home, close };
+  } catch (err) {
+    await close();
+    throw err;
+  }
 }
 
 function profiling() {
@@ -55,14 +82,30 @@ export function envdPid(home, sandboxId) {
 
 async function serve(options) {
   const { startServer } = await import('@paddock/server');
+  // A signal while the server starts (the runtime mounts as it prepares) is
+  // held until it has started, and then closes it as answerCalls would.
+  let signalled = null;
+  const hold = (signal) => (signalled ??= signal);
+  for (const signal of ['SIGINT', 'SIGTERM']) process.on(signal, hold);
   const server = await startServer(options);
+  for (const signal of ['SIGINT', 'SIGTERM']) process.off(signal, hold);
+  // The sandboxes go even when the server's own close fails: a Ctrl-C also
+  // reaches the runc commands it is running, and their creates fail.
+  const close = async () => {
+    try {
+      await server.close();
+    } finally {
+      await server.runtime.removeEverything();
+    }
+  };
+  if (signalled) {
+    await close().catch((err) => process.stderr.write(`[bench] server process: ${err.message}\n`));
+    process.exit(128 + constants.signals[signalled]);
+  }
   answerCalls(
     {
       poolReady: () => server.runtime.poolReady(),
-      async close() {
-        await server.close();
-        await server.runtime.removeEverything();
-      },
+      close,
     },
     { apiUrl: server.apiUrl, proxyUrl: server.proxyUrl },
   );

@@ -7,6 +7,7 @@
 //   const { rows, cpuSpeed } = await runSuiteProcess('envd', { quick })
 import { fork } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import { interrupted, undoAllOnSignals } from './interrupt.mjs';
 import { benchNodeFlags, cpuSpeed, cpuSpeedSummary } from './lib.mjs';
 
 /**
@@ -29,13 +30,23 @@ export const suiteNames = [...defaultSuites, ...layerSuites];
 
 const self = fileURLToPath(import.meta.url);
 
+/**
+ * Runs suite `name` in a process of its own; resolves with its report. A
+ * SIGINT or SIGTERM this process gets meanwhile goes on to the suite, which
+ * then removes what it made and ends (the promise rejects); this process
+ * does not end on it.
+ */
 export function runSuiteProcess(name, { quick }) {
   return new Promise((resolve, reject) => {
     const child = fork(self, ['--suite', name, ...(quick ? ['--quick'] : [])], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], execArgv: benchNodeFlags });
+    const forward = (signal) => child.kill(signal);
+    const signals = ['SIGINT', 'SIGTERM'];
+    for (const signal of signals) process.on(signal, forward);
     let report;
     child.once('message', (m) => (report = m));
     child.once('error', reject);
     child.once('exit', (code, signal) => {
+      for (const s of signals) process.off(s, forward);
       if (code === 0 && report) resolve(report);
       else reject(new Error(`suite '${name}' ended with ${signal ?? `code ${code}`} before it reported its rows`));
     });
@@ -43,6 +54,7 @@ export function runSuiteProcess(name, { quick }) {
 }
 
 async function main(name, quick) {
+  undoAllOnSignals();
   const modules = {
     sdk: async () => (await import('./suites/sdk.mjs')).sdkSuite,
     envd: async () => (await import('./suites/envd.mjs')).envdSuite,
@@ -63,7 +75,19 @@ async function main(name, quick) {
     speeds.push(speed);
     process.stderr.write(`[bench] ${((performance.now() - started) / 1000).toFixed(1).padStart(5)} s ${msg} (CPU ${speed.toFixed(0)} MiB/s)\n`);
   };
-  const rows = await suite({ quick, log });
+  // Stopped, the suite's code fails wherever it was (its server is gone);
+  // the undoing the signal started ends the process, not that failure.
+  let rows;
+  try {
+    rows = await suite({ quick, log });
+  } catch (err) {
+    if (interrupted()) {
+      process.stderr.write(`[bench] ${name}, stopped: ${err.message}\n`);
+      await interrupted();
+    }
+    throw err;
+  }
+  if (interrupted()) await interrupted();
   log(`${name}: done`);
   process.send({ rows, cpuSpeed: cpuSpeedSummary(speeds) }, () => process.disconnect());
 }

@@ -21,14 +21,11 @@ export async function startWorkloadProcess(sdk, { apiUrl, apiKey, sandboxUrl }) 
   const env = { ...process.env, E2B_API_URL: apiUrl, E2B_SANDBOX_URL: sandboxUrl, E2B_API_KEY: apiKey };
   // The same node options for both SDKs (see benchNodeFlags).
   const child = fork(self, ['--workload', sdk, JSON.stringify({ apiUrl, apiKey, sandboxUrl })], { env, stdio: ['ignore', 'inherit', 'inherit', 'ipc'], execArgv: benchNodeFlags });
-  const { call, closed } = await callsTo(child, `${sdk} workload`);
+  const { call, close } = await callsTo(child, `${sdk} workload`);
   return {
     /** Runs the workload once; resolves with its duration in ms. */
     run: () => call('run'),
-    async close() {
-      await call('close');
-      await closed;
-    },
+    close,
   };
 }
 

@@ -13,6 +13,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { startLocalEnvd } from '../../testing/local-envd.mjs';
 import { startBaselineProcess } from '../baseline-process.mjs';
+import { undoOnInterrupt } from '../interrupt.mjs';
 import { row, settleDisk, throughputAlternated, throughputPair, timePair, timeit, WATCH_RATIO_NOTE } from '../lib.mjs';
 
 const MiB = 1024 * 1024;
@@ -20,6 +21,8 @@ const MiB = 1024 * 1024;
 /** The built envd on the host, with Connect clients for its two services. */
 async function startEnvd() {
   const envd = await startLocalEnvd({ prefix: 'bench-envd-' });
+  // Its process and directory go when the run is interrupted, too.
+  const stop = undoOnInterrupt(() => envd.stop());
   const transport = createNodeTransport({ baseUrl: envd.url, useBinaryFormat: true });
   // Files go over the HTTP/1.1 client @paddock/sdk uses for them
   // (envd-client's http1.ts). Read with node:http, a 256 MiB download came
@@ -27,7 +30,7 @@ async function startEnvd() {
   // envd: the client's own receive path, not envd, decided the row. Through
   // EnvdClient the two blocks read 1.60 and 1.56.
   const files = new EnvdClient({ envdUrl: envd.url });
-  return { ...envd, fs: createClient(Filesystem, transport), proc: createClient(Process, transport), files };
+  return { ...envd, stop, fs: createClient(Filesystem, transport), proc: createClient(Process, transport), files };
 }
 
 /** Runs a command through envd; resolves with the stdout byte count once it ended. */

@@ -7,6 +7,7 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'nod
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startBaselineProcess } from '../baseline-process.mjs';
+import { removeUnmounted, undoOnInterrupt } from '../interrupt.mjs';
 import { row, settleDisk, summarize, timePair } from '../lib.mjs';
 
 const MiB = 1024 * 1024;
@@ -47,7 +48,8 @@ async function settledMemAvailable(maxMs) {
  * gets (base template layers over the host view), without envd or limits.
  * The layer paths are the runtime's on-disk layout. Each run is started
  * from `base`, the baseline process. Returns `run(i)`, to alternate with a
- * subject, and `close()`, which removes the bundle.
+ * subject, and `close()`, which removes the bundle (also when the run is
+ * interrupted, see interrupt.mjs).
  */
 export function openBareRunc(base, dataDir) {
   const bundle = join(dataDir, 'bench-bundle');
@@ -56,11 +58,11 @@ export function openBareRunc(base, dataDir) {
   const lowers = [join(template, 'layer'), join(template, 'mask'), join(dataDir, 'hostview')].join(':');
   execFileSync('mount', ['-t', 'overlay', 'overlay', '-o', `lowerdir=${lowers},upperdir=${join(bundle, 'upper')},workdir=${join(bundle, 'work')}`, join(bundle, 'rootfs')]);
   const state = join(dataDir, 'bench-runc');
-  const close = () => {
+  const close = undoOnInterrupt(() => {
     execFileSync('umount', [join(bundle, 'rootfs')]);
     rmSync(bundle, { recursive: true, force: true });
     rmSync(state, { recursive: true, force: true });
-  };
+  });
   try {
     execFileSync('runc', ['spec', '--bundle', bundle]);
     const config = JSON.parse(readFileSync(join(bundle, 'config.json'), 'utf8'));
@@ -70,7 +72,7 @@ export function openBareRunc(base, dataDir) {
     config.root.readonly = false;
     writeFileSync(join(bundle, 'config.json'), JSON.stringify(config));
   } catch (err) {
-    close();
+    void close().catch((e) => process.stderr.write(`[bench] ${e.message}\n`));
     throw err;
   }
   let runs = 0;
@@ -120,15 +122,16 @@ async function settledMemory(runtime, ids, minIdleMs, log) {
 async function withRuntime(warmPoolSize, log, fn) {
   const dataDir = mkdtempSync(join(tmpdir(), 'paddock-bench-rt-'));
   const runtime = new RuncRuntime({ dataDir, warmPoolSize });
+  // Only an empty, unmounted data directory may be deleted.
+  const remove = undoOnInterrupt(async () => {
+    await runtime.removeEverything();
+    removeUnmounted(dataDir);
+  });
   try {
     await runtime.prepare();
     return await fn(runtime, dataDir);
   } finally {
-    // Only an empty, unmounted data directory may be deleted.
-    await runtime
-      .removeEverything()
-      .then(() => rmSync(dataDir, { recursive: true, force: true }))
-      .catch((err) => log(`left ${dataDir} behind: ${err.message}`));
+    await remove().catch((err) => log(`left ${dataDir} behind: ${err.message}`));
   }
 }
 
@@ -174,7 +177,7 @@ export async function runtimeSuite({ quick, log }) {
       );
       rows.push(row({ suite: 'runtime', name: 'create to envd ready, warm pool', unit: 'ms', value: warm, baseline: bareWarm, baselineName: 'bare `runc run true`, same rootfs' }));
     } finally {
-      bare.close();
+      await bare.close();
       await base.close();
     }
   });

@@ -7,8 +7,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { startBaselineProcess } from '../baseline-process.mjs';
+import { undoOnInterrupt } from '../interrupt.mjs';
 import { fullGcs, row, settleDisk, summarizeRates, throughputInBlocks, timeInBlocks, WATCH_RATIO_NOTE } from '../lib.mjs';
-import { startServerProcess } from '../server-process.mjs';
+import { serverInHome } from '../server-process.mjs';
 import { startWorkloadProcess } from '../workload-process.mjs';
 import { batchesNote, openBareRunc } from './runtime.mjs';
 
@@ -25,22 +26,13 @@ const MiB = 1024 * 1024;
  */
 const SPAWNS_A_ROUND = 5;
 
-/** A server of its own for the suite, on a fresh home; `close` stops it and removes the home. */
+/**
+ * A server of its own for the suite, on a fresh home; `close` stops it and
+ * removes the home (also when the run is interrupted).
+ */
 async function openServer(poolSize) {
-  const home = mkdtempSync(join(tmpdir(), 'paddock-bench-sdk-'));
-  const server = await startServerProcess({ home, warmPoolSize: poolSize, initialApiKey: KEY, metricsIntervalMs: 60_000 }).catch((err) => {
-    rmSync(home, { recursive: true, force: true });
-    throw err;
-  });
-  return {
-    server,
-    home,
-    opts: { apiUrl: server.apiUrl, apiKey: KEY, sandboxUrl: server.proxyUrl },
-    async close() {
-      await server.close();
-      rmSync(home, { recursive: true, force: true });
-    },
-  };
+  const { server, home, close } = await serverInHome('paddock-bench-sdk-', { warmPoolSize: poolSize, initialApiKey: KEY, metricsIntervalMs: 60_000 });
+  return { server, home, opts: { apiUrl: server.apiUrl, apiKey: KEY, sandboxUrl: server.proxyUrl }, close };
 }
 
 /**
@@ -162,6 +154,7 @@ export async function sdkSuite({ quick, log }) {
   // --quick makes half as many at once: each batch of creates costs seconds.
   const concurrent = quick ? 10 : 20;
   const localHome = mkdtempSync(join(tmpdir(), 'paddock-bench-local-'));
+  const removeLocalHome = undoOnInterrupt(() => rmSync(localHome, { recursive: true, force: true }));
   // Local commands run as the user envd runs them as, in a home of their own
   // that holds what the sandbox user's home holds: the base template copies
   // /etc/skel there, and `bash -l` reads its .profile (which reads .bashrc).
@@ -241,7 +234,7 @@ export async function sdkSuite({ quick, log }) {
         failures.push(err);
       }
     }
-    rmSync(localHome, { recursive: true, force: true });
+    await removeLocalHome();
   }
   if (failures.length) throw failures[0];
   return rows;

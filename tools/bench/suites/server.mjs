@@ -1,24 +1,20 @@
 // The control plane: `POST /v2/sandboxes` until envd answers through the
 // proxy, one at a time and 20 at once (10 with --quick), with and without the warm pool,
 // next to a bare `runc run true` on the same root filesystem.
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startBaselineProcess } from '../baseline-process.mjs';
 import { row, timePair } from '../lib.mjs';
-import { startServerProcess } from '../server-process.mjs';
+import { serverInHome } from '../server-process.mjs';
 import { batchesNote, openBareRunc } from './runtime.mjs';
 
 const KEY = 'e2b_' + 'b'.repeat(40);
 
 async function withServer(poolSize, fn) {
-  const home = mkdtempSync(join(tmpdir(), 'paddock-bench-srv-'));
-  const server = await startServerProcess({ home, warmPoolSize: poolSize, initialApiKey: KEY, metricsIntervalMs: 60_000 });
+  const { server, home, close } = await serverInHome('paddock-bench-srv-', { warmPoolSize: poolSize, initialApiKey: KEY, metricsIntervalMs: 60_000 });
   try {
     return await fn(server, home);
   } finally {
-    await server.close();
-    rmSync(home, { recursive: true, force: true });
+    await close();
   }
 }
 
@@ -66,7 +62,7 @@ export async function serverSuite({ quick, log }) {
         bare.run,
         { warmup: 2, iterations },
       ).finally(async () => {
-        bare.close();
+        await bare.close();
         await base.close();
       });
       rows.push(row({ suite: 'server', name: `POST /v2/sandboxes to envd ready, ${label}`, unit: 'ms', value, baseline: bareRuns, baselineName: 'bare `runc run true`, same rootfs' }));

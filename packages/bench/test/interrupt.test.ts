@@ -1,0 +1,110 @@
+// `npm run bench` stopped part-way leaves nothing on the host: no container,
+// no mount, no process, no temporary directory, and it writes no results.
+// A Ctrl-C reaches every process of the run at once (here: SIGINT to its
+// process group); `kill` reaches run.mjs alone (SIGTERM to it). Each is sent
+// while the run has sandboxes running and creates in flight. Needs root and
+// runc, as the bench does.
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const root = fileURLToPath(new URL('../../..', import.meta.url));
+const kept = ['tools/bench/results/latest.json', 'tools/bench/results/previous.json', 'docs/performance.md'].map((f) => join(root, f));
+
+/** The temporary directories the bench makes. */
+function benchDirs(): string[] {
+  return readdirSync(tmpdir())
+    .filter((name) => name.startsWith('paddock-bench-') || name.startsWith('bench-envd-'))
+    .map((name) => join(tmpdir(), name));
+}
+
+function mountsUnder(dirs: string[]): string[] {
+  return readFileSync('/proc/self/mountinfo', 'utf8')
+    .split('\n')
+    .filter(Boolean)
+    .map((line) => line.split(' ')[4]!)
+    .filter((mp) => dirs.some((d) => mp === d || mp.startsWith(d + '/')));
+}
+
+/** The first process of each runc container whose state is kept below one of `dirs` (the server's and the runtime's layouts). */
+function containerPids(dirs: string[]): number[] {
+  const roots = dirs.flatMap((d) => [join(d, 'runtime', 'runc'), join(d, 'runc')]).filter((r) => existsSync(r));
+  return roots.flatMap((r) => (JSON.parse(execFileSync('runc', ['--root', r, 'list', '--format', 'json']).toString() || 'null') ?? []).map((c: { pid: number }) => c.pid));
+}
+
+/** Of `pids`, and of the processes in process group `group`, those still alive (zombies are not). */
+function alive(pids: number[], group: number): string[] {
+  const found: string[] = [];
+  for (const pid of readdirSync('/proc').filter((p) => /^\d+$/.test(p))) {
+    try {
+      // The fields after the command name: state, parent, process group.
+      const [state, , pgrp] = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ').at(-1)!.split(' ');
+      if (state === 'Z' || (Number(pgrp) !== group && !pids.includes(Number(pid)))) continue;
+      found.push(`${pid} ${readFileSync(`/proc/${pid}/cmdline`, 'utf8').replace(/\0/g, ' ').slice(0, 120)}`);
+    } catch {
+      // Gone meanwhile.
+    }
+  }
+  return found;
+}
+
+interface Run {
+  child: ChildProcess;
+  log: () => string;
+  exited: Promise<number | null>;
+}
+
+/** Starts `node tools/bench/run.mjs ARGS` in a process group of its own. */
+function startBench(args: string[]): Run {
+  const child = spawn(process.execPath, ['tools/bench/run.mjs', ...args], { cwd: root, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  child.stdout!.on('data', (b: Buffer) => (out += b.toString()));
+  child.stderr!.on('data', (b: Buffer) => (out += b.toString()));
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  return { child, log: () => out, exited };
+}
+
+async function until(what: string, run: Run, test: () => boolean, timeoutMs = 120_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!test()) {
+    if (run.child.exitCode !== null) throw new Error(`the bench ended before ${what}:\n${run.log()}`);
+    if (Date.now() > deadline) throw new Error(`no ${what} within ${timeoutMs} ms:\n${run.log()}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+async function stopAndCheck(args: string[], ready: RegExp, stop: (run: Run) => void, expectedCode: number): Promise<void> {
+  const before = new Set(benchDirs());
+  const keptBefore = kept.map((f) => (existsSync(f) ? readFileSync(f, 'utf8') : null));
+  const run = startBench(args);
+  const group = run.child.pid!;
+  try {
+    await until(`'${ready}' in its log`, run, () => ready.test(run.log()));
+    const made = () => benchDirs().filter((d) => !before.has(d));
+    // There is something to remove: containers running below the run's directories, and their mounts.
+    await until('a running sandbox', run, () => containerPids(made()).length > 0 && mountsUnder(made()).length > 0);
+    const dirs = made();
+    const pids = containerPids(dirs);
+    stop(run);
+    const code = await run.exited;
+    expect({ code, log: run.log() }).toEqual({ code: expectedCode, log: expect.stringContaining('no results written') });
+    expect(dirs.filter((d) => existsSync(d))).toEqual([]);
+    expect(mountsUnder(dirs)).toEqual([]);
+    expect(alive(pids, group)).toEqual([]);
+    expect(kept.map((f) => (existsSync(f) ? readFileSync(f, 'utf8') : null))).toEqual(keptBefore);
+  } finally {
+    if (run.child.exitCode === null) process.kill(-group, 'SIGKILL');
+    // A run that was not stopped in time wrote its results over the repository's.
+    kept.forEach((f, i) => keptBefore[i] !== null && writeFileSync(f, keptBefore[i]!));
+  }
+}
+
+test('a Ctrl-C during the SDK suite, while 10 creates are in flight, removes every sandbox, mount and directory of the run', async () => {
+  await stopAndCheck(['--quick', '--only', 'sdk'], /sdk: 10 concurrent creates, warm pool/, (run) => process.kill(-run.child.pid!, 'SIGINT'), 130);
+});
+
+test('SIGTERM to run.mjs alone during the memory suite (sandboxes made in the suite process) removes them all', async () => {
+  await stopAndCheck(['--quick', '--only', 'memory'], /memory: 5 idle sandboxes/, (run) => run.child.kill('SIGTERM'), 143);
+});
