@@ -115,10 +115,11 @@ function createRows({ server, opts, home, pool, base, user, concurrent, log }) {
  * 256 MiB transfers, stdout and the e2b comparison). Over the pairs of
  * five four-pass runs in a row, against those of four two-pass runs the
  * same day, the stdout and 256 MiB read rows held in 7 to 9 of 10 pairs
- * against 2 to 4 of 6, and a pair held 16.0 of 20 rows on average against
- * 15.8. The creates did not gain: they move with how fast the whole run
- * starts processes (a bare spawn's p50 rose by 41% from one run to the
- * next), which passes do not spread. The counts below are for the whole
+ * against 2 to 4 of 6. A pair held 16.0 of 20 rows on average against
+ * 15.8, and 15.3 over 21 pairs once two later runs were added: the creates
+ * did not gain, as they move with how fast the whole run starts processes
+ * (a bare spawn's p50 rose by 41% from one run to the next, and another
+ * run was fast throughout), which passes do not spread. The counts below are for the whole
  * run, split between the passes; a pass costs its own warm-ups, and full
  * runs took 254 to 284 s against 267 and 273 with two.
  */
