@@ -155,6 +155,9 @@ export class Sandboxes {
       network,
     };
     try {
+      // The server closed while the sandbox booted: its store may be closed
+      // already, and a sandbox it does not record must not stay.
+      if (this.closed) throw new ApiError(503, 'the server is shutting down: the sandbox was not kept');
       this.store.insert(record);
     } catch (err) {
       await this.runtime.destroy(info.id).catch(() => undefined);
