@@ -2,7 +2,7 @@
 // `{ id, op, arg }`, the child answers `{ id, value }` or `{ id, error }`. Used by
 // the bench to run the server, and each SDK of the comparison, in processes
 // of their own.
-import { constants } from 'node:os';
+import { exitCodeOf, STOP_SIGNALS } from './interrupt.mjs';
 
 /** What a call gets when the child exited before it answered. */
 export class ChildExited extends Error {}
@@ -74,13 +74,11 @@ export function callsTo(child, name) {
 export function answerCalls(ops, value) {
   let closing = null;
   const close = () => (closing ??= Promise.resolve(ops.close?.()));
-  for (const signal of ['SIGINT', 'SIGTERM']) {
-    process.on(signal, () =>
-      void close()
-        .catch((err) => process.stderr.write(`[bench] ${err.message}\n`))
-        .finally(() => process.exit(128 + constants.signals[signal])),
-    );
-  }
+  const closeAndExit = (code) =>
+    void close()
+      .catch((err) => process.stderr.write(`[bench] ${err.message}\n`))
+      .finally(() => process.exit(code));
+  for (const signal of STOP_SIGNALS) process.on(signal, () => closeAndExit(exitCodeOf(signal)));
   // A parent that went away meanwhile is no error here: 'disconnect' closes.
   const reply = (message, then = () => {}) => (process.connected ? process.send(message, () => then()) : then());
   process.on('message', async ({ id, op, arg }) => {
@@ -92,10 +90,6 @@ export function answerCalls(ops, value) {
       reply({ id, error: err.message });
     }
   });
-  process.once('disconnect', () =>
-    void close()
-      .catch((err) => process.stderr.write(`[bench] ${err.message}\n`))
-      .finally(() => process.exit(0)),
-  );
+  process.once('disconnect', () => closeAndExit(0));
   reply({ ready: true, value });
 }

@@ -11,9 +11,15 @@
 // undoing not yet run, newest first, and then end the process with 128 + the
 // signal's number. Signals that come while it undoes are ignored: cut short,
 // it would leave what it is there to remove.
-import { readFileSync, rmSync } from 'node:fs';
+import { rmSync } from 'node:fs';
 import { constants } from 'node:os';
 import { resolve } from 'node:path';
+
+/** The signals that stop a run: Ctrl-C, and `kill`'s default. */
+export const STOP_SIGNALS = ['SIGINT', 'SIGTERM'];
+
+/** The exit code of a process that ends because of `signal`, as a shell reports it. */
+export const exitCodeOf = (signal) => 128 + constants.signals[signal];
 
 /** The undoings not yet finished: not started, or started and running. */
 const undos = new Set();
@@ -33,7 +39,7 @@ export function undoOnInterrupt(fn) {
 
 /** Makes SIGINT and SIGTERM undo what is registered, then end the process. */
 export function undoAllOnSignals() {
-  for (const signal of ['SIGINT', 'SIGTERM']) process.on(signal, () => void (unwinding ??= unwind(signal)));
+  for (const signal of STOP_SIGNALS) process.on(signal, () => void (unwinding ??= unwind(signal)));
 }
 
 /** Null, or the promise of the undoing a signal started (it ends the process). */
@@ -47,22 +53,18 @@ async function unwind(signal) {
     const newest = [...undos].at(-1);
     await newest().catch((err) => process.stderr.write(`[bench] ${err.message}\n`));
   }
-  process.exit(128 + constants.signals[signal]);
+  process.exit(exitCodeOf(signal));
 }
 
-/** Mount points at or below `dir`, from this process's mount table. */
-export function mountsUnder(dir) {
+/**
+ * Removes `dir` and all in it, unless something is mounted at or below it:
+ * then it fails and names the mounts. The runtime's module loads only here:
+ * the helper processes that import this file for its signals stay small.
+ */
+export async function removeUnmounted(dir) {
+  const { mountPoints } = await import('@paddock/runtime');
   const root = resolve(dir);
-  return readFileSync('/proc/self/mountinfo', 'utf8')
-    .split('\n')
-    .filter(Boolean)
-    .map((line) => line.split(' ')[4].replace(/\\([0-7]{3})/g, (_, octal) => String.fromCharCode(parseInt(octal, 8))))
-    .filter((mp) => mp === root || mp.startsWith(root + '/'));
-}
-
-/** Removes `dir` and all in it, unless something is mounted at or below it: then it fails and names the mounts. */
-export function removeUnmounted(dir) {
-  const mounted = mountsUnder(dir);
+  const mounted = [...mountPoints()].filter((mp) => mp === root || mp.startsWith(root + '/'));
   if (mounted.length) throw new Error(`left ${dir} in place: ${mounted.length} mount(s) below it (${mounted.join(', ')})`);
   rmSync(dir, { recursive: true, force: true });
 }

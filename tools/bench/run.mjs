@@ -7,10 +7,10 @@
 //   node tools/bench/run.mjs --render   (rewrites docs/performance.md from the
 //                                        results kept, without running anything)
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { constants } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { comparisonMarkdown, wasBusy } from './compare.mjs';
+import { exitCodeOf, STOP_SIGNALS } from './interrupt.mjs';
 import { loadSince, loadSnapshot, machine, settleDisk } from './lib.mjs';
 import { defaultSuites, runSuiteProcess, suiteNames } from './suite-process.mjs';
 
@@ -32,11 +32,11 @@ for (const name of selected) if (!suiteNames.includes(name)) throw new Error(`un
 // Stopped (Ctrl-C, SIGTERM), the run writes no results: the suite running
 // then removes what it made (suite-process.mjs) and this waits for it.
 let stoppedBy = null;
-for (const signal of ['SIGINT', 'SIGTERM']) process.on(signal, () => (stoppedBy ??= signal));
+for (const signal of STOP_SIGNALS) process.on(signal, () => (stoppedBy ??= signal));
 const endIfStopped = () => {
   if (!stoppedBy) return;
   process.stderr.write(`[bench] stopped by ${stoppedBy}: no results written\n`);
-  process.exit(128 + constants.signals[stoppedBy]);
+  process.exit(exitCodeOf(stoppedBy));
 };
 
 const started = new Date();

@@ -14,11 +14,11 @@
 import { serverNodeFlags } from '@paddock/server';
 import { execFileSync, fork } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
-import { constants, tmpdir } from 'node:os';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { answerCalls, callsTo } from './child-calls.mjs';
-import { removeUnmounted, undoOnInterrupt } from './interrupt.mjs';
+import { exitCodeOf, removeUnmounted, STOP_SIGNALS, undoOnInterrupt } from './interrupt.mjs';
 
 const self = fileURLToPath(import.meta.url);
 
@@ -54,7 +54,7 @@ export async function serverInHome(prefix, options) {
     try {
       await server?.close();
     } finally {
-      removeUnmounted(home);
+      await removeUnmounted(home);
     }
   });
   try {
@@ -86,9 +86,9 @@ async function serve(options) {
   // held until it has started, and then closes it as answerCalls would.
   let signalled = null;
   const hold = (signal) => (signalled ??= signal);
-  for (const signal of ['SIGINT', 'SIGTERM']) process.on(signal, hold);
+  for (const signal of STOP_SIGNALS) process.on(signal, hold);
   const server = await startServer(options);
-  for (const signal of ['SIGINT', 'SIGTERM']) process.off(signal, hold);
+  for (const signal of STOP_SIGNALS) process.off(signal, hold);
   // The sandboxes go even when the server's own close fails: a Ctrl-C also
   // reaches the runc commands it is running, and their creates fail.
   const close = async () => {
@@ -100,7 +100,7 @@ async function serve(options) {
   };
   if (signalled) {
     await close().catch((err) => process.stderr.write(`[bench] server process: ${err.message}\n`));
-    process.exit(128 + constants.signals[signalled]);
+    process.exit(exitCodeOf(signalled));
   }
   answerCalls(
     {

@@ -7,7 +7,7 @@
 //   const { rows, cpuSpeed } = await runSuiteProcess('envd', { quick })
 import { fork } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { interrupted, undoAllOnSignals } from './interrupt.mjs';
+import { interrupted, STOP_SIGNALS, undoAllOnSignals } from './interrupt.mjs';
 import { benchNodeFlags, cpuSpeed, cpuSpeedSummary } from './lib.mjs';
 
 /**
@@ -40,13 +40,12 @@ export function runSuiteProcess(name, { quick }) {
   return new Promise((resolve, reject) => {
     const child = fork(self, ['--suite', name, ...(quick ? ['--quick'] : [])], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], execArgv: benchNodeFlags });
     const forward = (signal) => child.kill(signal);
-    const signals = ['SIGINT', 'SIGTERM'];
-    for (const signal of signals) process.on(signal, forward);
+    for (const signal of STOP_SIGNALS) process.on(signal, forward);
     let report;
     child.once('message', (m) => (report = m));
     child.once('error', reject);
     child.once('exit', (code, signal) => {
-      for (const s of signals) process.off(s, forward);
+      for (const signal of STOP_SIGNALS) process.off(signal, forward);
       if (code === 0 && report) resolve(report);
       else reject(new Error(`suite '${name}' ended with ${signal ?? `code ${code}`} before it reported its rows`));
     });

@@ -3,4 +3,5 @@ export { RuncRuntime, type RuncRuntimeOptions } from './runc-runtime.js';
 export { BASE_TEMPLATE_ID, DEFAULT_LIMITS } from './templates.js';
 export { SANDBOX_USER } from './base-template.js';
 export { KeyedMutex } from './util.js';
+export { mountPoints } from './mounts.js';
 export { envdVersion, ENVD_PORT } from '@paddock/envd';

@@ -125,7 +125,7 @@ async function withRuntime(warmPoolSize, log, fn) {
   // Only an empty, unmounted data directory may be deleted.
   const remove = undoOnInterrupt(async () => {
     await runtime.removeEverything();
-    removeUnmounted(dataDir);
+    await removeUnmounted(dataDir);
   });
   try {
     await runtime.prepare();

@@ -219,7 +219,7 @@ export async function sdkSuite({ quick, log }) {
       // sandboxes were killed, not right after. The 1 MiB write's ratio read
       // 0.49 and 0.52 in two runs with the transfers right after the creates,
       // 0.51 and 0.57 in two with a block between.
-      await live.spread.block();
+      await live.spread.block(pass);
       for (const transfer of live.transfers) await transfer.take();
       settleDisk();
       await comparison.block(pass);
@@ -243,7 +243,7 @@ export async function sdkSuite({ quick, log }) {
   /**
    * The phases on one live sandbox, each taken a pass at a time
    * (`roundTrip(pass)`, `stdout()`, `take()` of each of `transfers`,
-   * `spread.block()`); `rows` gives their rows once all passes are done. No pool
+   * `spread.block(pass)`); `rows` gives their rows once all passes are done. No pool
    * refill runs during them: the cold server has no pool, and each block on
    * the warm one ends once its pool is full again.
    */
@@ -373,13 +373,12 @@ export async function sdkSuite({ quick, log }) {
 
   /**
    * files.list of 10 000 entries and the watch latency on `sbx`, timed in
-   * blocks (`block`, one a pass) taken at different moments of
+   * blocks (`block(pass)`, one a pass) taken at different moments of
    * the live phases, as the cold creates are: each timed in one stretch at
    * the end of the suite, the list's ratio moved by 20% and the watch's p50
    * by 40% between quiet runs. `rows` stops the watch and gives their rows.
    */
   async function listAndWatch(sbx) {
-    const blocks = passes;
     await sbx.commands.run('mkdir -p many watched && cd many && seq -f "f%05g" 1 10000 | xargs touch');
     const localDir = join(localHome, 'many');
     mkdirSync(localDir);
@@ -425,15 +424,13 @@ export async function sdkSuite({ quick, log }) {
       await sbx.files.write(`watched/${name}`, 'x');
       await seen;
     }, []);
-    let taken = 0;
     return {
-      async block() {
-        if (taken === blocks) return;
-        const warmup = taken++ ? 1 : 2;
-        log(`sdk: list of 10 000 entries (block ${taken})`);
-        await lists.take({ warmup, iterations: Math.round(listPairs / blocks) });
-        log(`sdk: watch latency (block ${taken})`);
-        await watched.take({ warmup, iterations: Math.round(watches / blocks) });
+      async block(pass) {
+        const warmup = pass ? 1 : 2;
+        log(`sdk: list of 10 000 entries (block ${pass + 1})`);
+        await lists.take({ warmup, iterations: share(listPairs) });
+        log(`sdk: watch latency (block ${pass + 1})`);
+        await watched.take({ warmup, iterations: share(watches) });
       },
       async rows() {
         await handle.stop();
