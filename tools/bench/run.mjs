@@ -141,6 +141,7 @@ function markdown(r, previous) {
     '0.7 and 1.5 of loopback from run to run (`benchNodeFlags` in `tools/bench/lib.mjs`).',
     'A full run takes the SDK suite\'s samples in four passes over its phases, each about a minute long, so that a',
     'stretch in which the machine runs slow or fast falls on a quarter of each row\'s samples rather than on all of them.',
+    'The watch latency, whose samples take a few ms each, takes a few after every phase of every pass, 28 moments in all.',
     'Each file-transfer phase, and the phase after the last, starts once the disk has taken what the phase',
     'before wrote (`sync`), so that it does not share the cores with the writeback of earlier writes.',
     '',

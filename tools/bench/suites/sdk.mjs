@@ -210,20 +210,31 @@ export async function sdkSuite({ quick, log }) {
 
     for (let pass = 0; pass < passes; pass++) {
       if (passes > 1) log(`sdk: pass ${pass + 1} of ${passes}`);
-      await warmBlock(pass);
-      await coldBlock(pass);
-      await live.roundTrip(pass);
-      await live.stdout();
-      // The list and watch block sits between the cold creates and the
-      // transfers: the transfers start seconds after the batch's twenty
-      // sandboxes were killed, not right after. The 1 MiB write's ratio read
-      // 0.49 and 0.52 in two runs with the transfers right after the creates,
-      // 0.51 and 0.57 in two with a block between.
-      await live.spread.block(pass);
-      for (const transfer of live.transfers) await transfer.take();
-      settleDisk();
-      await comparison.block(pass);
-      await settled();
+      const phases = [
+        () => warmBlock(pass),
+        () => coldBlock(pass),
+        () => live.roundTrip(pass),
+        () => live.stdout(),
+        // The list sits between the cold creates and the transfers: the
+        // transfers start seconds after the batch's twenty sandboxes were
+        // killed, not right after. The 1 MiB write's ratio read 0.49 and
+        // 0.52 in two runs with the transfers right after the creates, 0.51
+        // and 0.57 in two with a block between.
+        () => live.list(pass),
+        async () => {
+          for (const transfer of live.transfers) await transfer.take();
+          settleDisk();
+        },
+        async () => {
+          await comparison.block(pass);
+          await settled();
+        },
+      ];
+      // The watch takes a few samples after every phase (see listAndWatch).
+      for (const phase of phases) {
+        await phase();
+        await live.watch(pass, phases.length);
+      }
     }
     rows.push(...cold.rows(), ...warm.rows(), ...(await live.rows()), comparison.row());
     await sbx.kill();
@@ -243,7 +254,8 @@ export async function sdkSuite({ quick, log }) {
   /**
    * The phases on one live sandbox, each taken a pass at a time
    * (`roundTrip(pass)`, `stdout()`, `take()` of each of `transfers`,
-   * `spread.block(pass)`); `rows` gives their rows once all passes are done. No pool
+   * `list(pass)`, and `watch(pass, blocks)` in `blocks` blocks a pass); `rows`
+   * gives their rows once all passes are done. No pool
    * refill runs during them: the cold server has no pool, and each block on
    * the warm one ends once its pool is full again.
    */
@@ -252,7 +264,7 @@ export async function sdkSuite({ quick, log }) {
       () => sbx.commands.run('true'),
       [() => base.spawn('/bin/bash', ['-l', '-c', 'true'], { user })],
     );
-    const spread = await listAndWatch(sbx);
+    const { list, watch, rows: listAndWatchRows } = await listAndWatch(sbx);
 
     const size = quick ? 64 : 256;
     const head = `head -c ${size}M /dev/zero`;
@@ -267,7 +279,8 @@ export async function sdkSuite({ quick, log }) {
 
     const transfers = [1, quick ? 64 : 256].map((mib) => fileTransfer(sbx, mib));
     return {
-      spread,
+      list,
+      watch,
       transfers,
       async roundTrip(pass) {
         log('sdk: command round trip');
@@ -284,7 +297,7 @@ export async function sdkSuite({ quick, log }) {
           row({ suite: 'sdk', name: "commands.run('true') on a live sandbox", unit: 'ms', value: roundTrip, baseline: local, baselineName: 'local spawn of `bash -l -c true`', target: { on: 'ratio', op: '<=', value: 1.5 } }),
           row({ suite: 'sdk', name: `stdout throughput (${head})`, unit: 'MiB/s', value: stdout, baseline: pipe, baselineName: 'the same command piped locally', lowerIsBetter: false, target: { on: 'ratio', op: '>=', value: 0.25 } }),
           ...transfers.flatMap((t) => t.rows()),
-          ...(await spread.rows()),
+          ...(await listAndWatchRows()),
         ];
       },
     };
@@ -372,11 +385,13 @@ export async function sdkSuite({ quick, log }) {
   }
 
   /**
-   * files.list of 10 000 entries and the watch latency on `sbx`, timed in
-   * blocks (`block(pass)`, one a pass) taken at different moments of
-   * the live phases, as the cold creates are: each timed in one stretch at
-   * the end of the suite, the list's ratio moved by 20% and the watch's p50
-   * by 40% between quiet runs. `rows` stops the watch and gives their rows.
+   * files.list of 10 000 entries and the watch latency on `sbx`, each timed
+   * in blocks taken at different moments of the suite, as the cold creates
+   * are: each timed in one stretch at the end of the suite, the list's
+   * ratio moved by 20% and the watch's p50 by 40% between quiet runs. The
+   * list takes a block a pass (`list(pass)`); the watch, whose samples take
+   * a few ms, a small block after every phase (`watch(pass, blocks)`, with
+   * `blocks` such blocks a pass). `rows` stops the watch and gives their rows.
    */
   async function listAndWatch(sbx) {
     await sbx.commands.run('mkdir -p many watched && cd many && seq -f "f%05g" 1 10000 | xargs touch');
@@ -416,6 +431,11 @@ export async function sdkSuite({ quick, log }) {
     // quarter between runs (envd's by up to 3×). With 150 it moved by up
     // to 11% in six two-pass runs, against a sampling bound of ±7.8%
     // between the last two; 450 narrow that by √3 for about a second.
+    // Taken in one block a pass, the medians of a run's half-passes spread
+    // from 0.8 to 3.1 ms and the run's p50 from 1.17 to 2.28 ms over eleven
+    // runs of one day: how soon this machine runs a woken thread changes
+    // from one minute to the next, and four moments a run blend too few of
+    // them. So the samples are spread over every phase of every pass.
     const watches = 15 * n;
     let written = 0;
     const watched = timeInBlocks(async () => {
@@ -424,13 +444,14 @@ export async function sdkSuite({ quick, log }) {
       await sbx.files.write(`watched/${name}`, 'x');
       await seen;
     }, []);
+    let watchBlocks = 0;
     return {
-      async block(pass) {
-        const warmup = pass ? 1 : 2;
+      async list(pass) {
         log(`sdk: list of 10 000 entries (block ${pass + 1})`);
-        await lists.take({ warmup, iterations: share(listPairs) });
-        log(`sdk: watch latency (block ${pass + 1})`);
-        await watched.take({ warmup, iterations: share(watches) });
+        await lists.take({ warmup: pass ? 1 : 2, iterations: share(listPairs) });
+      },
+      async watch(pass, blocks) {
+        await watched.take({ warmup: watchBlocks++ ? 1 : 2, iterations: Math.round(share(watches) / blocks) });
       },
       async rows() {
         await handle.stop();
