@@ -23,19 +23,21 @@
 // Each call is timed in the baseline process and resolves with
 // `{ elapsedMs, bytes }`: the time the work took there, without the round
 // trip over IPC. lib.mjs's timing functions take that time instead of theirs.
-// The watch latency, whose samples are each a write and its event, comes
-// back already summarized, as timeit gives it.
+// The exception is the watch (`localWatch`): its baseline is a small HTTP
+// service in the data process, and its samples are timed in the suite's
+// process by a client of it, as the SDK's are.
 //
 //   const base = await startBaselineProcess();
 //   await timePair(subject, () => base.spawn('/bin/true', [], { user }), ...);
 //   await base.close();
 import { fork, spawn } from 'node:child_process';
 import { createReadStream, createWriteStream, lstatSync, mkdirSync, readdirSync, rmSync, watch, writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
 import { join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { fileURLToPath } from 'node:url';
 import { answerCalls, callsTo } from './child-calls.mjs';
-import { benchNodeFlags, loopbackTcp, timedHere, timeit } from './lib.mjs';
+import { benchNodeFlags, loopbackTcp, timedHere } from './lib.mjs';
 
 const self = fileURLToPath(import.meta.url);
 
@@ -77,8 +79,18 @@ export async function startBaselineProcess() {
     copyFile: (src, dst) => mover.call('copyFile', { src, dst }),
     /** readdir of `dir`, sorted, and lstat of each entry. */
     listDir: (dir) => mover.call('listDir', { dir }),
-    /** Write → fs.watch event latency in `dir`, summarized like timeit's: `warmup` runs unmeasured, then `iterations`. */
-    watchLatency: (dir, warmup, iterations) => mover.call('watchLatency', { dir, warmup, iterations }),
+    /**
+     * The watch's baseline: what a sample of the watch row does (write a
+     * file over HTTP, wait for its event on a stream that watches the
+     * directory), against a small HTTP service in the data process that
+     * writes into `dir` and watches it with fs.watch, instead of through the
+     * proxy, envd and a sandbox. Resolves with `sample(write?)`, one write
+     * and its event, to be timed by the caller, and `close()`.
+     */
+    localWatch: async (dir) => {
+      const { port } = await mover.call('serveWatch', { dir });
+      return watchClient(`http://127.0.0.1:${port}`, () => mover.call('stopWatch'));
+    },
     async close() {
       await Promise.all([spawner.close(), mover.close()]);
     },
@@ -115,22 +127,103 @@ function runToEnd({ cmd, args, user, limit }) {
   });
 }
 
-async function watchLatency({ dir, warmup, iterations }) {
+/**
+ * The service behind localWatch, in the data process: `PUT /files/NAME`
+ * writes its body to `dir`/NAME, and `GET /watch` streams every fs.watch
+ * event in `dir` as a line (`rename NAME`, `change NAME`) until the client
+ * goes. One at a time.
+ */
+let watchServer = null;
+async function serveWatch({ dir }) {
+  if (watchServer) throw new Error('a watch service is already running');
   mkdirSync(dir, { recursive: true });
-  let waiting;
-  const watcher = watch(dir, (_type, name) => {
-    if (waiting && name === waiting.name) waiting.resolve();
+  const streams = new Set();
+  const watcher = watch(dir, (type, name) => {
+    for (const res of streams) res.write(`${type} ${name}\n`);
   });
-  try {
-    return await timeit(async (i) => {
-      const name = `f${i}-${Math.random()}`;
-      const seen = new Promise((resolve) => (waiting = { name, resolve }));
-      writeFileSync(join(dir, name), 'x');
+  const server = createServer((req, res) => {
+    if (req.method === 'GET' && req.url === '/watch') {
+      res.writeHead(200, { 'content-type': 'text/plain; charset=utf-8' });
+      res.flushHeaders();
+      streams.add(res);
+      res.once('close', () => streams.delete(res));
+      return;
+    }
+    const name = req.method === 'PUT' && req.url.startsWith('/files/') ? decodeURIComponent(req.url.slice('/files/'.length)) : '';
+    if (!/^[\w.-]+$/.test(name)) {
+      res.writeHead(400).end(`expected PUT /files/NAME or GET /watch, got ${req.method} ${req.url}`);
+      return;
+    }
+    const chunks = [];
+    req.on('data', (c) => chunks.push(c));
+    req.on('end', () => {
+      writeFileSync(join(dir, name), Buffer.concat(chunks));
+      res.writeHead(204).end();
+    });
+  });
+  await new Promise((resolve, reject) => server.once('error', reject).listen(0, '127.0.0.1', resolve));
+  watchServer = { server, watcher, streams };
+  return { port: server.address().port };
+}
+
+async function stopWatch() {
+  if (!watchServer) return;
+  const { server, watcher, streams } = watchServer;
+  watchServer = null;
+  watcher.close();
+  for (const res of streams) res.end();
+  server.closeAllConnections();
+  await new Promise((resolve) => server.close(() => resolve()));
+}
+
+/**
+ * A client of serveWatch at `url`, in the calling process: it keeps the
+ * event stream open, and `sample()` writes a new file and resolves once the
+ * event of its write came (`change`, after the `rename` of its creation), as
+ * the watch row's subject waits for the `write` event through the SDK. `close`
+ * (once, however often called) ends the stream, then calls `stop`, which
+ * stops the service.
+ */
+async function watchClient(url, stop) {
+  const abort = new AbortController();
+  let waiting = null;
+  let ended = null;
+  const res = await fetch(`${url}/watch`, { signal: abort.signal });
+  if (!res.ok || !res.body) throw new Error(`GET ${url}/watch: ${res.status}`);
+  const reading = (async () => {
+    let pending = '';
+    for await (const text of res.body.pipeThrough(new TextDecoderStream())) {
+      pending += text;
+      for (let i; (i = pending.indexOf('\n')) >= 0; pending = pending.slice(i + 1)) {
+        if (waiting && pending.slice(0, i) === `change ${waiting.name}`) waiting.resolve();
+      }
+    }
+  })().then(
+    () => (ended = new Error('the local watch stream ended')),
+    (err) => (ended = abort.signal.aborted ? new Error('the local watch was closed') : err),
+  ).then(() => waiting?.reject(ended));
+  let written = 0;
+  let closing = null;
+  return {
+    /** One write and its event; `write(name)`, when given, writes the file instead of a PUT to the service. */
+    async sample(write) {
+      const name = `l${written++}`;
+      const seen = new Promise((resolve, reject) => (ended ? reject(ended) : (waiting = { name, resolve, reject })));
+      if (write) {
+        await write(name);
+      } else {
+        const put = await fetch(`${url}/files/${name}`, { method: 'PUT', body: 'x' });
+        if (put.status !== 204) throw new Error(`PUT ${url}/files/${name}: ${put.status} ${await put.text()}`);
+      }
       await seen;
-    }, { warmup, iterations });
-  } finally {
-    watcher.close();
-  }
+    },
+    close: () =>
+      (closing ??= (async () => {
+        abort.abort();
+        await reading;
+        await stop();
+      })()),
+  };
 }
 
 if (process.argv[1] === self && process.argv[2] === '--baselines') {
@@ -152,7 +245,8 @@ if (process.argv[1] === self && process.argv[2] === '--baselines') {
         for (const name of names) lstatSync(join(dir, name));
         return names.length;
       }),
-    watchLatency,
+    serveWatch,
+    stopWatch,
   };
   answerCalls(process.argv[3] === 'spawn' ? spawnOnly : all, null);
 }

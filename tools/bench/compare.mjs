@@ -21,25 +21,21 @@ const key = (x) => `${x.suite}\u0000${x.name}\u0000${x.baselineName ?? ''}`;
 const subject = (x) => `${x.suite}\u0000${x.name}`;
 
 /**
- * Whether a row is judged by its own p50 rather than its ratio: where its
- * ratio is only context (`ratioIsContext` in lib.mjs' row, the watch rows).
- * A target on the row's own value (create to first command, in ms) does not
- * make it so: the issue makes the ratio to a baseline of the same run the
- * headline, and a whole run on a faster or slower machine moves a create and
- * its bare `runc run` alike (by +20.7% and +22.8% in one pair of runs here),
- * which only the ratio cancels. The target is still checked on the value.
- */
-const onValue = (x) => Boolean(x.ratioIsContext);
-
-/**
- * The number a row is judged by: its own p50 where onValue, else the ratio
- * to its baseline where it has one (the headline, as in the table), else its
- * own p50. `like` decides which, when given: a row of an older run is judged
- * as the newer run's row is (a run from before a row was marked has no mark).
+ * The number a row is judged by: the ratio to its baseline where it has one
+ * (the headline, as in the table), else its own p50. A target on the row's
+ * own value (create to first command, in ms) does not change that: the issue
+ * makes the ratio to a baseline of the same run the headline, and a whole
+ * run on a faster or slower machine moves a create and its bare `runc run`
+ * alike (by +20.7% and +22.8% in one pair of runs here), which only the ratio
+ * cancels. The target is still checked on the value. `like` decides which
+ * number, when given: a row of an older run is judged as the newer run's row
+ * is (an older run may have had no baseline for it).
  */
 export function headline(x, like = x) {
-  return onValue(like) ? x.value.p50 : (x.ratio ?? x.value.p50);
+  return hasRatio(like) ? (x.ratio ?? x.value.p50) : x.value.p50;
 }
+
+const hasRatio = (x) => x.ratio !== null && x.ratio !== undefined;
 
 /**
  * How uncertain a run's headline for row `x` is from its own samples alone:
@@ -48,7 +44,7 @@ export function headline(x, like = x) {
  * or null where the row has fewer than 6 samples. `like` as for headline.
  */
 export function headlineUncertainty(x, like = x) {
-  if (!onValue(like) && x.ratio !== null && x.ratio !== undefined) {
+  if (hasRatio(like) && hasRatio(x)) {
     return x.ratioInterval ? (x.ratioInterval[1] - x.ratioInterval[0]) / 2 / x.ratio : null;
   }
   const interval = x.value.samples?.length >= 6 ? medianInterval([...x.value.samples].sort((a, b) => a - b)) : null;
@@ -126,7 +122,7 @@ export function compareRuns(older, newer) {
       suite: x.suite,
       name: x.name,
       baselineName: x.baselineName ?? null,
-      onRatio: !onValue(x) && x.ratio !== null && x.ratio !== undefined,
+      onRatio: hasRatio(x),
       hasTarget: Boolean(x.target),
       before: headline(old, x),
       after: headline(x),
@@ -160,7 +156,7 @@ export function comparisonMarkdown(older, newer) {
   const context = all.length - rows.length;
   lines.push(
     `The previous run is \`tools/bench/results/previous.json\` (${older.date.slice(0, 16).replace('T', ' ')} UTC); this one started ${newer.date.slice(0, 16).replace('T', ' ')} UTC.`,
-    "Each row is judged by its headline: its ratio to its baseline where it has one, or its own p50 where it has none or its note says its ratio is only context. Targets on a row's own value (ms, MiB) are checked on that value in the table above, but a whole run on a faster or slower machine moves such a row and its baseline alike, and only the ratio cancels that." +
+    "Each row is judged by its headline: its ratio to its baseline where it has one, or its own p50 where it has none. Targets on a row's own value (ms, MiB) are checked on that value in the table above, but a whole run on a faster or slower machine moves such a row and its baseline alike, and only the ratio cancels that." +
       (context ? ` A benchmark shown against two baselines is judged once, in its first row; the ${context === 1 ? 'second row' : `${context} second rows`} (in italics) ${context === 1 ? 'is' : 'are'} listed for how ${context === 1 ? 'its baseline' : 'their baselines'} moved, and not counted.` : '') +
       ` ${rows.length - moved.length} of ${rows.length} judged rows held within ±${HOLD_PCT}%` +
       (moved.length ? `; ${moved.length} moved further (in bold).` : '.') +

@@ -376,15 +376,15 @@ export function machine() {
 }
 
 /**
- * Why the watch rows (sdk and envd suites) are judged by their own
- * p50: their baseline is a few hundredths of a ms, most of it how soon this
- * machine runs a woken thread, and its p50 swung between 0.019 and 0.104 ms
- * over 13 full runs (by up to 5× between consecutive ones). Alternating it
- * with the subject sample by sample did not hold it still, nor did a watcher
- * in a process of its own (0.12 to 1.3 ms from one block to the next).
+ * The baseline of the watch rows (sdk and envd suites): the same write and
+ * event through a small local HTTP service (localWatch in
+ * baseline-process.mjs). Their earlier baseline, a write and fs.watch in one
+ * process, took a few hundredths of a ms and woke no other process: its p50
+ * swung between 0.019 and 0.104 ms over 13 full runs, so the rows were judged
+ * by their own p50, which moves with how soon this machine runs a woken
+ * thread (1.17 to 2.43 ms over 14 runs).
  */
-export const WATCH_RATIO_NOTE =
-  'judged by its own p50 between runs: the baseline takes a few hundredths of a ms and its p50 moves by up to 5× from one run to the next with how fast this machine wakes a thread, so the ratio is shown for scale only';
+export const LOCAL_WATCH_NAME = 'the same through a local HTTP service (write, fs.watch, streamed event)';
 
 /**
  * A result row. `lowerIsBetter` for latencies (ratio = paddock / baseline),
@@ -392,11 +392,9 @@ export const WATCH_RATIO_NOTE =
  * For a subject measured in alternation with its baseline, `ratio` is the
  * median of the paired ratios and `ratioInterval` its 95% confidence
  * interval (medianInterval); `ratioOfMedians` (the quotient of the two
- * p50s) is kept next to it in the raw numbers. `ratioIsContext` marks a row
- * whose baseline is shown for scale but cannot carry its headline: the row is
- * judged by its own p50 between runs (compare.mjs), and its note says why.
+ * p50s) is kept next to it in the raw numbers.
  */
-export function row({ suite, name, unit, value, baseline, baselineName, lowerIsBetter = true, target, note, ratioIsContext = false }) {
+export function row({ suite, name, unit, value, baseline, baselineName, lowerIsBetter = true, target, note }) {
   const pair = baseline && pairedRatios.get(baseline);
   const ratioOfMedians = baseline ? value.p50 / baseline.p50 : null;
   const ownPair = pair?.subject === value;
@@ -407,5 +405,5 @@ export function row({ suite, name, unit, value, baseline, baselineName, lowerIsB
     met = v === null ? null : target.op === '<=' ? v <= target.value : v >= target.value;
   }
   const ratioInterval = ownPair ? pair.interval : null;
-  return { suite, name, unit, value, baseline: baseline ?? null, baselineName: baselineName ?? null, ratio, ratioInterval, ratioOfMedians, lowerIsBetter, target: target ?? null, met, note: note ?? null, ratioIsContext };
+  return { suite, name, unit, value, baseline: baseline ?? null, baselineName: baselineName ?? null, ratio, ratioInterval, ratioOfMedians, lowerIsBetter, target: target ?? null, met, note: note ?? null };
 }
