@@ -438,11 +438,12 @@ export async function sdkSuite({ quick, log }) {
     // same through a local HTTP service (localWatch in
     // baseline-process.mjs), which wakes threads across processes as the
     // path through the proxy and envd does. Judged by its own p50, the row
-    // moved by 12 to 39% between the three runs that spread it so; in a
-    // probe of 24 blocks the block medians' log spread was 0.16 for each of
-    // the two and 0.075 for their paired ratio. The baseline it replaces (a
-    // write and fs.watch in one process, 0.02 to 0.15 ms) woke no other
-    // process and moved by up to 5× from one run to the next.
+    // moved by 12 to 39% between three runs that spread it so; in the next
+    // three, with this baseline, its own p50 read 2.46, 1.95 and 2.05 ms
+    // and its ratio 1.37, 1.37 and 1.29 (probes/watch-baseline.mjs looks at
+    // it block by block). The baseline it replaces (a write and fs.watch in
+    // one process, 0.02 to 0.15 ms) woke no other process and moved by up
+    // to 5× from one run to the next.
     const watches = 15 * n;
     const local = await base.localWatch(join(localHome, 'watched'));
     opened.push(local);
