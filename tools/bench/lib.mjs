@@ -376,17 +376,6 @@ export function machine() {
 }
 
 /**
- * The baseline of the watch rows (sdk and envd suites): the same write and
- * event through a small local HTTP service (localWatch in
- * baseline-process.mjs). Their earlier baseline, a write and fs.watch in one
- * process, took a few hundredths of a ms and woke no other process: its p50
- * swung between 0.019 and 0.104 ms over 13 full runs, so the rows were judged
- * by their own p50, which moves with how soon this machine runs a woken
- * thread (1.17 to 2.43 ms over 14 runs).
- */
-export const LOCAL_WATCH_NAME = 'the same through a local HTTP service (write, fs.watch, streamed event)';
-
-/**
  * A result row. `lowerIsBetter` for latencies (ratio = paddock / baseline),
  * false for throughputs (ratio = paddock / baseline too, higher is better).
  * For a subject measured in alternation with its baseline, `ratio` is the

@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { startBaselineProcess } from '../baseline-process.mjs';
 import { undoOnInterrupt } from '../interrupt.mjs';
-import { fullGcs, LOCAL_WATCH_NAME, row, settleDisk, summarizeRates, throughputInBlocks, timeInBlocks } from '../lib.mjs';
+import { fullGcs, row, settleDisk, summarizeRates, throughputInBlocks, timeInBlocks } from '../lib.mjs';
 import { serverInHome } from '../server-process.mjs';
 import { startWorkloadProcess } from '../workload-process.mjs';
 import { batchesNote, openBareRunc } from './runtime.mjs';
@@ -233,7 +233,7 @@ export async function sdkSuite({ quick, log }) {
       // The watch takes a few samples after every phase (see listAndWatch).
       for (const phase of phases) {
         await phase();
-        await live.watch(pass, phases.length);
+        await live.watch(phases.length);
       }
     }
     rows.push(...cold.rows(), ...warm.rows(), ...(await live.rows()), comparison.row());
@@ -254,7 +254,7 @@ export async function sdkSuite({ quick, log }) {
   /**
    * The phases on one live sandbox, each taken a pass at a time
    * (`roundTrip(pass)`, `stdout()`, `take()` of each of `transfers`,
-   * `list(pass)`, and `watch(pass, blocks)` in `blocks` blocks a pass); `rows`
+   * `list(pass)`, and `watch(blocks)` in `blocks` blocks a pass); `rows`
    * gives their rows once all passes are done. No pool
    * refill runs during them: the cold server has no pool, and each block on
    * the warm one ends once its pool is full again.
@@ -390,7 +390,7 @@ export async function sdkSuite({ quick, log }) {
    * are: each timed in one stretch at the end of the suite, the list's
    * ratio moved by 20% and the watch's p50 by 40% between quiet runs. The
    * list takes a block a pass (`list(pass)`); the watch, whose samples take
-   * a few ms, a small block after every phase (`watch(pass, blocks)`, with
+   * a few ms, a small block after every phase (`watch(blocks)`, with
    * `blocks` such blocks a pass). `rows` stops the watch and gives their rows.
    */
   async function listAndWatch(sbx) {
@@ -463,7 +463,7 @@ export async function sdkSuite({ quick, log }) {
         log(`sdk: list of 10 000 entries (block ${pass + 1})`);
         await lists.take({ warmup: pass ? 1 : 2, iterations: share(listPairs) });
       },
-      async watch(pass, blocks) {
+      async watch(blocks) {
         await watched.take({ warmup: watchBlocks++ ? 1 : 2, iterations: Math.round(share(watches) / blocks) });
       },
       async rows() {
@@ -473,7 +473,7 @@ export async function sdkSuite({ quick, log }) {
         const [latency, localLatency] = watched.result();
         return [
           row({ suite: 'sdk', name: 'files.list of 10 000 entries', unit: 'ms', value: list, baseline: direct, baselineName: 'readdir + lstat each, in process' }),
-          row({ suite: 'sdk', name: 'files.write → watchDir event (includes the write)', unit: 'ms', value: latency, baseline: localLatency, baselineName: LOCAL_WATCH_NAME }),
+          row({ suite: 'sdk', name: 'files.write → watchDir event (includes the write)', unit: 'ms', value: latency, baseline: localLatency, baselineName: 'the same through a local HTTP service (write, fs.watch, streamed event)' }),
         ];
       },
     };
