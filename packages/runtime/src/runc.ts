@@ -2,6 +2,7 @@
 // that our containers are never confused with anyone else's.
 import { closeSync, openSync, readFileSync, rmSync } from 'node:fs';
 import { spawn } from 'node:child_process';
+import { dirname, resolve } from 'node:path';
 import { CommandError, run } from './exec.js';
 
 export type RuncStatus = 'creating' | 'created' | 'running' | 'pausing' | 'paused' | 'stopped';
@@ -12,6 +13,9 @@ export interface RuncContainer {
   status: RuncStatus;
   bundle: string;
 }
+
+/** How often list() asks again when a container went while runc listed (a few ms each). */
+const LIST_ATTEMPTS = 5;
 
 /** runc prints `time=... level=error msg="..."`; keep the message. */
 function runcMessage(stderr: string): string {
@@ -67,10 +71,33 @@ export class Runc {
     return (await run(this.binary, ['--version'])).stdout.split('\n')[0] ?? '';
   }
 
+  /**
+   * Every container under the root. runc 1.1 (Debian 12 ships 1.1.5) reads
+   * the root directory and then stats each entry, and gives up on the whole
+   * list with `stat ROOT/ID: no such file or directory` when a container is
+   * deleted in between. Here that is an ordinary moment (a sandbox destroyed
+   * while the sandboxes are listed), so the list is asked for again: the
+   * next one no longer sees that container.
+   */
   async list(): Promise<RuncContainer[]> {
-    const out = await this.call(['list', '--format', 'json']);
+    let out: string;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        out = await this.call(['list', '--format', 'json']);
+        break;
+      } catch (err) {
+        if (attempt < LIST_ATTEMPTS && err instanceof CommandError && this.deletedMeanwhile(err.stderr)) continue;
+        throw err;
+      }
+    }
     const parsed = JSON.parse(out.trim() || 'null') as Array<{ id: string; pid: number; status: RuncStatus; bundle: string }> | null;
     return (parsed ?? []).map(({ id, pid, status, bundle }) => ({ id, pid, status, bundle }));
+  }
+
+  /** Whether runc's message is a stat of an entry of the root that is gone (see list). */
+  private deletedMeanwhile(message: string): boolean {
+    const m = /^stat (.+): no such file or directory$/.exec(message.trim());
+    return !!m && dirname(m[1]!) === resolve(this.root);
   }
 
   async state(id: string): Promise<RuncContainer | undefined> {

@@ -272,6 +272,25 @@ test('leftovers of a crash are cleaned on the next start', async () => {
   await other.close();
 });
 
+test('removeEverything also removes a sandbox whose removal stopped part-way, and the pooled ones', async () => {
+  const own = await testRuntime({ warmPoolSize: 1 });
+  try {
+    await own.runtime.poolReady();
+    const [pooled] = own.runtime.pooled().base!;
+    const kept = (await own.runtime.create({ templateId: 'base', cold: true, init: { accessToken: TOKEN } })).id;
+    const stopped = (await own.runtime.create({ templateId: 'base', cold: true, init: { accessToken: TOKEN } })).id;
+    // The tombstone a failed create's cleanup leaves when it fails itself: still running, mounted, and out of list().
+    const specFile = join(own.dataDir, 'sandboxes', stopped, 'spec.json');
+    writeFileSync(specFile, JSON.stringify({ ...JSON.parse(readFileSync(specFile, 'utf8')), destroying: true }));
+    expect((await own.runtime.list()).map((s) => s.id)).toEqual([kept]);
+    await own.runtime.removeEverything();
+    for (const id of [pooled, kept, stopped]) expect(existsSync(join(own.dataDir, 'sandboxes', id!))).toBe(false);
+    expect(await own.runtime.leftovers()).toEqual([]);
+  } finally {
+    await own.teardown();
+  }
+});
+
 test('removeEverything waits for a create still booting, destroys that sandbox too, and refuses creates from then on', async () => {
   const own = await testRuntime({ warmPoolSize: 0 });
   try {
