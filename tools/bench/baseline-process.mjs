@@ -209,13 +209,14 @@ async function watchClient(url, stop) {
     async sample(write) {
       const name = `l${written++}`;
       const seen = new Promise((resolve, reject) => (ended ? reject(ended) : (waiting = { name, resolve, reject })));
-      if (write) {
-        await write(name);
-      } else {
-        const put = await fetch(`${url}/files/${name}`, { method: 'PUT', body: 'x' });
-        if (put.status !== 204) throw new Error(`PUT ${url}/files/${name}: ${put.status} ${await put.text()}`);
-      }
-      await seen;
+      const wrote = write
+        ? write(name)
+        : fetch(`${url}/files/${name}`, { method: 'PUT', body: 'x' }).then(async (put) => {
+            if (put.status !== 204) throw new Error(`PUT ${url}/files/${name}: ${put.status} ${await put.text()}`);
+          });
+      // Both awaited together: a write that fails (the run stopped) leaves
+      // no event promise that rejects later with no one to hear it.
+      await Promise.all([wrote, seen]);
     },
     close: () =>
       (closing ??= (async () => {

@@ -9,8 +9,9 @@
 //
 // `undoAllOnSignals()` (once per process) makes SIGINT and SIGTERM run every
 // undoing not yet run, newest first, and then end the process with 128 + the
-// signal's number. Signals that come while it undoes are ignored: cut short,
-// it would leave what it is there to remove.
+// signal's number. Signals that come while it undoes are ignored, and the
+// stopped code's failures that nothing catches are reported and survived:
+// cut short, the undoing would leave what it is there to remove.
 import { rmSync } from 'node:fs';
 import { constants } from 'node:os';
 import { resolve } from 'node:path';
@@ -47,6 +48,11 @@ export const interrupted = () => unwinding;
 
 async function unwind(signal) {
   process.stderr.write(`[bench] ${signal}: removing what this run made before it ends\n`);
+  // The stopped code fails wherever it was, at times where nothing catches
+  // it (an event handler, a promise no one awaits any more). Such a failure
+  // is reported; it must not end the process before the undoing is done.
+  const report = (err) => process.stderr.write(`[bench] after ${signal}: ${err?.message ?? err}\n`);
+  process.on('uncaughtException', report).on('unhandledRejection', report);
   // What the interrupted code registers meanwhile is undone too, and what
   // its own cleanup already started is waited for.
   while (undos.size) {

@@ -5,7 +5,7 @@
 // while the run has sandboxes running and creates in flight. Needs root and
 // runc, as the bench does.
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -89,11 +89,22 @@ async function stopAndCheck(args: string[], ready: RegExp, stop: (run: Run) => v
     const pids = containerPids(dirs);
     stop(run);
     const code = await run.exited;
-    expect({ code, log: run.log() }).toEqual({ code: expectedCode, log: expect.stringContaining('no results written') });
-    expect(dirs.filter((d) => existsSync(d))).toEqual([]);
-    expect(mountsUnder(dirs)).toEqual([]);
-    expect(alive(pids, group)).toEqual([]);
-    expect(kept.map((f) => (existsSync(f) ? readFileSync(f, 'utf8') : null))).toEqual(keptBefore);
+    const found = {
+      code,
+      saidNoResults: run.log().includes('no results written'),
+      dirs: dirs.filter((d) => existsSync(d)),
+      mounts: mountsUnder(dirs),
+      processes: alive(pids, group),
+      resultsKept: kept.every((f, i) => (existsSync(f) ? readFileSync(f, 'utf8') : null) === keptBefore[i]),
+    };
+    const clean = { code: expectedCode, saidNoResults: true, dirs: [], mounts: [], processes: [], resultsKept: true };
+    try {
+      expect(found).toEqual(clean);
+    } catch (err) {
+      // What the run printed while it stopped says why something was left.
+      (err as Error).message += `\n\nthe run's log:\n${run.log()}`;
+      throw err;
+    }
   } finally {
     if (run.child.exitCode === null) process.kill(-group, 'SIGKILL');
     // A run that was not stopped in time wrote its results over the repository's.
@@ -107,4 +118,42 @@ test('a Ctrl-C during the SDK suite, while 10 creates are in flight, removes eve
 
 test('SIGTERM to run.mjs alone during the memory suite (sandboxes made in the suite process) removes them all', async () => {
   await stopAndCheck(['--quick', '--only', 'memory'], /memory: 5 idle sandboxes/, (run) => run.child.kill('SIGTERM'), 143);
+});
+
+test('after a Ctrl-C, failures of the stopped code that nothing catches do not cut the undoing short', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'paddock-interrupt-'));
+  try {
+    const mark = join(dir, 'undone');
+    // The undoing takes a while; meanwhile the stopped code rejects a promise no one awaits and throws in a timer.
+    const script = `
+      import { writeFileSync } from 'node:fs';
+      import { undoAllOnSignals, undoOnInterrupt } from ${JSON.stringify(join(root, 'tools/bench/interrupt.mjs'))};
+      undoAllOnSignals();
+      undoOnInterrupt(async () => {
+        await new Promise((r) => setTimeout(r, 300));
+        writeFileSync(${JSON.stringify(mark)}, 'undone');
+      });
+      process.on('SIGINT', () => {
+        void Promise.reject(new Error('a write the signal stopped'));
+        setTimeout(() => { throw new Error('a callback the signal stopped'); }, 10);
+      });
+      setInterval(() => {}, 1000);
+      process.stdout.write('ready\\n');
+    `;
+    const child = spawn(process.execPath, ['--input-type=module', '-e', script], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    child.stdout!.on('data', (b: Buffer) => (out += b.toString()));
+    child.stderr!.on('data', (b: Buffer) => (out += b.toString()));
+    const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+    while (!out.includes('ready')) {
+      if (child.exitCode !== null) throw new Error(`the script ended before it was ready:\n${out}`);
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    child.kill('SIGINT');
+    expect({ code: await exited, undone: existsSync(mark) && readFileSync(mark, 'utf8') }).toEqual({ code: 130, undone: 'undone' });
+    expect(out).toContain('[bench] after SIGINT: a write the signal stopped');
+    expect(out).toContain('[bench] after SIGINT: a callback the signal stopped');
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });

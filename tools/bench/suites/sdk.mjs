@@ -452,8 +452,10 @@ export async function sdkSuite({ quick, log }) {
       async () => {
         const name = `w${written++}`;
         const seen = new Promise((resolve, reject) => (ended ? reject(ended) : (waiting = { name, resolve, reject })));
-        await sbx.files.write(`watched/${name}`, 'x');
-        await seen;
+        // Together, as in localWatch's sample: when the write fails (a
+        // Ctrl-C stops the server), the watch's end rejects `seen` later,
+        // and unheard that would end this process before it cleaned up.
+        await Promise.all([sbx.files.write(`watched/${name}`, 'x'), seen]);
       },
       [() => local.sample()],
     );
