@@ -150,8 +150,12 @@ export async function sdkSuite({ quick, log }) {
   // default (--layers) freed the time.
   const bulk = quick ? 2 : 62;
   // Concurrent creates are timed as whole batches, and one batch moved by
-  // 10 to 30% between runs: the row is the median of four, one a pass.
-  const batches = quick ? 1 : passes;
+  // 10 to 30% between runs. The median of four, one a pass, held within
+  // ±10% in 5 (cold) and 3 (warm) of the 10 pairs of five runs, when a
+  // batch of 20 took 1.9 to 3.9 s. Since boots stopped polling envd (runtime,
+  // envd-link.ts), a batch takes 1.5 to 2.3 s, and eight, two a pass, cost
+  // about 20 s more than four.
+  const batches = quick ? 1 : 2 * passes;
   // --quick makes half as many at once: each batch of creates costs seconds.
   const concurrent = quick ? 10 : 20;
   const localHome = mkdtempSync(join(tmpdir(), 'paddock-bench-local-'));
