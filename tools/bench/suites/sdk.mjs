@@ -153,7 +153,7 @@ export async function sdkSuite({ quick, log }) {
   // 10 to 30% between runs. The median of four, one a pass, held within
   // ±10% in 5 (cold) and 3 (warm) of the 10 pairs of five runs, when a
   // batch of 20 took 1.9 to 3.9 s. Since boots stopped polling envd (runtime,
-  // envd-link.ts), a batch takes 1.5 to 2.3 s, and eight, two a pass, cost
+  // envd-link.ts), a batch takes 1.4 to 2.6 s, and eight, two a pass, cost
   // about 20 s more than four.
   const batches = quick ? 1 : 2 * passes;
   // --quick makes half as many at once: each batch of creates costs seconds.
