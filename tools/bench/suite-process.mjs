@@ -45,7 +45,7 @@ export function runSuiteProcess(name, { quick }) {
     child.once('message', (m) => (report = m));
     child.once('error', reject);
     child.once('exit', (code, signal) => {
-      for (const signal of STOP_SIGNALS) process.off(signal, forward);
+      for (const s of STOP_SIGNALS) process.off(s, forward);
       if (code === 0 && report) resolve(report);
       else reject(new Error(`suite '${name}' ended with ${signal ?? `code ${code}`} before it reported its rows`));
     });

@@ -119,9 +119,9 @@ function createRows({ server, opts, home, pool, base, user, concurrent, log }) {
  * 15.8, and 15.3 over 21 pairs once two later runs were added: the creates
  * did not gain, as they move with how fast the whole run starts processes
  * (a bare spawn's p50 rose by 41% from one run to the next, and another
- * run was fast throughout), which passes do not spread. The counts below are for the whole
- * run, split between the passes; a pass costs its own warm-ups, and full
- * runs took 254 to 284 s against 267 and 273 with two.
+ * run was fast throughout), which passes do not spread. The counts below
+ * are for the whole run, split between the passes; a pass costs its own
+ * warm-ups, and full runs took 254 to 284 s against 267 and 273 with two.
  */
 const PASSES = 4;
 
