@@ -240,6 +240,16 @@ export async function throughputAlternated(subject, baselines, { warmup = 1, ite
 }
 
 /**
+ * A full collection now, for a sample to call once its timing has stopped,
+ * so that the next starts without its garbage. Needs node's --expose-gc,
+ * which the suite processes start with (suite-process.mjs).
+ */
+export function collectGarbage() {
+  if (typeof globalThis.gc !== 'function') throw new Error('collectGarbage needs node --expose-gc (the bench starts its suites with it)');
+  globalThis.gc();
+}
+
+/**
  * Counts this process's full (mark-compact) collections until `stop()`,
  * which gives `{ count, ms }`. A client streaming MiBs through a small heap
  * can fall into a full mark every 10 to 20 MiB or not, run by run (see the

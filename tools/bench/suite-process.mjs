@@ -38,7 +38,8 @@ const self = fileURLToPath(import.meta.url);
  */
 export function runSuiteProcess(name, { quick }) {
   return new Promise((resolve, reject) => {
-    const child = fork(self, ['--suite', name, ...(quick ? ['--quick'] : [])], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], execArgv: benchNodeFlags });
+    // --expose-gc for collectGarbage (lib.mjs), which samples call once timed.
+    const child = fork(self, ['--suite', name, ...(quick ? ['--quick'] : [])], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], execArgv: [...benchNodeFlags, '--expose-gc'] });
     const forward = (signal) => child.kill(signal);
     for (const signal of STOP_SIGNALS) process.on(signal, forward);
     let report;

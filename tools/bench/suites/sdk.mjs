@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { startBaselineProcess } from '../baseline-process.mjs';
 import { undoOnInterrupt } from '../interrupt.mjs';
-import { fullGcs, row, settleDisk, summarizeRates, throughputInBlocks, timeInBlocks } from '../lib.mjs';
+import { collectGarbage, fullGcs, row, settleDisk, summarizeRates, throughputInBlocks, timedHere, timeInBlocks } from '../lib.mjs';
 import { serverInHome } from '../server-process.mjs';
 import { startWorkloadProcess } from '../workload-process.mjs';
 import { batchesNote, openBareRunc } from './runtime.mjs';
@@ -272,11 +272,26 @@ export async function sdkSuite({ quick, log }) {
 
     const size = quick ? 64 : 256;
     const head = `head -c ${size}M /dev/zero`;
+    // commands.run keeps the whole output for its result, as E2B's does:
+    // each sample leaves 256 MiB of text behind, which V8 collected every
+    // few samples, whenever its heuristics said. The samples taken while
+    // older ones' text was still held ran on memory the process had not
+    // touched before, and a first touch costs much more on this VM: the
+    // client's kernel time per sample went from about 0.25 s to 0.6 to
+    // 1.1 s for the same 66 000 page faults, and its rate from 400 to 500
+    // MiB/s to 170 to 250, so that a run's median fell where the mix of
+    // the two happened to put it (probes/stdout-each.mjs). Collected once
+    // each sample is timed, so that the next starts as the first did, the
+    // samples of one run spread over 310 to 520 MiB/s rather than 170 to 560.
     const out = throughputInBlocks(
       async () => {
-        let bytes = 0;
-        await sbx.commands.run(head, { onStdout: (d) => void (bytes += d.length), timeoutMs: 0 });
-        return bytes;
+        const sample = await timedHere(async () => {
+          let bytes = 0;
+          await sbx.commands.run(head, { onStdout: (d) => void (bytes += d.length), timeoutMs: 0 });
+          return bytes;
+        });
+        collectGarbage();
+        return sample;
       },
       [() => base.pipe('/usr/bin/head', ['-c', `${size}M`, '/dev/zero'], { user })],
     );
