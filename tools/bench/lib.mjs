@@ -43,16 +43,19 @@ const MiB = 1024 * 1024;
 export const benchNodeFlags = ['--initial-old-space-size=64'];
 
 /**
- * One run of `fn`: its wall time here, and what it resolved with. A run in
- * the baseline process resolves with `{ elapsedMs, bytes }`, timed over
- * there: that time counts instead, as the round trip to that process is not
- * the work.
+ * One run of `fn`: its wall time here, and how much it did (`amount`: what
+ * it resolved with). A run in the baseline process resolves with
+ * `{ elapsedMs, bytes }`, timed over there: that time counts instead, as the
+ * round trip to that process is not the work. A run that times itself, to
+ * leave out what it does after (removing what it made), resolves with
+ * `{ elapsedMs, count }`.
  */
 async function run(fn, i) {
   const t = performance.now();
   const result = await fn(i);
   const elapsedMs = performance.now() - t;
-  return typeof result?.elapsedMs === 'number' ? result : { elapsedMs, bytes: result };
+  if (typeof result?.elapsedMs !== 'number') return { elapsedMs, amount: result };
+  return { elapsedMs: result.elapsedMs, amount: result.bytes ?? result.count };
 }
 
 /**
@@ -71,8 +74,12 @@ async function timed(fn, i) {
 }
 
 async function rated(fn, i) {
-  const { elapsedMs, bytes } = await run(fn, i);
-  return bytes / MiB / (elapsedMs / 1000);
+  return (await perSecond(fn, i)) / MiB;
+}
+
+async function perSecond(fn, i) {
+  const { elapsedMs, amount } = await run(fn, i);
+  return amount / (elapsedMs / 1000);
 }
 
 // For rates, "p50" is the median rate and "p95" the 5th percentile (the slow end).
@@ -221,6 +228,14 @@ function inBlocks(fns, sample, summary) {
       return [s, ...bs.map((b, k) => paired(s, summary(b), a, b, rounds[k + 1]))];
     },
   };
+}
+
+/**
+ * timeInBlocks for rates of things other than bytes: each run resolves with
+ * how many it did (sandboxes, say), and the samples are that many a second.
+ */
+export function ratesInBlocks(subject, baselines) {
+  return inBlocks([subject, ...baselines], perSecond, summarizeRates);
 }
 
 /** throughput of a subject and its baseline, alternated; returns [subject, baseline]. */
