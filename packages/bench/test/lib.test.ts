@@ -1,0 +1,81 @@
+// The measuring helpers of tools/bench/lib.mjs that pair a subject's samples
+// with its baseline's: what a run reports it did, how long it took, and how
+// the row's ratio comes out of the pairs. No service is started.
+import { execFileSync } from 'node:child_process';
+import { join } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+
+interface Summary {
+  n: number;
+  p50: number;
+  samples: number[];
+}
+interface Blocks {
+  take(opts: { warmup: number; iterations: number }): Promise<void>;
+  result(): Summary[];
+}
+type Run = () => Promise<number | { elapsedMs: number; count?: number; bytes?: number }>;
+interface LibModule {
+  ratesInBlocks(subject: Run, baselines: Run[]): Blocks;
+  row(opts: { suite: string; name: string; unit: string; value: Summary; baseline: Summary; baselineName: string; lowerIsBetter: boolean }): {
+    ratio: number;
+    ratioInterval: [number, number] | null;
+    ratioOfMedians: number;
+  };
+}
+
+const root = fileURLToPath(new URL('../../..', import.meta.url));
+const libPath = join(root, 'tools/bench/lib.mjs');
+let lib: LibModule;
+beforeAll(async () => {
+  lib = (await import(pathToFileURL(libPath).href)) as LibModule;
+});
+
+/** A run that reports it did `count` things in each of `ms`, one call after the other. */
+function timedRuns(count: number, ms: number[]): Run {
+  let call = 0;
+  return async () => ({ elapsedMs: ms[call++]!, count });
+}
+
+test('ratesInBlocks pairs each sample with the baseline of its round, over all blocks taken', async () => {
+  // Subject rates 10, 20, 40, 20 a second; baseline 20, 10, 80, 40: the pairs' ratios are
+  // 0.5, 2, 0.5 and 0.5, while the two medians are both 20.
+  const blocks = lib.ratesInBlocks(timedRuns(20, [2000, 1000, 500, 1000]), [timedRuns(10, [500, 1000, 125, 250])]);
+  await blocks.take({ warmup: 0, iterations: 2 });
+  await blocks.take({ warmup: 0, iterations: 2 });
+  const [subject, baseline] = blocks.result();
+  expect(subject!.samples).toEqual([10, 20, 40, 20]);
+  expect(baseline!.samples).toEqual([20, 10, 80, 40]);
+  const r = lib.row({ suite: 'sdk', name: 'batches', unit: 'sandboxes/s', value: subject!, baseline: baseline!, baselineName: 'runs', lowerIsBetter: false });
+  // The median of the pairs' ratios, not the quotient of the medians.
+  expect(r.ratio).toBeCloseTo(0.5);
+  expect(r.ratioOfMedians).toBeCloseTo(1);
+});
+
+test('a run that resolves with a plain count is timed where it runs', async () => {
+  const blocks = lib.ratesInBlocks(
+    async () => {
+      await new Promise((r) => setTimeout(r, 50));
+      return 5;
+    },
+    [timedRuns(5, [100])],
+  );
+  await blocks.take({ warmup: 0, iterations: 1 });
+  const [subject, baseline] = blocks.result();
+  // 5 in at least 50 ms: at most 100 a second, and a number.
+  expect(subject!.samples[0]).toBeGreaterThan(0);
+  expect(subject!.samples[0]).toBeLessThanOrEqual(100);
+  expect(baseline!.samples).toEqual([50]);
+});
+
+test('collectGarbage says what it needs when node runs without --expose-gc', () => {
+  const script = `import(${JSON.stringify(pathToFileURL(libPath).href)}).then((lib) => { lib.collectGarbage(); console.log('collected'); })`;
+  expect(execFileSync(process.execPath, ['--expose-gc', '-e', script], { encoding: 'utf8' })).toBe('collected\n');
+  let failure = '';
+  try {
+    execFileSync(process.execPath, ['-e', script], { encoding: 'utf8', stdio: 'pipe' });
+  } catch (err) {
+    failure = String((err as { stderr: string }).stderr);
+  }
+  expect(failure).toContain('collectGarbage needs node --expose-gc');
+});
