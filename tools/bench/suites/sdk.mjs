@@ -306,7 +306,10 @@ export async function sdkSuite({ quick, log }) {
     // MiB/s to 170 to 250, so that a run's median fell where the mix of
     // the two happened to put it (probes/stdout-each.mjs). Collected once
     // each sample is timed, so that the next starts as the first did, the
-    // samples of one run spread over 310 to 520 MiB/s rather than 170 to 560.
+    // samples spread over 257 to 517 MiB/s in the probe rather than 171 to
+    // 542, and over 220 to 503 in seven full runs rather than 160 to 561 in
+    // the two before; the row's sampling spread between two runs fell from
+    // ±20% to ±5 to 12%.
     const out = throughputInBlocks(
       async () => {
         const sample = await timedHere(async () => {
