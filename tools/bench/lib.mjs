@@ -79,6 +79,7 @@ async function rated(fn, i) {
 
 async function perSecond(fn, i) {
   const { elapsedMs, amount } = await run(fn, i);
+  if (typeof amount !== 'number') throw new Error(`a rate's run resolved with ${JSON.stringify(amount)}, not how much it did (a number, or { elapsedMs, bytes | count })`);
   return amount / (elapsedMs / 1000);
 }
 

@@ -38,16 +38,17 @@ function timedRuns(count: number, ms: number[]): Run {
 }
 
 test('ratesInBlocks pairs each sample with the baseline of its round, over all blocks taken', async () => {
-  // Subject rates 10, 20, 40, 20 a second; baseline 20, 10, 80, 40: the pairs' ratios are
-  // 0.5, 2, 0.5 and 0.5, while the two medians are both 20.
-  const blocks = lib.ratesInBlocks(timedRuns(20, [2000, 1000, 500, 1000]), [timedRuns(10, [500, 1000, 125, 250])]);
+  // Subject rates 10, 20, 40, 80 a second; baseline 20, 10, 80, 160, in two blocks of two
+  // rounds. Paired round by round, the ratios are 0.5, 2, 0.5 and 0.5. Were the second block's
+  // baseline paired with the first block's subject samples (its rounds counted from 0 again),
+  // they would be 0.5, 2, 0.125 and 0.125; and the quotient of the two medians is 1.
+  const blocks = lib.ratesInBlocks(timedRuns(20, [2000, 1000, 500, 250]), [timedRuns(10, [500, 1000, 125, 62.5])]);
   await blocks.take({ warmup: 0, iterations: 2 });
   await blocks.take({ warmup: 0, iterations: 2 });
   const [subject, baseline] = blocks.result();
-  expect(subject!.samples).toEqual([10, 20, 40, 20]);
-  expect(baseline!.samples).toEqual([20, 10, 80, 40]);
+  expect(subject!.samples).toEqual([10, 20, 40, 80]);
+  expect(baseline!.samples).toEqual([20, 10, 80, 160]);
   const r = lib.row({ suite: 'sdk', name: 'batches', unit: 'sandboxes/s', value: subject!, baseline: baseline!, baselineName: 'runs', lowerIsBetter: false });
-  // The median of the pairs' ratios, not the quotient of the medians.
   expect(r.ratio).toBeCloseTo(0.5);
   expect(r.ratioOfMedians).toBeCloseTo(1);
 });
@@ -66,6 +67,11 @@ test('a run that resolves with a plain count is timed where it runs', async () =
   expect(subject!.samples[0]).toBeGreaterThan(0);
   expect(subject!.samples[0]).toBeLessThanOrEqual(100);
   expect(baseline!.samples).toEqual([50]);
+});
+
+test('a run that times itself but says nothing of how much it did fails, rather than giving NaN', async () => {
+  const blocks = lib.ratesInBlocks(async () => ({ elapsedMs: 100 }), [timedRuns(5, [100])]);
+  await expect(blocks.take({ warmup: 0, iterations: 1 })).rejects.toThrow(/not how much it did/);
 });
 
 test('collectGarbage says what it needs when node runs without --expose-gc', () => {

@@ -8,6 +8,7 @@
 //
 //   N=50 node tools/bench/probes/idle-memory.mjs
 import { RuncRuntime } from '@paddock/runtime';
+import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -16,7 +17,7 @@ import { settleDisk } from '../lib.mjs';
 
 const MiB = 1024 * 1024;
 const N = +(process.env.N ?? 50);
-const PAGE = 4096;
+const PAGE = Number(execFileSync('getconf', ['PAGESIZE'], { encoding: 'utf8' }));
 
 /** The fields of /proc/meminfo, in bytes. */
 function meminfo() {

@@ -11,7 +11,7 @@ import { removeUnmounted, undoOnInterrupt } from '../interrupt.mjs';
 import { row, settleDisk, summarize, timePair } from '../lib.mjs';
 
 const MiB = 1024 * 1024;
-const PAGE = 4096;
+const PAGE = Number(execFileSync('getconf', ['PAGESIZE'], { encoding: 'utf8' }));
 
 /**
  * The host's available memory: MemAvailable, plus the pages the kernel

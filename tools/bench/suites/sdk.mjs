@@ -96,9 +96,11 @@ function createRows({ server, opts, home, pool, base, user, concurrent, log }) {
       return { elapsedMs, count: concurrent };
     },
     [
+      // Each run timed in the baseline process, as the pairs' bare runs are.
       async () => {
-        for (let k = 0; k < BARE_A_BATCH; k++) await bare.run();
-        return BARE_A_BATCH;
+        let elapsedMs = 0;
+        for (let k = 0; k < BARE_A_BATCH; k++) elapsedMs += (await bare.run()).elapsedMs;
+        return { elapsedMs, count: BARE_A_BATCH };
       },
     ],
   );
@@ -298,18 +300,21 @@ export async function sdkSuite({ quick, log }) {
     const head = `head -c ${size}M /dev/zero`;
     // commands.run keeps the whole output for its result, as E2B's does:
     // each sample leaves 256 MiB of text behind, which V8 collected every
-    // few samples, whenever its heuristics said. The samples taken while
-    // older ones' text was still held ran on memory the process had not
-    // touched before, and a first touch costs much more on this VM: the
-    // client's kernel time per sample went from about 0.25 s to 0.6 to
-    // 1.1 s for the same 66 000 page faults, and its rate from 400 to 500
-    // MiB/s to 170 to 250, so that a run's median fell where the mix of
-    // the two happened to put it (probes/stdout-each.mjs). Collected once
-    // each sample is timed, so that the next starts as the first did, the
-    // samples spread over 257 to 517 MiB/s in the probe rather than 171 to
-    // 542, and over 220 to 503 in seven full runs rather than 160 to 561 in
-    // the two before; the row's sampling spread between two runs fell from
-    // ±20% to ±5 to 12%.
+    // few samples, whenever its heuristics said. Every sample faults in
+    // its 256 MiB afresh (about 66 000 page faults either way), but while
+    // older samples' text was still held, those faults cost several times
+    // as much: most likely the kernel had to give it pages it had not
+    // handed out for a while, which this VM's host backs anew, rather than
+    // those just freed (the slow samples were mostly those in which the
+    // client's RSS grew past where it had been). The client's kernel time
+    // per sample went from about 0.25 s to 0.6 to 1.1 s, and its rate from
+    // 400 to 500 MiB/s to 170 to 250, so that a run's median fell where
+    // the mix of the two happened to put it (probes/stdout-each.mjs).
+    // Collected once each sample is timed, so that the next starts as the
+    // first did, the samples spread over 257 to 517 MiB/s in the probe
+    // rather than 171 to 542, and over 220 to 503 in seven full runs rather
+    // than 160 to 561 in the two before; the row's sampling spread between
+    // two runs fell from ±20% to ±5 to 12%.
     const out = throughputInBlocks(
       async () => {
         const sample = await timedHere(async () => {
