@@ -12,7 +12,7 @@ import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { removeUnmounted } from '../interrupt.mjs';
+import { removeUnmounted, undoAllOnSignals, undoOnInterrupt } from '../interrupt.mjs';
 import { settleDisk } from '../lib.mjs';
 
 const MiB = 1024 * 1024;
@@ -37,8 +37,18 @@ function perCpuFree() {
 }
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+// The 50 sandboxes go whatever ends the probe: Ctrl-C, or a reader that
+// stops reading (`| head`), whose EPIPE would otherwise end it at once.
+undoAllOnSignals();
+process.stdout.on('error', (err) => {
+  if (err.code !== 'EPIPE') throw err;
+});
 const dataDir = mkdtempSync(join(tmpdir(), 'paddock-bench-rt-'));
 const runtime = new RuncRuntime({ dataDir, warmPoolSize: 0 });
+const remove = undoOnInterrupt(async () => {
+  await runtime.removeEverything();
+  await removeUnmounted(dataDir);
+});
 try {
   await runtime.prepare();
   settleDisk();
@@ -55,6 +65,5 @@ try {
     );
   }
 } finally {
-  await runtime.removeEverything();
-  await removeUnmounted(dataDir);
+  await remove();
 }
