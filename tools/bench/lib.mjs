@@ -323,6 +323,21 @@ export function settleDisk() {
   execFileSync('sync');
 }
 
+let pageSize;
+
+/**
+ * Bytes the kernel holds in its per-CPU free lists, over all zones (the
+ * `count:` lines of /proc/zoneinfo, in pages): free to use, but counted in
+ * neither MemFree nor MemAvailable. They fill when much is freed at once
+ * and drain over about ten seconds (probes/idle-memory.mjs).
+ */
+export function perCpuFreeBytes() {
+  pageSize ??= Number(execFileSync('getconf', ['PAGESIZE'], { encoding: 'utf8' }));
+  let pages = 0;
+  for (const m of readFileSync('/proc/zoneinfo', 'utf8').matchAll(/^\s+count:\s+(\d+)/gm)) pages += Number(m[1]);
+  return pages * pageSize;
+}
+
 /**
  * How contended the CPUs were while a suite ran, read from /proc:
  * `stealPct`, the share of CPU time the hypervisor gave to other machines

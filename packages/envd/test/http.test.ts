@@ -40,7 +40,6 @@ async function post(query: Record<string, string>, body: NonNullable<RequestInit
   } as RequestInit);
 }
 
-/** A readable stream of `size` pseudo-random bytes, hashed as it goes. */
 /**
  * Tells, request by request, whether each went over the connection the first
  * one opened. Not `req.reusedSocket`: that is set only when a request finds
@@ -57,6 +56,7 @@ function firstConnection(): (req: ClientRequest) => boolean {
   };
 }
 
+/** A readable stream of `size` pseudo-random bytes, hashed as it goes. */
 function randomSource(size: number) {
   const hash = createHash('sha256');
   let left = size;

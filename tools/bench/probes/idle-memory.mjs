@@ -8,16 +8,14 @@
 //
 //   N=50 node tools/bench/probes/idle-memory.mjs
 import { RuncRuntime } from '@paddock/runtime';
-import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { removeUnmounted, undoAllOnSignals, undoOnInterrupt } from '../interrupt.mjs';
-import { settleDisk } from '../lib.mjs';
+import { perCpuFreeBytes, settleDisk } from '../lib.mjs';
 
 const MiB = 1024 * 1024;
 const N = +(process.env.N ?? 50);
-const PAGE = Number(execFileSync('getconf', ['PAGESIZE'], { encoding: 'utf8' }));
 
 /** The fields of /proc/meminfo, in bytes. */
 function meminfo() {
@@ -27,13 +25,6 @@ function meminfo() {
     if (m) fields[m[1]] = Number(m[2]) * 1024;
   }
   return fields;
-}
-
-/** Bytes in the per-CPU free lists of every zone. */
-function perCpuFree() {
-  let pages = 0;
-  for (const m of readFileSync('/proc/zoneinfo', 'utf8').matchAll(/^\s+count:\s+(\d+)/gm)) pages += Number(m[1]);
-  return pages * PAGE;
 }
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
@@ -54,14 +45,14 @@ try {
   settleDisk();
   await sleep(5000);
   const before = meminfo();
-  console.log(`before: per-CPU free lists ${(perCpuFree() / MiB).toFixed(0)} MiB`);
+  console.log(`before: per-CPU free lists ${(perCpuFreeBytes() / MiB).toFixed(0)} MiB`);
   for (let i = 0; i < N; i++) await runtime.create({ templateId: 'base', cold: true, init: { accessToken: 'probe' } });
   const per = (now, field) => ((before[field] - now[field]) / N / MiB).toFixed(2).padStart(6);
   for (let s = 2; s <= 40; s += 2) {
     await sleep(2000);
     const now = meminfo();
     console.log(
-      `${String(s).padStart(3)} s after the last create, per sandbox: MemAvailable -${per(now, 'MemAvailable')} MiB, MemFree -${per(now, 'MemFree')}, AnonPages +${((now.AnonPages - before.AnonPages) / N / MiB).toFixed(2)}; per-CPU free lists ${(perCpuFree() / MiB).toFixed(0)} MiB`,
+      `${String(s).padStart(3)} s after the last create, per sandbox: MemAvailable -${per(now, 'MemAvailable')} MiB, MemFree -${per(now, 'MemFree')}, AnonPages +${((now.AnonPages - before.AnonPages) / N / MiB).toFixed(2)}; per-CPU free lists ${(perCpuFreeBytes() / MiB).toFixed(0)} MiB`,
     );
   }
 } finally {

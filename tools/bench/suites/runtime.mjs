@@ -8,27 +8,22 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startBaselineProcess } from '../baseline-process.mjs';
 import { removeUnmounted, undoOnInterrupt } from '../interrupt.mjs';
-import { row, settleDisk, summarize, timePair } from '../lib.mjs';
+import { perCpuFreeBytes, row, settleDisk, summarize, timePair } from '../lib.mjs';
 
 const MiB = 1024 * 1024;
-const PAGE = Number(execFileSync('getconf', ['PAGESIZE'], { encoding: 'utf8' }));
 
 /**
- * The host's available memory: MemAvailable, plus the pages the kernel
- * holds in its per-CPU free lists (the `count:` lines of /proc/zoneinfo),
- * which are free to use but not counted in it. Those lists fill when much
- * is freed at once and drain over about ten seconds, and what they held
- * moved MemAvailable alone by up to 2 MiB a sandbox, at either end of the
- * memory suite (probes/idle-memory.mjs): 50 sandboxes read as 12.6 or 13.8
- * MiB each, depending on whether the lists were full before the creates,
- * and 13.8 or 15.8 depending on whether they had drained after.
+ * The host's available memory: MemAvailable, plus what the kernel holds in
+ * its per-CPU free lists (perCpuFreeBytes), which it does not count. What
+ * those lists held moved MemAvailable alone by up to 2 MiB a sandbox, at
+ * either end of the memory suite (probes/idle-memory.mjs): 50 sandboxes
+ * read as 12.6 or 13.8 MiB each, depending on whether the lists were full
+ * before the creates, and 13.8 or 15.8 depending on whether they had
+ * drained after.
  */
 function hostAvailable() {
-  const meminfo = readFileSync('/proc/meminfo', 'utf8');
-  const available = Number(/^MemAvailable:\s+(\d+) kB/m.exec(meminfo)[1]) * 1024;
-  let perCpuPages = 0;
-  for (const m of readFileSync('/proc/zoneinfo', 'utf8').matchAll(/^\s+count:\s+(\d+)/gm)) perCpuPages += Number(m[1]);
-  return available + perCpuPages * PAGE;
+  const available = Number(/^MemAvailable:\s+(\d+) kB/m.exec(readFileSync('/proc/meminfo', 'utf8'))[1]) * 1024;
+  return available + perCpuFreeBytes();
 }
 
 /**

@@ -78,7 +78,6 @@ function createRows({ server, opts, home, pool, base, user, concurrent, log }) {
   // 13 to 15% between consecutive runs in two of four pairs, where the
   // batches of one run had all been slower or faster together (cold: 8.3 to
   // 11.8 sandboxes/s in one run, 10.5 to 12.9 in the one before).
-  const seconds = [];
   const batches = ratesInBlocks(
     async () => {
       const t = performance.now();
@@ -90,7 +89,6 @@ function createRows({ server, opts, home, pool, base, user, concurrent, log }) {
         }),
       );
       const elapsedMs = performance.now() - t;
-      seconds.push(elapsedMs / 1000);
       for (const sbx of made) await sbx.kill();
       if (pool) await server.poolReady();
       return { elapsedMs, count: concurrent };
@@ -117,6 +115,8 @@ function createRows({ server, opts, home, pool, base, user, concurrent, log }) {
       const [value, bareRuns, spawnTrue] = pairs.result();
       const target = { on: 'value', op: '<=', value: pool ? 25 : 250 };
       const [rates, bareRates] = batches.result();
+      // How long each batch took until all were ready, from its rate, in the order taken.
+      const seconds = rates.samples.map((rate) => concurrent / rate);
       return [
         row({ suite: 'sdk', name: `Sandbox.create + commands.run('true'), ${label}`, unit: 'ms', value, baseline: bareRuns, baselineName: 'bare `runc run true`, same rootfs', target }),
         row({ suite: 'sdk', name: `Sandbox.create + commands.run('true'), ${label}`, unit: 'ms', value, baseline: spawnTrue, baselineName: `child_process.spawn('true'), the median of ${SPAWNS_A_ROUND} a round` }),
