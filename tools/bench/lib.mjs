@@ -139,14 +139,16 @@ export async function throughput(fn, { warmup = 1, iterations = 3 } = {}) {
 }
 
 /**
- * The ratio of a subject to the baseline it was measured in alternation
- * with, by the baseline's summary: the median of the ratios of the samples
- * taken next to each other. A slow or fast stretch of the machine falls on
- * both samples of a pair and cancels in their ratio, where in the ratio of
- * the two medians it does so only as far as the medians happen to come
- * from the same stretch.
+ * How a row's ratio is taken, by its baseline's summary: `{ subject, ratio,
+ * interval }`. For a subject measured in alternation with its baseline
+ * (`paired`), the median of the ratios of the samples taken next to each
+ * other: a slow or fast stretch of the machine falls on both samples of a
+ * pair and cancels in their ratio, where in the ratio of the two medians it
+ * does so only as far as the medians happen to come from the same stretch.
+ * For one whose baseline was taken in the same stretches but not sample by
+ * sample next to it (`byMedians`), the quotient of the two medians.
  */
-const pairedRatios = new WeakMap();
+const ratios = new WeakMap();
 
 /** The middle of `sorted`; with an even count, the mean of the two middle values. */
 function median(sorted) {
@@ -180,9 +182,33 @@ export function medianInterval(sorted) {
 
 /** Pairs each of `b`'s samples with `a`'s of the same round (`rounds`, as alternate gives them). */
 function paired(subjectSummary, baselineSummary, a, b, rounds) {
-  const ratios = b.map((y, i) => a[rounds[i]] / y).sort((x, y) => x - y);
-  pairedRatios.set(baselineSummary, { subject: subjectSummary, ratio: median(ratios), interval: medianInterval(ratios) });
+  const each = b.map((y, i) => a[rounds[i]] / y).sort((x, y) => x - y);
+  ratios.set(baselineSummary, { subject: subjectSummary, ratio: median(each), interval: medianInterval(each) });
   return baselineSummary;
+}
+
+/**
+ * Makes the ratio of `subject` to `baseline` (two summaries, of samples
+ * taken in the same stretches of the run but not next to each other one by
+ * one) the quotient of their medians, with a 95% interval from the two
+ * medians' own (medianInterval), taken as independent errors on a log
+ * scale: the ratio's low end lies as far below it as the subject's low end
+ * and the baseline's high end do, added in quadrature, and its high end
+ * likewise. No interval when either has too few samples for one. Returns
+ * `baseline`, for row().
+ */
+export function byMedians(subject, baseline) {
+  const interval = (s) => medianInterval([...s.samples].sort((x, y) => x - y));
+  const [a, b] = [interval(subject), interval(baseline)];
+  const ratio = subject.p50 / baseline.p50;
+  let both = null;
+  if (a && b) {
+    const below = Math.hypot(Math.log(subject.p50 / a[0]), Math.log(b[1] / baseline.p50));
+    const above = Math.hypot(Math.log(a[1] / subject.p50), Math.log(baseline.p50 / b[0]));
+    both = [ratio / Math.exp(below), ratio * Math.exp(above)];
+  }
+  ratios.set(baseline, { subject, ratio, interval: both });
+  return baseline;
 }
 
 /** timeit of a subject and its baseline, alternated; returns [subject, baseline]. */
@@ -421,11 +447,12 @@ export function machine() {
  * false for throughputs (ratio = paddock / baseline too, higher is better).
  * For a subject measured in alternation with its baseline, `ratio` is the
  * median of the paired ratios and `ratioInterval` its 95% confidence
- * interval (medianInterval); `ratioOfMedians` (the quotient of the two
- * p50s) is kept next to it in the raw numbers.
+ * interval (medianInterval); for one given to byMedians, the quotient of the
+ * medians and its interval from theirs. `ratioOfMedians` (the quotient of
+ * the two p50s) is kept next to it in the raw numbers.
  */
 export function row({ suite, name, unit, value, baseline, baselineName, lowerIsBetter = true, target, note }) {
-  const pair = baseline && pairedRatios.get(baseline);
+  const pair = baseline && ratios.get(baseline);
   const ratioOfMedians = baseline ? value.p50 / baseline.p50 : null;
   const ownPair = pair?.subject === value;
   const ratio = ownPair ? pair.ratio : ratioOfMedians;

@@ -17,6 +17,8 @@ interface Blocks {
 type Run = () => Promise<number | { elapsedMs: number; count?: number; bytes?: number }>;
 interface LibModule {
   ratesInBlocks(subject: Run, baselines: Run[]): Blocks;
+  summarizeRates(rates: number[]): Summary;
+  byMedians(subject: Summary, baseline: Summary): Summary;
   row(opts: { suite: string; name: string; unit: string; value: Summary; baseline: Summary; baselineName: string; lowerIsBetter: boolean }): {
     ratio: number;
     ratioInterval: [number, number] | null;
@@ -51,6 +53,32 @@ test('ratesInBlocks pairs each sample with the baseline of its round, over all b
   const r = lib.row({ suite: 'sdk', name: 'batches', unit: 'sandboxes/s', value: subject!, baseline: baseline!, baselineName: 'runs', lowerIsBetter: false });
   expect(r.ratio).toBeCloseTo(0.5);
   expect(r.ratioOfMedians).toBeCloseTo(1);
+});
+
+test('byMedians makes the ratio the quotient of the medians, its interval from both of theirs', () => {
+  // Subject 1..12 (median 6.5 interpolated, p50 6 by rank); its 95% interval is the 3rd and
+  // 10th of 12, 3 and 10. Baseline 10, 20, ..., 120: p50 60, interval 30 and 100.
+  const twelve = Array.from({ length: 12 }, (_, i) => i + 1);
+  const subject = lib.summarizeRates(twelve);
+  const baseline = lib.byMedians(subject, lib.summarizeRates(twelve.map((x) => 10 * x)));
+  const r = lib.row({ suite: 'sdk', name: 'batches', unit: 'sandboxes/s', value: subject, baseline, baselineName: 'runs', lowerIsBetter: false });
+  expect(r.ratio).toBeCloseTo(0.1);
+  // Low end: the subject's low (3 against 6) and the baseline's high (100 against 60), in quadrature on a log scale.
+  const below = Math.hypot(Math.log(6 / 3), Math.log(100 / 60));
+  const above = Math.hypot(Math.log(10 / 6), Math.log(60 / 30));
+  expect(r.ratioInterval![0]).toBeCloseTo(0.1 / Math.exp(below));
+  expect(r.ratioInterval![1]).toBeCloseTo(0.1 * Math.exp(above));
+  // Wider than either median's interval alone.
+  expect(r.ratioInterval![0]).toBeLessThan(0.1 * (3 / 6));
+  expect(r.ratioInterval![1]).toBeGreaterThan(0.1 * (10 / 6));
+});
+
+test('byMedians gives no interval when a side has too few samples for one', () => {
+  const subject = lib.summarizeRates([1, 2, 3, 4, 5]);
+  const baseline = lib.byMedians(subject, lib.summarizeRates([10, 20, 30, 40, 50, 60, 70]));
+  const r = lib.row({ suite: 'sdk', name: 'batches', unit: 'sandboxes/s', value: subject, baseline, baselineName: 'runs', lowerIsBetter: false });
+  expect(r.ratio).toBeCloseTo(3 / 40);
+  expect(r.ratioInterval).toBeNull();
 });
 
 test('a run that resolves with a plain count is timed where it runs', async () => {

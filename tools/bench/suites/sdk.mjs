@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { startBaselineProcess } from '../baseline-process.mjs';
 import { undoOnInterrupt } from '../interrupt.mjs';
-import { collectGarbage, fullGcs, ratesInBlocks, row, settleDisk, throughputInBlocks, timedHere, timeInBlocks } from '../lib.mjs';
+import { byMedians, collectGarbage, fullGcs, ratesInBlocks, row, settleDisk, summarizeRates, throughputInBlocks, timedHere, timeInBlocks } from '../lib.mjs';
 import { serverInHome } from '../server-process.mjs';
 import { startWorkloadProcess } from '../workload-process.mjs';
 import { batchesNote, openBareRunc } from './runtime.mjs';
@@ -25,13 +25,6 @@ const MiB = 1024 * 1024;
  * a pair's 300.
  */
 const SPAWNS_A_ROUND = 5;
-
-/**
- * Bare `runc run`s one after another next to each batch of concurrent
- * creates, as its baseline: one takes 20 to 80 ms, and ten, about 0.35 s
- * next to a batch's 1.5 to 2.5, are a rate that one slow run moves little.
- */
-const BARE_A_BATCH = 10;
 
 /**
  * A server of its own for the suite, on a fresh home; `close` stops it and
@@ -71,38 +64,37 @@ function createRows({ server, opts, home, pool, base, user, concurrent, log }) {
     },
     [bare.run, { fn: () => base.spawn('/bin/true', [], { user }), repeat: SPAWNS_A_ROUND }],
   );
-  // A batch of concurrent creates alternates with a baseline of its own:
-  // BARE_A_BATCH bare `runc run`s one after another, right before or after
-  // it. Against the bare runs' p50 from the pairs above, taken in the same
-  // blocks but not next to each batch, the median of eight batches moved by
-  // 13 to 15% between consecutive runs in two of four pairs, where the
-  // batches of one run had all been slower or faster together (cold: 8.3 to
-  // 11.8 sandboxes/s in one run, 10.5 to 12.9 in the one before).
-  const batches = ratesInBlocks(
-    async () => {
-      const t = performance.now();
-      const made = await Promise.all(
-        Array.from({ length: concurrent }, async () => {
-          const sbx = await Sandbox.create(opts);
-          await sbx.commands.run('true');
-          return sbx;
-        }),
-      );
-      const elapsedMs = performance.now() - t;
-      for (const sbx of made) await sbx.kill();
-      if (pool) await server.poolReady();
-      return { elapsedMs, count: concurrent };
-    },
-    [
-      // Each run timed in the baseline process, as the pairs' bare runs are.
-      async () => {
-        let elapsedMs = 0;
-        for (let k = 0; k < BARE_A_BATCH; k++) elapsedMs += (await bare.run()).elapsedMs;
-        return { elapsedMs, count: BARE_A_BATCH };
-      },
-    ],
-  );
+  // A batch of concurrent creates is timed until all its sandboxes have run
+  // their first command; the kills and the pool's refill come after. Its
+  // baseline is the bare `runc run`s of the pairs above, of both phases
+  // (`rows`), as a rate one after another: the batches run in the same
+  // blocks, so a run on a faster or slower machine moves both (their medians
+  // moved together from run to run, correlation 0.76 cold and 0.83 warm
+  // over eleven runs). Ten bare runs next to each batch, in its place, were
+  // a noisier baseline than the batch itself: from one batch to the next
+  // they spread by 12 to 14% and the batch by 7.5% (sd over mean,
+  // probes/bare-blocks.mjs), and over those eleven runs the row's ratio
+  // varied by 6.4 to 6.7% (sd over mean) where the quotient of the batches'
+  // median and the pairs' bare runs' varied by 4.0 to 5.4%. The kills go
+  // all at once: one after another they took 0.6 to 0.9 s a batch, at once
+  // 0.3 to 0.5.
+  const batches = ratesInBlocks(async () => {
+    const t = performance.now();
+    const made = await Promise.all(
+      Array.from({ length: concurrent }, async () => {
+        const sbx = await Sandbox.create(opts);
+        await sbx.commands.run('true');
+        return sbx;
+      }),
+    );
+    const elapsedMs = performance.now() - t;
+    await Promise.all(made.map((sbx) => sbx.kill()));
+    if (pool) await server.poolReady();
+    return { elapsedMs, count: concurrent };
+  }, []);
   let blocks = 0;
+  let result;
+  const results = () => (result ??= pairs.result());
   return {
     async block({ warmup, iterations, batches: count }) {
       log(`sdk: create + first command, ${label} (block ${++blocks})`);
@@ -111,16 +103,20 @@ function createRows({ server, opts, home, pool, base, user, concurrent, log }) {
       log(`sdk: ${concurrent} concurrent creates, ${label}`);
       await batches.take({ warmup: 0, iterations: count });
     },
-    rows() {
-      const [value, bareRuns, spawnTrue] = pairs.result();
+    /** The bare `runc run`s of the pairs, in ms. */
+    bareRunMs: () => results()[1].samples,
+    /** The rows, with `allBareMs` (bareRunMs of both phases) as the concurrent creates' baseline. */
+    rows(allBareMs) {
+      const [value, bareRuns, spawnTrue] = results();
       const target = { on: 'value', op: '<=', value: pool ? 25 : 250 };
-      const [rates, bareRates] = batches.result();
+      const [rates] = batches.result();
+      const bareRates = byMedians(rates, summarizeRates(allBareMs.map((ms) => 1000 / ms)));
       // How long each batch took until all were ready, from its rate, in the order taken.
       const seconds = rates.samples.map((rate) => concurrent / rate);
       return [
         row({ suite: 'sdk', name: `Sandbox.create + commands.run('true'), ${label}`, unit: 'ms', value, baseline: bareRuns, baselineName: 'bare `runc run true`, same rootfs', target }),
         row({ suite: 'sdk', name: `Sandbox.create + commands.run('true'), ${label}`, unit: 'ms', value, baseline: spawnTrue, baselineName: `child_process.spawn('true'), the median of ${SPAWNS_A_ROUND} a round` }),
-        row({ suite: 'sdk', name: `${concurrent} concurrent creates + first command, ${label}`, unit: 'sandboxes/s', value: rates, baseline: bareRates, baselineName: 'bare `runc run true` one after another', lowerIsBetter: false, note: `${batchesNote(concurrent, seconds)}; its baseline: ${BARE_A_BATCH} bare runs one after another, next to each batch` }),
+        row({ suite: 'sdk', name: `${concurrent} concurrent creates + first command, ${label}`, unit: 'sandboxes/s', value: rates, baseline: bareRates, baselineName: 'bare `runc run true` one after another', lowerIsBetter: false, note: `${batchesNote(concurrent, seconds)}; its baseline: the median of the ${allBareMs.length} bare runs in the single creates' pairs, cold and warm, as a rate` }),
       ];
     },
     close: bare.close,
@@ -179,9 +175,11 @@ export async function sdkSuite({ quick, log }) {
   // 10 to 30% between runs. The median of four, one a pass, held within
   // ±10% in 5 (cold) and 3 (warm) of the 10 pairs of five runs, when a
   // batch of 20 took 1.9 to 3.9 s. Since boots stopped polling envd (runtime,
-  // envd-link.ts), a batch takes 1.4 to 2.6 s, and eight, two a pass, cost
-  // about 20 s more than four.
-  const batches = quick ? 1 : 2 * passes;
+  // envd-link.ts), a batch takes 1.4 to 2.6 s. With eight, the 95% interval
+  // of their median was their whole range, ±6 to 24%; twelve, three a pass,
+  // leave out the two lowest and highest. A batch costs about 2.3 s with its
+  // kills and refill.
+  const batches = quick ? 1 : 3 * passes;
   // --quick makes half as many at once: each batch of creates costs seconds.
   const concurrent = quick ? 10 : 20;
   const localHome = mkdtempSync(join(tmpdir(), 'paddock-bench-local-'));
@@ -266,7 +264,8 @@ export async function sdkSuite({ quick, log }) {
         await live.watch(phases.length);
       }
     }
-    rows.push(...cold.rows(), ...warm.rows(), ...(await live.rows()), comparison.row());
+    const allBareMs = [...cold.bareRunMs(), ...warm.bareRunMs()];
+    rows.push(...cold.rows(allBareMs), ...warm.rows(allBareMs), ...(await live.rows()), comparison.row());
     await sbx.kill();
   } finally {
     for (const o of [...opened.reverse(), base]) {
