@@ -39,8 +39,9 @@ async function openServer(poolSize) {
  * Sandbox.create + commands.run('true') through `server`, timed in blocks
  * (`block`) in alternation with a bare `runc run true` on the same rootfs and
  * a bare spawn of `true`, each block followed by batches of `concurrent`
- * creates at once; `rows` summarizes all blocks. `close` removes the bare
- * bundle (before the server goes).
+ * creates at once; `rows` summarizes all blocks, with the bare runs of both
+ * servers' pairs (`bareRunMs`) as the batches' baseline. `close` removes the
+ * bare bundle (before the server goes).
  */
 function createRows({ server, opts, home, pool, base, user, concurrent, log }) {
   const label = pool ? 'warm pool' : 'cold';
