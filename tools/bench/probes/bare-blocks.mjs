@@ -8,13 +8,9 @@
 // the batch.
 //
 //   BLOCKS=16 N=20 node tools/bench/probes/bare-blocks.mjs
-import { RuncRuntime } from '@paddock/runtime';
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { startBaselineProcess } from '../baseline-process.mjs';
-import { removeUnmounted, undoAllOnSignals, undoOnInterrupt } from '../interrupt.mjs';
-import { openBareRunc } from '../suites/runtime.mjs';
+import { undoAllOnSignals } from '../interrupt.mjs';
+import { openBareRunc, withRuntime } from '../suites/runtime.mjs';
 
 const BLOCKS = +(process.env.BLOCKS ?? 16);
 const N = +(process.env.N ?? 20);
@@ -37,15 +33,8 @@ undoAllOnSignals();
 process.stdout.on('error', (err) => {
   if (err.code !== 'EPIPE') throw err;
 });
-const dataDir = mkdtempSync(join(tmpdir(), 'paddock-bench-rt-'));
-const runtime = new RuncRuntime({ dataDir, warmPoolSize: 0 });
-const remove = undoOnInterrupt(async () => {
-  await runtime.removeEverything();
-  await removeUnmounted(dataDir);
-});
-try {
-  // The bare bundle's lower layers exist once the runtime has prepared its data directory.
-  await runtime.prepare();
+// withRuntime prepares the data directory, which the bare bundle's lower layers come from.
+await withRuntime(0, (line) => console.error(line), async (runtime, dataDir) => {
   const base = await startBaselineProcess();
   const bare = openBareRunc(base, dataDir);
   try {
@@ -81,6 +70,4 @@ try {
     await bare.close();
     await base.close();
   }
-} finally {
-  await remove();
-}
+});

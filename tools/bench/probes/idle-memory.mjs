@@ -7,12 +7,10 @@
 // count as free.
 //
 //   N=50 node tools/bench/probes/idle-memory.mjs
-import { RuncRuntime } from '@paddock/runtime';
-import { mkdtempSync, readFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { removeUnmounted, undoAllOnSignals, undoOnInterrupt } from '../interrupt.mjs';
+import { readFileSync } from 'node:fs';
+import { undoAllOnSignals } from '../interrupt.mjs';
 import { perCpuFreeBytes, settleDisk } from '../lib.mjs';
+import { withRuntime } from '../suites/runtime.mjs';
 
 const MiB = 1024 * 1024;
 const N = +(process.env.N ?? 50);
@@ -34,14 +32,7 @@ undoAllOnSignals();
 process.stdout.on('error', (err) => {
   if (err.code !== 'EPIPE') throw err;
 });
-const dataDir = mkdtempSync(join(tmpdir(), 'paddock-bench-rt-'));
-const runtime = new RuncRuntime({ dataDir, warmPoolSize: 0 });
-const remove = undoOnInterrupt(async () => {
-  await runtime.removeEverything();
-  await removeUnmounted(dataDir);
-});
-try {
-  await runtime.prepare();
+await withRuntime(0, (line) => console.error(line), async (runtime) => {
   settleDisk();
   await sleep(5000);
   const before = meminfo();
@@ -55,6 +46,4 @@ try {
       `${String(s).padStart(3)} s after the last create, per sandbox: MemAvailable -${per(now, 'MemAvailable')} MiB, MemFree -${per(now, 'MemFree')}, AnonPages +${((now.AnonPages - before.AnonPages) / N / MiB).toFixed(2)}; per-CPU free lists ${(perCpuFreeBytes() / MiB).toFixed(0)} MiB`,
     );
   }
-} finally {
-  await remove();
-}
+});

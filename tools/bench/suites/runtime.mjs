@@ -129,7 +129,7 @@ async function settledMemory(runtime, ids, minIdleMs, log) {
  * A RuncRuntime of its own, in a data directory of its own, for `fn`; removed
  * with everything in it afterwards.
  */
-async function withRuntime(warmPoolSize, log, fn) {
+export async function withRuntime(warmPoolSize, log, fn) {
   const dataDir = mkdtempSync(join(tmpdir(), 'paddock-bench-rt-'));
   const runtime = new RuncRuntime({ dataDir, warmPoolSize });
   // Only an empty, unmounted data directory may be deleted.
