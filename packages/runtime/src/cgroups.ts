@@ -65,6 +65,30 @@ export function readUsage(layout: CgroupLayout, cgroupPath: string): CgroupUsage
   return { cpuNs: Number(cpu), memUsage: Number(mem), memInactiveFile: field(stat, 'total_inactive_file') ?? 0, memCache: field(stat, 'total_cache') ?? 0 };
 }
 
+/**
+ * Whether process `pid` is a member of `cgroupPath` (in any hierarchy). Read
+ * from /proc/PID/cgroup, whose lines end in `:<path>`; false when the process
+ * is gone.
+ */
+export function inCgroup(pid: number, cgroupPath: string): boolean {
+  const lines = read(`/proc/${pid}/cgroup`);
+  return !!lines && lines.split('\n').some((l) => l.endsWith(`:${cgroupPath}`));
+}
+
+/**
+ * Whether `cgroupPath` is thawed: true when its freezer says so, false when
+ * frozen or freezing, undefined when there is no freezer to ask (the cgroup
+ * is gone, or v1 has no freezer hierarchy).
+ */
+export function thawed(layout: CgroupLayout, cgroupPath: string): boolean | undefined {
+  if (layout.version === 2) {
+    const freeze = read(join(ROOT, cgroupPath, 'cgroup.freeze'));
+    return freeze === undefined ? undefined : freeze === '0';
+  }
+  const state = read(join(ROOT, 'freezer', cgroupPath, 'freezer.state'));
+  return state === undefined ? undefined : state === 'THAWED';
+}
+
 /** Every directory that exists for `cgroupPath`, deepest first. */
 export function cgroupDirs(layout: CgroupLayout, cgroupPath: string): string[] {
   const out: string[] = [];

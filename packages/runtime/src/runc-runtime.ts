@@ -15,7 +15,7 @@ import { join, resolve } from 'node:path';
 import type { Duplex } from 'node:stream';
 import { envdDistDir as defaultEnvdDistDir } from '@paddock/envd';
 import { IN_SANDBOX, defaultMasks } from './base-template.js';
-import { cgroupDirs, detectCgroups, readUsage, removeCgroupDir, removeCgroups, swapAccounting, type CgroupLayout } from './cgroups.js';
+import { cgroupDirs, detectCgroups, inCgroup, readUsage, removeCgroupDir, removeCgroups, swapAccounting, thawed, type CgroupLayout } from './cgroups.js';
 import { envdAnswers, initEnvd, openTunnel, runTrue, waitForEnvd } from './envd-link.js';
 import { CommandError, run } from './exec.js';
 import { ensureHostView, isMounted, mountOverlay, mountPoints, removeTree, unmount } from './mounts.js';
@@ -386,7 +386,7 @@ export class RuncRuntime implements Runtime {
   async stop(id: string): Promise<void> {
     await this.mutex.run(id, async () => {
       this.requireSpec(id);
-      await this.runc.deleteForce(id);
+      await this.runc.deleteForce(id, this.runningInit(id));
       await unmount(join(this.dir(id), 'rootfs'));
       this.lastCpu.delete(id);
     });
@@ -407,13 +407,40 @@ export class RuncRuntime implements Runtime {
       const i = ids.indexOf(id);
       if (i >= 0) ids.splice(i, 1);
     }
-    await this.runc.deleteForce(id);
+    await this.runc.deleteForce(id, this.runningInit(id));
+    // A runc killed while it created the container (with its process group,
+    // by a Ctrl-C) leaves its state directory, holding the read-only bind
+    // mount of its own binary that it makes there, and no container that
+    // its delete would remove: both go here, before the sandbox's directory,
+    // which marks that there is something left to remove.
     const rootfs = join(dir, 'rootfs');
-    for (const mp of mountPoints()) if (mp === rootfs || mp.startsWith(rootfs + '/')) await unmount(mp);
+    const runcState = join(this.dataDir, 'runc', id);
+    for (const mp of mountPoints()) if ([rootfs, runcState].some((d) => mp === d || mp.startsWith(d + '/'))) await unmount(mp);
+    await removeTree(runcState);
     removeCgroups(this.cgroups, this.cgroupPath(id));
     await removeTree(dir);
     this.lastCpu.delete(id);
     this.diskCache.delete(id);
+  }
+
+  /**
+   * The pid of the sandbox's container init when it is sure to run unfrozen,
+   * without asking runc: the pid runc wrote at the start (runDetached's
+   * `--pid-file`), while that process is a member of this sandbox's cgroup
+   * (a pid the kernel has since given to another process is not) and the
+   * cgroup is thawed (on cgroup v1 a SIGKILL does not reach a frozen
+   * process). Otherwise undefined, and deleteForce asks runc.
+   */
+  private runningInit(id: string): number | undefined {
+    let pid: number;
+    try {
+      pid = Number(readFileSync(join(this.dir(id), 'init.pid'), 'utf8').trim());
+    } catch {
+      return undefined;
+    }
+    if (!Number.isInteger(pid) || pid <= 1) return undefined;
+    const cgroup = this.cgroupPath(id);
+    return inCgroup(pid, cgroup) && thawed(this.cgroups, cgroup) === true ? pid : undefined;
   }
 
   // ---------------------------------------------------------------- queries
@@ -684,13 +711,20 @@ export class RuncRuntime implements Runtime {
 
   /**
    * What this runtime has left on the host: mounts under its data directory,
-   * cgroups (its parent cgroup included), runc containers and sandbox
-   * directories. Empty after removeEverything(); a leak check for tests.
+   * cgroups (its parent cgroup included), runc containers and state
+   * directories, and sandbox directories. Empty after removeEverything(); a
+   * leak check for tests.
    */
   async leftovers(): Promise<string[]> {
     const out = [...mountPoints()].filter((m) => m.startsWith(this.dataDir + '/')).map((m) => `mount ${m}`);
     for (const d of this.leftoverCgroups()) out.push(`cgroup ${d}`);
-    if (existsSync(join(this.dataDir, 'runc'))) for (const c of await this.runc.list()) out.push(`runc container ${c.id}`);
+    const runcRoot = join(this.dataDir, 'runc');
+    if (existsSync(runcRoot)) {
+      const containers = (await this.runc.list()).map((c) => c.id);
+      for (const c of containers) out.push(`runc container ${c}`);
+      // What runc does not list: a state directory a dead runc left (see removeSandbox).
+      for (const d of readdirSync(runcRoot)) if (!containers.includes(d)) out.push(`runc state directory ${d}`);
+    }
     if (existsSync(this.sandboxesDir)) for (const d of readdirSync(this.sandboxesDir)) out.push(`directory sandboxes/${d}`);
     return out;
   }

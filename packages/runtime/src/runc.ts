@@ -135,12 +135,22 @@ export class Runc {
    * gone (the kernel then kills the rest of its PID namespace), and the
    * stopped container deleted: a few ms. Anything else (a paused container,
    * an init that outlives the wait) takes runc's own way.
+   *
+   * `runningInit` is the pid of the container's init when the caller knows
+   * it runs, unfrozen; that spares the `runc state` that finds it out (a
+   * process start, 6 to 8 ms here). A wrong guess costs only time: `runc
+   * delete` refuses a container that is not stopped, and the forced delete
+   * follows.
    */
-  async deleteForce(id: string): Promise<void> {
+  async deleteForce(id: string, runningInit?: number): Promise<void> {
     try {
-      const state = await this.state(id);
-      if (!state) return;
-      if (state.status === 'running' && (await this.killAndWait(state.pid))) {
+      let pid = runningInit;
+      if (pid === undefined) {
+        const state = await this.state(id);
+        if (!state) return;
+        if (state.status === 'running') pid = state.pid;
+      }
+      if (pid !== undefined && (await this.killAndWait(pid))) {
         try {
           await this.call(['delete', id]);
           return;

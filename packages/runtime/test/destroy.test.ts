@@ -1,0 +1,97 @@
+// How destroy kills a sandbox's container. For a running one it signals the
+// init whose pid runc wrote at the start, without a `runc state` first; it
+// must never signal a pid that is not the sandbox's (the kernel may have
+// given it to another process), nor rely on a signal a frozen container
+// does not take. Here runc is real, behind a wrapper that writes down every
+// call.
+import { spawn, execFileSync } from 'node:child_process';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { sleep, testRuntime, TOKEN, type TestRuntime } from './harness.js';
+
+let dir: string;
+let calls: string;
+let t: TestRuntime;
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), 'paddock-destroy-'));
+  calls = join(dir, 'calls');
+  const realRunc = execFileSync('sh', ['-c', 'command -v runc'], { encoding: 'utf8' }).trim();
+  const binary = join(dir, 'runc');
+  writeFileSync(binary, ['#!/bin/sh', `echo "$*" >> '${calls}'`, `exec '${realRunc}' "$@"`, ''].join('\n'));
+  chmodSync(binary, 0o755);
+  t = await testRuntime({ runcBinary: binary, warmPoolSize: 0 });
+});
+afterAll(async () => {
+  await t?.teardown();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+const create = async () => (await t.runtime.create({ templateId: 'base', init: { accessToken: TOKEN } })).id;
+/** The runc subcommands (with their arguments, `--root` left out) that `fn` set off. */
+async function runcCalls(fn: () => Promise<void>): Promise<string[]> {
+  writeFileSync(calls, '');
+  await fn();
+  return readFileSync(calls, 'utf8')
+    .split('\n')
+    .filter(Boolean)
+    .map((l) => l.replace(/^--root \S+ /, ''));
+}
+const alive = (pid: number) => {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return !/^[ZX]/.test(stat.slice(stat.lastIndexOf(')') + 2));
+  } catch {
+    return false;
+  }
+};
+
+test('a running sandbox is killed through the pid runc wrote at its start, with no `runc state`', async () => {
+  const id = await create();
+  const init = Number(readFileSync(join(t.dataDir, 'sandboxes', id, 'init.pid'), 'utf8'));
+  expect(alive(init)).toBe(true);
+  expect(await runcCalls(() => t.runtime.destroy(id))).toEqual([`delete ${id}`]);
+  expect(alive(init)).toBe(false);
+  expect(await t.runtime.get(id)).toBeUndefined();
+});
+
+test('a paused sandbox is asked about, and deleted by force: a SIGKILL does not reach a frozen init on cgroup v1', async () => {
+  const id = await create();
+  const init = Number(readFileSync(join(t.dataDir, 'sandboxes', id, 'init.pid'), 'utf8'));
+  await t.runtime.pause(id);
+  expect(await runcCalls(() => t.runtime.destroy(id))).toEqual([`state ${id}`, `delete --force ${id}`]);
+  expect(alive(init)).toBe(false);
+  expect(await t.runtime.get(id)).toBeUndefined();
+});
+
+test('a pid file that names a process outside the sandbox is not believed: that process lives on', async () => {
+  const id = await create();
+  const pidFile = join(t.dataDir, 'sandboxes', id, 'init.pid');
+  const init = Number(readFileSync(pidFile, 'utf8'));
+  const bystander = spawn('sleep', ['600'], { stdio: 'ignore' });
+  try {
+    writeFileSync(pidFile, String(bystander.pid));
+    expect(await runcCalls(() => t.runtime.destroy(id))).toEqual([`state ${id}`, `delete ${id}`]);
+    await sleep(50);
+    expect(alive(bystander.pid!)).toBe(true);
+    expect(alive(init)).toBe(false);
+    expect(await t.runtime.get(id)).toBeUndefined();
+  } finally {
+    bystander.kill('SIGKILL');
+  }
+});
+
+test('what a runc killed mid-create leaves in its state directory (a bind mount of its binary) goes with the sandbox', async () => {
+  const id = await create();
+  // runc makes that mount for a moment while it starts a container, so it
+  // is made here by hand, on a sandbox whose container is gone.
+  await t.runtime.stop(id);
+  const state = join(t.dataDir, 'runc', id);
+  mkdirSync(state);
+  writeFileSync(join(state, 'runc.Xq3e9a'), '');
+  execFileSync('mount', ['--bind', '-o', 'ro', execFileSync('sh', ['-c', 'command -v runc'], { encoding: 'utf8' }).trim(), join(state, 'runc.Xq3e9a')]);
+  expect(await t.runtime.leftovers()).toEqual(expect.arrayContaining([`mount ${join(state, 'runc.Xq3e9a')}`, `runc state directory ${id}`]));
+  await t.runtime.destroy(id);
+  expect((await t.runtime.leftovers()).filter((l) => l.includes(id))).toEqual([]);
+  expect(existsSync(state)).toBe(false);
+});
