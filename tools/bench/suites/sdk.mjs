@@ -125,9 +125,9 @@ function createRows({ server, opts, home, pool, base, user, concurrent, log }) {
 }
 
 /**
- * A full run takes each row's samples in four passes over the phases, one
- * after the other, rather than all in one stretch: a pass takes about a
- * minute. How fast this machine runs moves from one minute to the next, and
+ * A full run takes each row's samples in six passes over the phases, one
+ * after the other, rather than all in one stretch: a pass takes about half
+ * a minute. How fast this machine runs moves from one minute to the next, and
  * that weighs on a row's samples in one pass alike; the more passes, the
  * more such stretches a run's median blends, and the less two runs differ.
  * Taken in one block, the warm creates' own p50 moved by 19 and 27% in two
@@ -145,8 +145,16 @@ function createRows({ server, opts, home, pool, base, user, concurrent, log }) {
  * run was fast throughout), which passes do not spread. The counts below
  * are for the whole run, split between the passes; a pass costs its own
  * warm-ups, and full runs took 254 to 284 s against 267 and 273 with two.
+ * With four, the median of one pass still differed from the next one's by
+ * up to 20 to 40% on the 256 MiB transfers and the concurrent creates (a
+ * pass's batches sit together), so a run's median hung on where four such
+ * stretches fell. Over seven four-pass runs (x1 to y2), consecutive runs
+ * held 16 of 16 judged rows in one of six pairs and 15 in the other five;
+ * over five six-pass runs right after (z1 to z5), 16 of 16 in three of
+ * four pairs and 15 in the fourth, in as much time (213 to 236 s, against
+ * 211 to 257).
  */
-const PASSES = 4;
+const PASSES = 6;
 
 export async function sdkSuite({ quick, log }) {
   const base = await startBaselineProcess();
@@ -177,10 +185,10 @@ export async function sdkSuite({ quick, log }) {
   // ±10% in 5 (cold) and 3 (warm) of the 10 pairs of five runs, when a
   // batch of 20 took 1.9 to 3.9 s. Since boots stopped polling envd (runtime,
   // envd-link.ts), a batch takes 1.4 to 2.6 s. With eight, the 95% interval
-  // of their median was their whole range, ±6 to 24%; twelve, three a pass,
+  // of their median was their whole range, ±6 to 24%; twelve, two a pass,
   // leave out the two lowest and highest. A batch costs about 2.3 s with its
   // kills and refill.
-  const batches = quick ? 1 : 3 * passes;
+  const batches = quick ? 1 : 2 * passes;
   // --quick makes half as many at once: each batch of creates costs seconds.
   const concurrent = quick ? 10 : 20;
   const localHome = mkdtempSync(join(tmpdir(), 'paddock-bench-local-'));
