@@ -225,11 +225,15 @@ export async function sdkSuite({ quick, log }) {
     // Warm: a warm create spreads from 15 to 30 ms and bare runc from 20 to
     // 80; with 30 pairs the paired median moved by 21% between two runs. A
     // warm pair costs a third of a second (most of it the refill awaited in
-    // each), so it gets 60.
+    // each). With 60, the ratio's sampling spread between two runs was still
+    // ±10 to 12% in four pairs of runs (z1 to z5; bare runc spread from 26
+    // to 45 ms between its p10 and p90); 100 narrow that by about a quarter,
+    // for about 14 s more.
+    const warmPairs = quick ? 2 * n : 100;
     const warm = createRows({ ...warmServer, pool: 3, base, user, concurrent, log });
     opened.push({ close: warm.close });
     const warmBlock = async (pass) => {
-      await warm.block({ warmup: pass ? 1 : 2, iterations: share(2 * n), batches: batches / passes });
+      await warm.block({ warmup: pass ? 1 : 2, iterations: share(warmPairs), batches: batches / passes });
       await settled();
     };
 
