@@ -138,9 +138,10 @@ export class Runc {
    *
    * `runningInit` is the pid of the container's init when the caller knows
    * it runs, unfrozen; that spares the `runc state` that finds it out (a
-   * process start, 6 to 8 ms here). A wrong guess costs only time: `runc
-   * delete` refuses a container that is not stopped, and the forced delete
-   * follows.
+   * process start, 6 to 8 ms here). The caller answers for the pid being the
+   * container's. Should the container have stopped or been paused since,
+   * that costs only time: `runc delete` refuses a container that is not
+   * stopped, and the forced delete follows.
    */
   async deleteForce(id: string, runningInit?: number): Promise<void> {
     try {
