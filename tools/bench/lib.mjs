@@ -151,7 +151,7 @@ export async function throughput(fn, { warmup = 1, iterations = 3 } = {}) {
 const ratios = new WeakMap();
 
 /** The middle of `sorted`; with an even count, the mean of the two middle values. */
-function median(sorted) {
+export function median(sorted) {
   const mid = sorted.length >> 1;
   return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
 }

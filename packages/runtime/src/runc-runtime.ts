@@ -416,7 +416,8 @@ export class RuncRuntime implements Runtime {
     const rootfs = join(dir, 'rootfs');
     const runcState = join(this.dataDir, 'runc', id);
     for (const mp of mountPoints()) if ([rootfs, runcState].some((d) => mp === d || mp.startsWith(d + '/'))) await unmount(mp);
-    await removeTree(runcState);
+    // Normally `runc delete` has removed it already.
+    if (existsSync(runcState)) await removeTree(runcState);
     removeCgroups(this.cgroups, this.cgroupPath(id));
     await removeTree(dir);
     this.lastCpu.delete(id);

@@ -10,17 +10,14 @@
 //   BLOCKS=16 N=20 node tools/bench/probes/bare-blocks.mjs
 import { startBaselineProcess } from '../baseline-process.mjs';
 import { undoAllOnSignals } from '../interrupt.mjs';
+import { median } from '../lib.mjs';
 import { openBareRunc, withRuntime } from '../suites/runtime.mjs';
 
 const BLOCKS = +(process.env.BLOCKS ?? 16);
 const N = +(process.env.N ?? 20);
 const BARE = 20;
 
-const median = (values) => {
-  const s = [...values].sort((x, y) => x - y);
-  const mid = s.length >> 1;
-  return s.length % 2 ? s[mid] : (s[mid - 1] + s[mid]) / 2;
-};
+const medianOf = (values) => median([...values].sort((x, y) => x - y));
 /** Standard deviation over mean. */
 const spread = (values) => {
   const mean = values.reduce((x, y) => x + y) / values.length;
@@ -55,8 +52,8 @@ await withRuntime(0, (line) => console.error(line), async (runtime, dataDir) => 
         batch,
         'ten, by their sum': 10_000 / first10.reduce((x, y) => x + y),
         [`${BARE}, by their sum`]: (1000 * BARE) / ms.reduce((x, y) => x + y),
-        'ten, by their median': 1000 / median(first10),
-        [`${BARE}, by their median`]: 1000 / median(ms),
+        'ten, by their median': 1000 / medianOf(first10),
+        [`${BARE}, by their median`]: 1000 / medianOf(ms),
         [`${N} at once`]: atOnce,
       };
       rounds.push(round);
