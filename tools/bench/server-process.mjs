@@ -72,7 +72,7 @@ function profiling() {
 
 /** The host path of a sandbox's envd socket under the server's `home`: what the proxy connects to. */
 export function envdSocket(home, sandboxId) {
-  return join(home, 'runtime', 'sandboxes', sandboxId, 'run', 'envd.sock');
+  return join(home, 'runtime', 'sandboxes', sandboxId, 'sock', 'envd.sock');
 }
 
 /** The host pid of a sandbox's envd, the container's init, from runc's state under the server's `home`. */

@@ -8,7 +8,8 @@
 //   orphaned processes without touching the children libuv waits for;
 // - starting a process with vfork semantics (see spawn below);
 // - moving file bodies between a socket and a file in the kernel
-//   (file_transfer.c).
+//   (file_transfer.c);
+// - marking an inherited descriptor close-on-exec.
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -598,6 +599,20 @@ static napi_value wait_status(napi_env env, napi_callback_info info) {
   return result;
 }
 
+// closeOnExec(fd): marks an inherited descriptor close-on-exec, so that the
+// processes envd starts do not get it (the listening sockets the runtime
+// passes in are envd's alone).
+static napi_value close_on_exec(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1];
+  CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  int32_t fd;
+  CHECK(napi_get_value_int32(env, argv[0], &fd));
+  int flags = fcntl(fd, F_GETFD);
+  if (flags < 0 || fcntl(fd, F_SETFD, flags | FD_CLOEXEC) < 0) return throw_errno(env, errno, "fcntl FD_CLOEXEC on descriptor", NULL);
+  return NULL;
+}
+
 static napi_value init(napi_env env, napi_value exports) {
   napi_property_descriptor props[] = {
       {"inotifyOpen", NULL, inotify_open, NULL, NULL, NULL, napi_enumerable, NULL},
@@ -612,6 +627,7 @@ static napi_value init(napi_env env, napi_value exports) {
       {"receiveToFile", NULL, receive_to_file, NULL, NULL, NULL, napi_enumerable, NULL},
       {"sendFromFile", NULL, send_from_file, NULL, NULL, NULL, napi_enumerable, NULL},
       {"cancelTransfer", NULL, cancel_transfer, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"closeOnExec", NULL, close_on_exec, NULL, NULL, NULL, napi_enumerable, NULL},
   };
   CHECK(napi_define_properties(env, exports, sizeof props / sizeof props[0], props));
   return exports;

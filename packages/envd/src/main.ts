@@ -3,7 +3,8 @@
 // bundle (dist/envd.cjs) with V8's code cache for it and then calls `main`.
 //
 //   node dist/main.cjs [--port 49983] [--host 127.0.0.1] [--socket PATH]
-//                      [--tunnel-socket PATH] [--access-token TOKEN]
+//                      [--tunnel-socket PATH] [--listen-fd N] [--tunnel-fd N]
+//                      [--access-token TOKEN]
 //                      [--default-user NAME] [--default-workdir DIR]
 //                      [--passwd-file PATH] [--group-file PATH]
 // First: protobuf-es looks Uint8Array.prototype.toBase64 up when it loads.
@@ -17,6 +18,7 @@ import { log } from './log.js';
 import { PipedChild } from './piped-child.js';
 import { startReaper } from './reaper.js';
 import { createEnvd } from './server.js';
+import { native } from './native.js';
 import { createTunnelServer } from './tunnel.js';
 import { envdVersion } from './version.js';
 
@@ -29,12 +31,14 @@ import { envdVersion } from './version.js';
 export type CodeCacheStatus = 'accepted' | 'rejected' | 'none' | 'unreadable';
 
 const usage = `usage: envd [--port N] [--host ADDR] [--socket PATH] [--tunnel-socket PATH]
+            [--listen-fd N] [--tunnel-fd N]
             [--access-token TOKEN] [--default-user NAME] [--default-workdir DIR]
             [--passwd-file PATH] [--group-file PATH] [--version]
-Serves the filesystem and process APIs of the sandbox it runs in. With neither
---port nor --socket it listens on 127.0.0.1:49983. The access token may also
-come from the environment variable PADDOCK_ENVD_ACCESS_TOKEN or later from
-POST /init.`;
+Serves the filesystem and process APIs of the sandbox it runs in. With none of
+--port, --socket and --listen-fd it listens on 127.0.0.1:49983. --listen-fd and
+--tunnel-fd take listening sockets inherited from whoever started envd (the
+runtime makes them outside the sandbox). The access token may also come from
+the environment variable PADDOCK_ENVD_ACCESS_TOKEN or later from POST /init.`;
 
 function fail(message: string): never {
   process.stderr.write(`envd: ${message}\n${usage}\n`);
@@ -48,6 +52,8 @@ function parse() {
       host: { type: 'string', default: '127.0.0.1' },
       socket: { type: 'string' },
       'tunnel-socket': { type: 'string' },
+      'listen-fd': { type: 'string' },
+      'tunnel-fd': { type: 'string' },
       'access-token': { type: 'string' },
       'default-user': { type: 'string' },
       'default-workdir': { type: 'string' },
@@ -79,9 +85,16 @@ function options() {
     process.stdout.write(envdVersion + '\n');
     process.exit(0);
   }
-  const port = args.port === undefined ? (args.socket ? undefined : 49983) : Number(args.port);
+  const port = args.port === undefined ? (args.socket || args['listen-fd'] ? undefined : 49983) : Number(args.port);
   if (port !== undefined && (!Number.isInteger(port) || port < 0 || port > 65535)) fail(`--port '${args.port}' is not a port number`);
-  return { ...args, port };
+  const fd = (name: 'listen-fd' | 'tunnel-fd') => {
+    const raw = args[name];
+    if (raw === undefined) return undefined;
+    const n = Number(raw);
+    if (!Number.isInteger(n) || n < 3) fail(`--${name} '${raw}' is not an inherited descriptor (3 or more)`);
+    return n;
+  };
+  return { ...args, port, listenFd: fd('listen-fd'), tunnelFd: fd('tunnel-fd') };
 }
 
 /**
@@ -111,11 +124,22 @@ function frontServer(http1: Server, http2: () => h2.Http2Server): Server {
   });
 }
 
-/** Listens on `target`; a socket file is made 0600 and added to `socketFiles`, to be removed on shutdown. */
-function listen(server: Server, target: { port: number; host: string } | { path: string }, socketFiles: string[]): Promise<void> {
+type ListenTarget = { port: number; host: string } | { path: string } | { fd: number };
+
+/**
+ * Listens on `target`; a socket file is made 0600 and added to
+ * `socketFiles`, to be removed on shutdown. An inherited descriptor is
+ * marked close-on-exec first, so that no process envd starts holds it
+ * (Node 20 happens to mark inherited descriptors so at its start; that is
+ * not documented, so envd does not rely on it).
+ */
+function listen(server: Server, target: ListenTarget, socketFiles: string[]): Promise<void> {
   return new Promise((resolve, reject) => {
     server.once('error', reject);
-    if ('path' in target) {
+    if ('fd' in target) {
+      native.closeOnExec(target.fd);
+      server.listen({ fd: target.fd }, () => resolve());
+    } else if ('path' in target) {
       rmSync(target.path, { force: true });
       server.listen(target.path, () => {
         chmodSync(target.path, 0o600);
@@ -174,11 +198,23 @@ async function serve(args: ReturnType<typeof options>, codeCache: CodeCacheStatu
     await listen(s, { path: args.socket }, socketFiles);
     ready.socket = args.socket;
   }
+  if (args.listenFd !== undefined) {
+    const s = frontServer(http1, http2Server);
+    servers.push(s);
+    await listen(s, { fd: args.listenFd }, socketFiles);
+    ready.listenFd = args.listenFd;
+  }
   if (args['tunnel-socket']) {
     const s = createTunnelServer();
     servers.push(s);
     await listen(s, { path: args['tunnel-socket'] }, socketFiles);
     ready.tunnelSocket = args['tunnel-socket'];
+  }
+  if (args.tunnelFd !== undefined) {
+    const s = createTunnelServer();
+    servers.push(s);
+    await listen(s, { fd: args.tunnelFd }, socketFiles);
+    ready.tunnelFd = args.tunnelFd;
   }
   // One line once every listener is up; the runtime and tests wait for it.
   log.info('ready', ready);

@@ -65,6 +65,8 @@ export interface EnvdNative {
   sendFromFile(sockFd: number, fileFd: number, offset: number, length: number, done: TransferDone): TransferHandle;
   /** Stops a transfer; its `done` is not called. */
   cancelTransfer(handle: TransferHandle): void;
+  /** Marks inherited descriptor `fd` close-on-exec. Throws an errno error (EBADF). */
+  closeOnExec(fd: number): void;
 }
 
 function load(): EnvdNative {

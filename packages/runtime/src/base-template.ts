@@ -8,7 +8,7 @@ import { dirname, join, relative, resolve } from 'node:path';
 import { run } from './exec.js';
 
 /** Bump when the recipe changes: templates of an older recipe are rebuilt under a new directory. */
-export const BASE_RECIPE = 'base-v1';
+export const BASE_RECIPE = 'base-v2';
 
 export const SANDBOX_USER = { name: 'user', uid: 1000, gid: 1000, home: '/home/user', shell: '/bin/bash' };
 
@@ -17,7 +17,6 @@ export const IN_SANDBOX = {
   dir: '/.paddock',
   envd: '/.paddock/envd',
   node: '/.paddock/node',
-  run: '/.paddock/run',
 };
 
 /** Host paths hidden from sandboxes: homes, temporary and runtime state, logs, mail and private keys. */
@@ -124,7 +123,6 @@ function buildLayer(layer: string): void {
   if (existsSync('/etc/skel')) cpSync('/etc/skel', join(layer, '/root'), { recursive: true });
   freshDir(layer, IN_SANDBOX.dir, 0o755);
   freshDir(layer, IN_SANDBOX.envd, 0o755);
-  freshDir(layer, IN_SANDBOX.run, 0o700);
   put(layer, IN_SANDBOX.node, '', 0o755);
 
   const sameUser = (f: string[]) => f[0] === u.name || f[2] === String(u.uid);
@@ -132,8 +130,14 @@ function buildLayer(layer: string): void {
   put(layer, '/etc/passwd', accounts(readHost('/etc/passwd'), sameUser, `${u.name}:x:${u.uid}:${u.gid}::${u.home}:${u.shell}`), 0o644);
   put(layer, '/etc/group', accounts(readHost('/etc/group'), sameGroup, `${u.name}:x:${u.gid}:`), 0o644);
   const shadowGroup = Number(/^shadow:[^:]*:(\d+):/m.exec(readHost('/etc/group'))?.[1] ?? 0);
-  put(layer, '/etc/shadow', accounts(readHost('/etc/shadow'), (f) => f[0] === u.name, `${u.name}:!:19000:0:99999:7:::`, lockPassword), 0o640, 0, shadowGroup);
-  put(layer, '/etc/gshadow', accounts(readHost('/etc/gshadow'), (f) => f[0] === u.name, `${u.name}:!::`, lockPassword), 0o640, 0, shadowGroup);
+  const shadow = accounts(readHost('/etc/shadow'), (f) => f[0] === u.name, `${u.name}:!:19000:0:99999:7:::`, lockPassword);
+  const gshadow = accounts(readHost('/etc/gshadow'), (f) => f[0] === u.name, `${u.name}:!::`, lockPassword);
+  // The backups that shadow(5)'s tools keep (`shadow-`, `gshadow-`) would
+  // show the host's own: they get the same locked copies.
+  for (const suffix of ['', '-']) {
+    put(layer, `/etc/shadow${suffix}`, shadow, 0o640, 0, shadowGroup);
+    put(layer, `/etc/gshadow${suffix}`, gshadow, 0o640, 0, shadowGroup);
+  }
   put(layer, '/etc/hostname', 'sandbox\n', 0o644);
   put(layer, '/etc/hosts', '127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n', 0o644);
   if (existsSync('/usr/bin/sudo') && existsSync('/etc/sudoers.d')) {

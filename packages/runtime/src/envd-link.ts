@@ -1,15 +1,20 @@
 // The runtime's side of envd: waiting for it, initialising it, and opening
-// port tunnels through it. All of it over unix sockets in the sandbox's run
-// directory, which only the host can reach.
-import { existsSync, watch } from 'node:fs';
+// port tunnels through it. All of it over the unix sockets that the runtime
+// made for the sandbox, in a directory that only the host can reach.
 import { request } from 'node:http';
 import { connect, type Socket } from 'node:net';
-import { basename, dirname } from 'node:path';
 import type { Duplex } from 'node:stream';
 import { RuntimeError, type EnvdInit } from './runtime.js';
 
 /** One request to envd; a body that is not bytes is sent as JSON. */
-function call(socketPath: string, method: string, path: string, body?: unknown, headers: Record<string, string> = {}): Promise<{ status: number; body: Buffer }> {
+function call(
+  socketPath: string,
+  method: string,
+  path: string,
+  body?: unknown,
+  headers: Record<string, string> = {},
+  opts: { timeoutMs?: number; signal?: AbortSignal } = {},
+): Promise<{ status: number; body: Buffer }> {
   return new Promise((resolve, reject) => {
     const json = body !== undefined && !Buffer.isBuffer(body);
     const payload: Buffer | undefined = json ? Buffer.from(JSON.stringify(body)) : (body as Buffer | undefined);
@@ -24,6 +29,7 @@ function call(socketPath: string, method: string, path: string, body?: unknown, 
           ...(payload ? { 'content-length': payload.length } : {}),
         },
         agent: false,
+        signal: opts.signal,
       },
       (res) => {
         const chunks: Buffer[] = [];
@@ -31,61 +37,49 @@ function call(socketPath: string, method: string, path: string, body?: unknown, 
         res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks) }));
       },
     );
-    req.setTimeout(5000, () => req.destroy(new Error(`${method} ${path} timed out`)));
+    const timeoutMs = opts.timeoutMs ?? 5000;
+    req.setTimeout(timeoutMs, () => req.destroy(new Error(`${method} ${path} got no answer within ${timeoutMs} ms`)));
     req.on('error', reject);
     req.end(payload);
   });
 }
 
-/** Longest pause between two attempts once envd's socket exists: envd is found at most this late. */
-const MAX_POLL_DELAY_MS = 5;
-/** Longest pause while the socket does not exist yet, should its creation go unseen. */
-const SOCKET_POLL_MS = 50;
+/** How often a boot checks, while envd has not answered yet, whether the container still runs. */
+const FAILURE_POLL_MS = 50;
+/** Pause before asking again when envd's socket refused or dropped a connection. */
+const RETRY_MS = 5;
 
 /**
- * Waits until envd answers 204 on /health. Until envd's socket exists there
- * is nothing to ask: the wait wakes when the socket is made (inotify on the
- * run directory, which the container has bind-mounted), and every
- * SOCKET_POLL_MS besides. Once it exists, envd is asked every 1 to 5 ms
- * until it answers (it binds, then listens). `failed` is asked on each wake
- * and returns a reason when the sandbox can no longer come up; it must be
- * cheap (a read of /proc, not a runc process).
- *
- * The wait used to poll every 1 to 5 ms from the start and run `runc state`
- * four times a second. 20 cold boots at once then took 5.6 to 5.8
- * CPU-seconds of this 2-core host, and 2.9 s until all were up; now they
- * take 3.5 to 4.3 CPU-seconds and 1.8 to 2.2 s. A single boot takes as long
- * as before.
+ * Waits until envd answers 204 on /health. The runtime made envd's socket
+ * and listens on it before the container starts, so a connection is
+ * accepted by the kernel at once and waits in the socket's backlog until
+ * envd takes it: one request, answered the moment envd is up, with no
+ * polling of envd. Meanwhile `failed` is asked every FAILURE_POLL_MS and
+ * returns a reason once the sandbox can no longer come up (it must be
+ * cheap: a read of /proc, not a runc process); a connection refused or
+ * dropped (envd died, and its socket with it) is retried until then.
  */
 export async function waitForEnvd(socketPath: string, timeoutMs: number, failed: () => string | undefined): Promise<void> {
   const deadline = Date.now() + timeoutMs;
-  const name = basename(socketPath);
-  let wake: () => void = () => {};
-  const watcher = watch(dirname(socketPath), (_event, file) => file === name && wake());
-  // A watcher that fails leaves the poll, which finds the socket all the same.
-  watcher.on('error', () => watcher.close());
-  try {
-    let delay = 1;
-    for (;;) {
-      if (await envdAnswers(socketPath)) return;
-      const reason = failed();
-      if (reason) throw new RuntimeError('unavailable', `envd did not start: ${reason}`);
-      if (Date.now() > deadline) throw new RuntimeError('unavailable', `envd did not answer on ${socketPath} within ${timeoutMs} ms`);
-      // The socket made since the attempt above is seen here: the watcher's
-      // callback cannot run between this check and the timer below.
-      const made = existsSync(socketPath);
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, made ? delay : SOCKET_POLL_MS);
-        wake = () => {
-          clearTimeout(timer);
-          resolve();
-        };
-      });
-      wake = () => {};
-      if (made) delay = Math.min(delay * 2, MAX_POLL_DELAY_MS);
+  for (;;) {
+    const abort = new AbortController();
+    let reason: string | undefined;
+    const watch = setInterval(() => {
+      reason = failed();
+      if (reason) abort.abort();
+    }, FAILURE_POLL_MS);
+    try {
+      const res = await call(socketPath, 'GET', '/health', undefined, {}, { timeoutMs: Math.max(1, deadline - Date.now()), signal: abort.signal });
+      if (res.status === 204) return;
+    } catch {
+      // refused, dropped, aborted or timed out: told apart below
+    } finally {
+      clearInterval(watch);
     }
-  } finally {
-    watcher.close();
+    reason ??= failed();
+    if (reason) throw new RuntimeError('unavailable', `envd did not start: ${reason}`);
+    if (Date.now() >= deadline) throw new RuntimeError('unavailable', `envd did not answer on ${socketPath} within ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, RETRY_MS));
   }
 }
 

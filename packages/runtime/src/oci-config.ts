@@ -13,7 +13,6 @@ export interface ConfigInput {
   /** Host paths bind-mounted into the sandbox. */
   envdDistDir: string;
   nodeBinary: string;
-  runDir: string;
   cgroupsPath: string;
   /** Open files a sandbox process may have: the runtime's own hard limit, as it cannot raise it. */
   maxOpenFiles: number;
@@ -41,6 +40,10 @@ const CAPABILITIES = [
 
 const CPU_PERIOD_US = 100_000;
 
+/** Where envd finds its listening sockets: the descriptors runc passes on, in this order. */
+export const ENVD_FD = 3;
+export const TUNNEL_FD = 4;
+
 export function ociConfig(c: ConfigInput): object {
   const memory = c.limits.memoryMB * 1024 * 1024;
   return {
@@ -52,10 +55,11 @@ export function ociConfig(c: ConfigInput): object {
         IN_SANDBOX.node,
         ...envdNodeFlags,
         `${IN_SANDBOX.envd}/${envdEntry}`,
-        '--socket',
-        `${IN_SANDBOX.run}/envd.sock`,
-        '--tunnel-socket',
-        `${IN_SANDBOX.run}/tunnel.sock`,
+        // Sockets the host made and listens on (RuncRuntime.startContainer).
+        '--listen-fd',
+        String(ENVD_FD),
+        '--tunnel-fd',
+        String(TUNNEL_FD),
         '--default-user',
         SANDBOX_USER.name,
       ],
@@ -83,7 +87,6 @@ export function ociConfig(c: ConfigInput): object {
       { destination: '/sys/fs/cgroup', type: 'cgroup', source: 'cgroup', options: ['nosuid', 'noexec', 'nodev', 'relatime', 'ro'] },
       { destination: IN_SANDBOX.envd, type: 'bind', source: c.envdDistDir, options: ['rbind', 'ro', 'nosuid', 'nodev'] },
       { destination: IN_SANDBOX.node, type: 'bind', source: c.nodeBinary, options: ['bind', 'ro', 'nosuid', 'nodev'] },
-      { destination: IN_SANDBOX.run, type: 'bind', source: c.runDir, options: ['bind', 'rw', 'nosuid', 'nodev', 'noexec'] },
     ],
     linux: {
       namespaces: [{ type: 'pid' }, { type: 'network' }, { type: 'ipc' }, { type: 'uts' }, { type: 'mount' }, { type: 'cgroup' }],

@@ -3,14 +3,19 @@
 //
 //   spec.json   what it is (template, limits, creation time, pool state)
 //   config.json its OCI configuration; the directory is the bundle
-//   upper/ work/ rootfs/   its overlay: template layers + host root below
-//   run/        bind-mounted into the sandbox; envd's sockets live here
+//   disk.img    the sandbox's disk: ext4 of its diskSizeMB in a sparse file
+//   disk/       where disk.img is mounted; holds the overlay's upper/ and work/
+//   rootfs/     its overlay: template layers + host root below, upper on top
+//   sock/       envd's sockets (envd.sock, tunnel.sock): made and bound by
+//               this process, listened on by envd through descriptors that
+//               runc passes in. No sandbox sees this directory, so the paths
+//               the host connects to are never ones a sandbox could replace.
 //   envd.log    envd's output
 //
 // runc keeps container state under <dataDir>/runc. Everything survives a
 // restart of this process: containers run on, and list() finds them again.
 import { createHash } from 'node:crypto';
-import { closeSync, existsSync, lstatSync, mkdirSync, openSync, readFileSync, readSync, readdirSync, renameSync, rmSync, statSync, statfsSync, writeFileSync } from 'node:fs';
+import { closeSync, existsSync, lstatSync, mkdirSync, openSync, readFileSync, readSync, readdirSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { Duplex } from 'node:stream';
 import { envdDistDir as defaultEnvdDistDir } from '@paddock/envd';
@@ -19,6 +24,7 @@ import { cgroupDirs, detectCgroups, inCgroup, readUsage, removeCgroupDir, remove
 import { envdAnswers, initEnvd, openTunnel, runTrue, waitForEnvd } from './envd-link.js';
 import { CommandError, run } from './exec.js';
 import { ensureHostView, isMounted, mountOverlay, mountPoints, removeTree, unmount } from './mounts.js';
+import { listenUnix } from './host-socket.js';
 import { hardOpenFilesLimit, ociConfig } from './oci-config.js';
 import { Runc, type RuncContainer } from './runc.js';
 import {
@@ -34,7 +40,8 @@ import {
   type TemplateInfo,
 } from './runtime.js';
 import { BASE_TEMPLATE_ID, TemplateStore } from './templates.js';
-import { KeyedMutex, SANDBOX_ID, diskUsage, newSandboxId } from './util.js';
+import { KeyedMutex, SANDBOX_ID, newSandboxId } from './util.js';
+import { MIN_DISK_MB, createDisk, diskPaths, diskUsage, loopDevicesUnder, mountDisk, type DiskPaths } from './disk.js';
 
 export interface RuncRuntimeOptions {
   /** Where templates, sandboxes and runc's state live. */
@@ -68,7 +75,6 @@ interface SandboxSpec {
 }
 
 const MAX_SOCKET_PATH = 107;
-const DISK_USAGE_TTL_MS = 10_000;
 /**
  * A claim from the pool is followed at once by its owner's first commands.
  * Booting the sandbox that replaces it (mount, runc, envd's start) competes
@@ -88,7 +94,6 @@ export class RuncRuntime implements Runtime {
   readonly cgroupParent: string;
   private readonly mutex = new KeyedMutex();
   private readonly lastCpu = new Map<string, { ns: number; at: number }>();
-  private readonly diskCache = new Map<string, { bytes: number; at: number }>();
   private readonly pool = new Map<string, string[]>();
   private poolFilling: Promise<void> | undefined;
   private refillTimer: NodeJS.Timeout | undefined;
@@ -108,7 +113,7 @@ export class RuncRuntime implements Runtime {
     this.cgroups = detectCgroups();
     this.swap = swapAccounting(this.cgroups);
     this.cgroupParent = `/paddock/${createHash('sha256').update(this.dataDir).digest('hex').slice(0, 12)}`;
-    const probe = join(this.sandboxesDir, 'x'.repeat(20), 'run', 'tunnel.sock');
+    const probe = join(this.sandboxesDir, 'x'.repeat(20), 'sock', 'tunnel.sock');
     if (probe.length > MAX_SOCKET_PATH) {
       throw new RuntimeError('invalid', `data directory '${this.dataDir}' is too long: sandbox sockets would exceed ${MAX_SOCKET_PATH} bytes`);
     }
@@ -150,7 +155,33 @@ export class RuncRuntime implements Runtime {
   }
 
   private socket(id: string, name: 'envd.sock' | 'tunnel.sock'): string {
-    return join(this.dir(id), 'run', name);
+    return join(this.dir(id), 'sock', name);
+  }
+
+  private disk(id: string): DiskPaths {
+    return diskPaths(this.dir(id));
+  }
+
+  /**
+   * Mounts the sandbox's disk. A sandbox made before sandboxes had disks
+   * keeps its upper directory beside them (`upper/`, `work/`): its files are
+   * moved onto a new disk of its size first, and the old directories go only
+   * once they are all there.
+   */
+  private async ensureDisk(spec: SandboxSpec): Promise<void> {
+    const dir = this.dir(spec.id);
+    const disk = this.disk(spec.id);
+    const oldUpper = join(dir, 'upper');
+    if (!existsSync(disk.image)) {
+      if (!existsSync(oldUpper)) throw new RuntimeError('internal', `sandbox '${spec.id}' has no disk`);
+      await createDisk(disk, spec.limits.diskSizeMB);
+      await mountDisk(disk);
+      await run('cp', ['-a', `${oldUpper}/.`, disk.upper], { timeoutMs: 600_000 });
+      await removeTree(oldUpper);
+      await removeTree(join(dir, 'work'));
+      return;
+    }
+    await mountDisk(disk);
   }
 
   // ---------------------------------------------------------------- setup
@@ -215,9 +246,14 @@ export class RuncRuntime implements Runtime {
         else await this.removeSandbox(id);
         continue;
       }
-      if (status === 'stopped') {
+      // A sandbox started by an older runtime has envd's sockets in a
+      // directory it can write (run/), which this one never connects to:
+      // it is stopped, keeping its files, and starts again with sockets in sock/.
+      const oldSockets = status !== 'stopped' && !existsSync(join(this.dir(id), 'sock'));
+      if (status === 'stopped' || oldSockets) {
         await this.runc.deleteForce(id);
         await unmount(join(this.dir(id), 'rootfs'));
+        await unmount(this.disk(id).mountPoint);
       }
     }
     // cgroups of sandboxes that no longer exist
@@ -254,6 +290,7 @@ export class RuncRuntime implements Runtime {
     const limits = { ...template.limits, ...Object.fromEntries(Object.entries(requested ?? {}).filter(([, v]) => v !== undefined)) } as Limits;
     if (!Number.isInteger(limits.cpuCount) || limits.cpuCount < 1) throw new RuntimeError('invalid', `cpuCount ${limits.cpuCount} must be a whole number of at least 1`);
     if (!Number.isInteger(limits.memoryMB) || limits.memoryMB < 128) throw new RuntimeError('invalid', `memoryMB ${limits.memoryMB} must be a whole number of at least 128`);
+    if (!Number.isInteger(limits.diskSizeMB) || limits.diskSizeMB < MIN_DISK_MB) throw new RuntimeError('invalid', `diskSizeMB ${limits.diskSizeMB} must be a whole number of at least ${MIN_DISK_MB}`);
     return limits;
   }
 
@@ -297,13 +334,14 @@ export class RuncRuntime implements Runtime {
     return this.mutex.run(id, async () => {
       try {
         mkdirSync(dir, { recursive: true, mode: 0o700 });
-        // The upper directory's own mode becomes the sandbox's `/`.
-        mkdirSync(join(dir, 'upper'), { mode: 0o755 });
-        for (const d of ['work', 'rootfs', 'run']) mkdirSync(join(dir, d), { mode: 0o700 });
-        // The sandbox's name, in its own layer.
-        mkdirSync(join(dir, 'upper/etc'), { recursive: true, mode: 0o755 });
-        writeFileSync(join(dir, 'upper/etc/hostname'), `${id}\n`);
-        writeFileSync(join(dir, 'upper/etc/hosts'), `127.0.0.1\tlocalhost\n127.0.1.1\t${id}\n::1\tlocalhost ip6-localhost ip6-loopback\n`);
+        mkdirSync(join(dir, 'rootfs'), { mode: 0o700 });
+        const disk = this.disk(id);
+        await createDisk(disk, limits.diskSizeMB);
+        await mountDisk(disk);
+        // The sandbox's name, in its own layer (no sandbox process runs yet).
+        mkdirSync(join(disk.upper, 'etc'), { mode: 0o755 });
+        writeFileSync(join(disk.upper, 'etc/hostname'), `${id}\n`);
+        writeFileSync(join(disk.upper, 'etc/hosts'), `127.0.0.1\tlocalhost\n127.0.1.1\t${id}\n::1\tlocalhost ip6-localhost ip6-loopback\n`);
         this.writeSpec(spec);
         await this.startContainer(spec, init);
         // envd's first command runs cold code: ~7 ms slower than the ones
@@ -325,9 +363,9 @@ export class RuncRuntime implements Runtime {
   private async startContainer(spec: SandboxSpec, init?: EnvdInit): Promise<void> {
     const dir = this.dir(spec.id);
     const lowers = [...this.templates.layers(spec.templateId), this.hostView];
-    await mountOverlay(join(dir, 'rootfs'), lowers, join(dir, 'upper'), join(dir, 'work'));
-    rmSync(this.socket(spec.id, 'envd.sock'), { force: true });
-    rmSync(this.socket(spec.id, 'tunnel.sock'), { force: true });
+    const disk = this.disk(spec.id);
+    await this.ensureDisk(spec);
+    await mountOverlay(join(dir, 'rootfs'), lowers, disk.upper, disk.work);
     const config = ociConfig({
       id: spec.id,
       limits: spec.limits,
@@ -335,12 +373,24 @@ export class RuncRuntime implements Runtime {
       swapAccounting: this.swap,
       envdDistDir: this.opts.envdDistDir ?? defaultEnvdDistDir,
       nodeBinary: this.opts.nodeBinary ?? process.execPath,
-      runDir: join(dir, 'run'),
       cgroupsPath: this.cgroupPath(spec.id),
       maxOpenFiles: hardOpenFilesLimit(),
     });
     writeFileSync(join(dir, 'config.json'), JSON.stringify(config));
-    const container = await this.runc.runDetached(spec.id, dir, join(dir, 'envd.log'));
+    // envd.sock then tunnel.sock: the descriptors ociConfig tells envd (ENVD_FD, TUNNEL_FD).
+    mkdirSync(join(dir, 'sock'), { recursive: true, mode: 0o700 });
+    const fds: number[] = [];
+    let container: { running: () => boolean };
+    try {
+      for (const name of ['envd.sock', 'tunnel.sock'] as const) {
+        const path = this.socket(spec.id, name);
+        rmSync(path, { force: true });
+        fds.push(listenUnix(path));
+      }
+      container = await this.runc.runDetached(spec.id, dir, join(dir, 'envd.log'), fds);
+    } finally {
+      for (const fd of fds) closeSync(fd);
+    }
     await waitForEnvd(this.socket(spec.id, 'envd.sock'), this.opts.readyTimeoutMs ?? 15_000, () =>
       container.running() ? undefined : `the container exited; envd log: ${tail(join(dir, 'envd.log'))}`,
     );
@@ -388,6 +438,8 @@ export class RuncRuntime implements Runtime {
       this.requireSpec(id);
       await this.runc.deleteForce(id, this.runningInit(id));
       await unmount(join(this.dir(id), 'rootfs'));
+      // A stopped sandbox holds no loop device; start() mounts its disk again.
+      await unmount(this.disk(id).mountPoint);
       this.lastCpu.delete(id);
     });
   }
@@ -413,15 +465,16 @@ export class RuncRuntime implements Runtime {
     // mount of its own binary that it makes there, and no container that
     // its delete would remove: both go here, before the sandbox's directory,
     // which marks that there is something left to remove.
+    // The overlay goes before the disk that holds its upper directory.
     const rootfs = join(dir, 'rootfs');
     const runcState = join(this.dataDir, 'runc', id);
     for (const mp of mountPoints()) if ([rootfs, runcState].some((d) => mp === d || mp.startsWith(d + '/'))) await unmount(mp);
+    await unmount(this.disk(id).mountPoint);
     // Normally `runc delete` has removed it already.
     if (existsSync(runcState)) await removeTree(runcState);
     removeCgroups(this.cgroups, this.cgroupPath(id));
     await removeTree(dir);
     this.lastCpu.delete(id);
-    this.diskCache.delete(id);
   }
 
   /**
@@ -479,12 +532,7 @@ export class RuncRuntime implements Runtime {
       this.lastCpu.set(id, { ns: usage.cpuNs, at: now });
     }
     const memTotal = spec.limits.memoryMB * 1024 * 1024;
-    let disk = this.diskCache.get(id);
-    if (!disk || Date.now() - disk.at > DISK_USAGE_TTL_MS) {
-      disk = { bytes: await diskUsage(join(this.dir(id), 'upper')), at: Date.now() };
-      this.diskCache.set(id, disk);
-    }
-    const fs = statfsSync(this.sandboxesDir);
+    const disk = diskUsage(this.disk(id), spec.limits.diskSizeMB);
     return {
       timestamp: new Date(),
       cpuCount: spec.limits.cpuCount,
@@ -492,9 +540,8 @@ export class RuncRuntime implements Runtime {
       memUsed: usage ? Math.min(memTotal, Math.max(0, usage.memUsage - usage.memInactiveFile)) : 0,
       memTotal,
       memCache: usage?.memCache ?? 0,
-      diskUsed: disk.bytes,
-      // Nothing caps a sandbox's disk on one host but the host's free space.
-      diskTotal: disk.bytes + fs.bavail * fs.bsize,
+      diskUsed: disk.used,
+      diskTotal: disk.total,
     };
   }
 
@@ -514,18 +561,27 @@ export class RuncRuntime implements Runtime {
     return this.mutex.run(id, async () => {
       const spec = this.requireSpec(id);
       const layer = this.templates.newLayerDir(templateId);
-      const wasRunning = this.statusOf(await this.runc.state(id)) === 'running';
+      const status = this.statusOf(await this.runc.state(id));
+      const wasRunning = status === 'running';
+      const disk = this.disk(id);
       try {
         // Frozen, its processes cannot change the files while they are copied.
         if (wasRunning) await this.runc.pause(id);
-        await run('cp', ['-a', `${join(this.dir(id), 'upper')}/.`, layer], { timeoutMs: 600_000 });
-        for (const f of ['etc/hostname', 'etc/hosts']) rmSync(join(layer, f), { force: true });
+        // A stopped sandbox's disk is mounted for the copy, and unmounted after.
+        if (status === 'stopped') await this.ensureDisk(spec);
+        // cp -a copies links as links; nothing in the upper is followed.
+        await run('cp', ['-a', `${disk.upper}/.`, layer], { timeoutMs: 600_000 });
+        // The copy is the host's alone now, but its `etc` is whatever the
+        // sandbox made it: a link there (to the host's /etc, say) must not
+        // be followed by the removal of the sandbox's own name files.
+        if (isRealDirectory(join(layer, 'etc'))) for (const f of ['etc/hostname', 'etc/hosts']) rmSync(join(layer, f), { recursive: true, force: true });
         return this.templates.commit(templateId, spec.templateId, spec.limits);
       } catch (err) {
         this.templates.discard(templateId);
         throw err instanceof RuntimeError ? err : new RuntimeError('internal', `snapshot of '${id}' failed: ${(err as Error).message}`, { cause: err });
       } finally {
         if (wasRunning) await this.runc.resume(id).catch(() => undefined);
+        if (status === 'stopped') await unmount(disk.mountPoint).catch(() => undefined);
       }
     });
   }
@@ -727,6 +783,7 @@ export class RuncRuntime implements Runtime {
       for (const d of readdirSync(runcRoot)) if (!containers.includes(d)) out.push(`runc state directory ${d}`);
     }
     if (existsSync(this.sandboxesDir)) for (const d of readdirSync(this.sandboxesDir)) out.push(`directory sandboxes/${d}`);
+    for (const l of loopDevicesUnder(this.dataDir)) out.push(`loop device ${l}`);
     return out;
   }
 
@@ -742,6 +799,14 @@ export class RuncRuntime implements Runtime {
   /** Sandbox ids in the warm pool, per template. */
   pooled(): Record<string, string[]> {
     return Object.fromEntries([...this.pool].map(([t, ids]) => [t, [...ids]]));
+  }
+}
+
+function isRealDirectory(path: string): boolean {
+  try {
+    return lstatSync(path).isDirectory();
+  } catch {
+    return false;
   }
 }
 

@@ -46,8 +46,12 @@ export class Runc {
    * whether the container's first process still runs (its pid from
    * `--pid-file`): a read of /proc, where `runc state` costs a process start
    * (about 5 ms of CPU here), and a boot asks while it waits for envd.
+   *
+   * `passFds` become the container process's descriptors 3, 4, ... (runc's
+   * `--preserve-fds`); runc has its copies from the moment it is spawned,
+   * so the caller may close its own once this returns or fails.
    */
-  async runDetached(id: string, bundle: string, logFile: string): Promise<{ running: () => boolean }> {
+  async runDetached(id: string, bundle: string, logFile: string, passFds: number[] = []): Promise<{ running: () => boolean }> {
     const runcLog = `${logFile}.runc`;
     const pidFile = join(bundle, 'init.pid');
     rmSync(runcLog, { force: true });
@@ -57,8 +61,12 @@ export class Runc {
       await new Promise<void>((resolve, reject) => {
         const child = spawn(
           this.binary,
-          ['--root', this.root, '--log', runcLog, '--log-format', 'json', 'run', '--detach', '--pid-file', pidFile, '--bundle', bundle, id],
-          { stdio: ['ignore', log, log] },
+          [
+            ...['--root', this.root, '--log', runcLog, '--log-format', 'json', 'run', '--detach', '--pid-file', pidFile, '--bundle', bundle],
+            ...(passFds.length ? ['--preserve-fds', String(passFds.length)] : []),
+            id,
+          ],
+          { stdio: ['ignore', log, log, ...passFds] },
         );
         child.once('error', reject);
         child.once('exit', (code) => {

@@ -9,7 +9,7 @@ export type SandboxStatus = 'running' | 'paused' | 'stopped';
 export interface Limits {
   cpuCount: number;
   memoryMB: number;
-  /** Nominal disk size; reported as the template's, not enforced on one host. */
+  /** The most a sandbox may write, MiB: the size of its disk. */
   diskSizeMB: number;
 }
 

@@ -45,7 +45,10 @@ export class TemplateStore {
 
   async ensureBase(masks: string[], progress?: (msg: string) => void): Promise<void> {
     const existing = this.read(BASE_TEMPLATE_ID);
-    if (existing && existing.layers.every((l) => existsSync(join(this.dir, BASE_TEMPLATE_ID, l)))) return;
+    // A base made by an older recipe is made again by this one; the old
+    // layers stay, as overlays of sandboxes running now still use them.
+    const current = existing?.layers.every((l) => l.startsWith(`${BASE_RECIPE}/`) && existsSync(join(this.dir, BASE_TEMPLATE_ID, l)));
+    if (current) return;
     const recipeDir = join(this.dir, BASE_TEMPLATE_ID, BASE_RECIPE);
     await ensureBaseLayers(recipeDir, masks, progress);
     this.write({

@@ -1,7 +1,5 @@
 // Small pieces the runtime shares.
 import { randomBytes } from 'node:crypto';
-import { lstat, readdir } from 'node:fs/promises';
-import { join } from 'node:path';
 
 const ALPHABET = 'abcdefghijklmnopqrstuvwxyz0123456789';
 
@@ -29,30 +27,4 @@ export class KeyedMutex {
     });
     return next;
   }
-}
-
-/** Bytes allocated under `dir` (files counted by their blocks, not followed through links). */
-export async function diskUsage(dir: string): Promise<number> {
-  let total = 0;
-  const walk = async (d: string): Promise<void> => {
-    let entries;
-    try {
-      entries = await readdir(d, { withFileTypes: true });
-    } catch {
-      return;
-    }
-    await Promise.all(
-      entries.map(async (e) => {
-        const p = join(d, e.name);
-        try {
-          total += (await lstat(p)).blocks * 512;
-        } catch {
-          return;
-        }
-        if (e.isDirectory()) await walk(p);
-      }),
-    );
-  };
-  await walk(dir);
-  return total;
 }

@@ -17,7 +17,7 @@ afterAll(() => t.teardown());
 const sandboxLeftovers = async (rt: RuncRuntime) => (await rt.leftovers()).filter((l) => !l.includes('hostview') && !l.endsWith(rt.cgroupParent));
 const create = async () => (await t.runtime.create({ templateId: 'base', init: { accessToken: TOKEN } })).id;
 /** The sandbox's writable layer as the host sees it: where its /tmp files land. */
-const upperFile = (id: string, path: string) => join(t.dataDir, 'sandboxes', id, 'upper', path);
+const upperFile = (id: string, path: string) => join(t.dataDir, 'sandboxes', id, 'disk', 'upper', path);
 
 test('pause stops a running counter, resume continues it', async () => {
   const id = await create();
@@ -116,10 +116,10 @@ test('destroy kills every process of a running or paused sandbox, detached ones 
   expect(await sandboxLeftovers(t.runtime)).toEqual([]);
 });
 
-test('stats report cpu, memory and disk from the cgroup and the upper layer', async () => {
+test("stats report cpu, memory and disk from the cgroup and the sandbox's disk", async () => {
   const id = await create();
-  await exec(t.runtime, id, 'head -c 5000000 /dev/urandom > ~/blob');
-  await t.runtime.stats(id);
+  const before = await t.runtime.stats(id);
+  await exec(t.runtime, id, 'head -c 5000000 /dev/urandom > ~/blob && sync');
   await exec(t.runtime, id, 'for i in $(seq 1 3000); do :; done');
   const s = await t.runtime.stats(id);
   expect(s.cpuCount).toBe(2);
@@ -128,8 +128,10 @@ test('stats report cpu, memory and disk from the cgroup and the upper layer', as
   expect(s.memUsed).toBeLessThan(s.memTotal);
   expect(s.cpuUsedPct).toBeGreaterThan(0);
   expect(s.cpuUsedPct).toBeLessThanOrEqual(100);
-  expect(s.diskUsed).toBeGreaterThan(5_000_000);
-  expect(s.diskTotal).toBeGreaterThan(s.diskUsed);
+  expect(s.diskUsed - before.diskUsed).toBeGreaterThan(5_000_000);
+  // The disk's size, less what ext4 keeps for itself.
+  expect(s.diskTotal).toBeLessThanOrEqual(2048 * 1024 * 1024);
+  expect(s.diskTotal).toBeGreaterThan(1900 * 1024 * 1024);
   await t.runtime.destroy(id);
 });
 

@@ -1,0 +1,9 @@
+{
+  "targets": [
+    {
+      "target_name": "runtime_native",
+      "sources": ["native/listen_unix.c"],
+      "cflags": ["-O2", "-Wall", "-Wextra", "-Wno-unused-parameter"]
+    }
+  ]
+}
