@@ -122,6 +122,24 @@ export function removeCgroups(layout: CgroupLayout, cgroupPath: string): string[
   return left;
 }
 
+/** How long removal waits for a killed sandbox's last processes to leave its cgroups. */
+const DRAIN_MS = 2000;
+
+/**
+ * Removes the cgroup directories of `cgroupPath` as removeCgroups does,
+ * trying again for a while those still busy: processes of a sandbox that
+ * was just killed take a moment to exit, and until then the kernel refuses
+ * (EBUSY). Returns those that are still there after that.
+ */
+export async function removeCgroupsDrained(layout: CgroupLayout, cgroupPath: string): Promise<string[]> {
+  const deadline = Date.now() + DRAIN_MS;
+  for (let pause = 1; ; pause = Math.min(pause * 2, 50)) {
+    const left = removeCgroups(layout, cgroupPath);
+    if (left.length === 0 || Date.now() > deadline) return left;
+    await new Promise((r) => setTimeout(r, pause));
+  }
+}
+
 /**
  * Removes the directory of `cgroupPath` itself (not its children) from every
  * hierarchy. The kernel refuses while it still holds child cgroups or

@@ -3,6 +3,7 @@ import { envdEntry, envdNodeFlags } from '@paddock/envd';
 import { readFileSync } from 'node:fs';
 import { IN_SANDBOX, SANDBOX_USER } from './base-template.js';
 import type { Limits } from './runtime.js';
+import { sandboxSeccomp } from './seccomp.js';
 
 export interface ConfigInput {
   id: string;
@@ -111,6 +112,8 @@ export function ociConfig(c: ConfigInput): object {
         '/sys/devices/virtual/powercap',
       ],
       readonlyPaths: ['/proc/bus', '/proc/fs', '/proc/irq', '/proc/sys', '/proc/sysrq-trigger'],
+      // Default-deny allow-list of system calls: seccomp/profile.json.
+      seccomp: sandboxSeccomp(),
     },
   };
 }

@@ -20,13 +20,13 @@ import { join, resolve } from 'node:path';
 import type { Duplex } from 'node:stream';
 import { envdDistDir as defaultEnvdDistDir } from '@paddock/envd';
 import { IN_SANDBOX, defaultMasks } from './base-template.js';
-import { cgroupDirs, detectCgroups, inCgroup, readUsage, removeCgroupDir, removeCgroups, swapAccounting, thawed, type CgroupLayout } from './cgroups.js';
+import { cgroupDirs, detectCgroups, inCgroup, readUsage, removeCgroupDir, removeCgroups, removeCgroupsDrained, swapAccounting, thawed, type CgroupLayout } from './cgroups.js';
 import { envdAnswers, initEnvd, openTunnel, runTrue, waitForEnvd } from './envd-link.js';
 import { CommandError, run } from './exec.js';
 import { ensureHostView, isMounted, mountOverlay, mountPoints, removeTree, unmount } from './mounts.js';
 import { listenUnix } from './host-socket.js';
 import { hardOpenFilesLimit, ociConfig } from './oci-config.js';
-import { Runc, type RuncContainer } from './runc.js';
+import { InitProcess, Runc, type RuncContainer } from './runc.js';
 import {
   RuntimeError,
   type CreateOptions,
@@ -82,6 +82,8 @@ const MAX_SOCKET_PATH = 107;
  * after the claim.
  */
 const POOL_REFILL_DELAY_MS = 250;
+/** How often the inits of running sandboxes are looked at: one read of /proc each. */
+const INIT_WATCH_MS = 1000;
 
 export class RuncRuntime implements Runtime {
   private readonly dataDir: string;
@@ -94,6 +96,10 @@ export class RuncRuntime implements Runtime {
   readonly cgroupParent: string;
   private readonly mutex = new KeyedMutex();
   private readonly lastCpu = new Map<string, { ns: number; at: number }>();
+  /** The init of each sandbox whose container runs (or is paused), watched for exits. */
+  private readonly inits = new Map<string, InitProcess>();
+  private readonly exitListeners = new Set<(id: string) => void>();
+  private initWatch: NodeJS.Timeout | undefined;
   private readonly pool = new Map<string, string[]>();
   private poolFilling: Promise<void> | undefined;
   private refillTimer: NodeJS.Timeout | undefined;
@@ -206,6 +212,7 @@ export class RuncRuntime implements Runtime {
       await this.templates.ensureBase(masks, onProgress);
       if (first) {
         await this.recover();
+        this.watchInits();
         this.fillPool();
       }
     } catch (err) {
@@ -240,7 +247,9 @@ export class RuncRuntime implements Runtime {
         await this.removeSandbox(id);
         continue;
       }
-      const status = this.statusOf(containers.get(id));
+      const container = containers.get(id);
+      const status = this.statusOf(container);
+      if (container && status !== 'stopped') this.inits.set(id, new InitProcess(container.pid));
       if (spec.pooled) {
         if (status === 'running') this.poolFor(spec.templateId).push(id);
         else await this.removeSandbox(id);
@@ -250,20 +259,25 @@ export class RuncRuntime implements Runtime {
       // directory it can write (run/), which this one never connects to:
       // it is stopped, keeping its files, and starts again with sockets in sock/.
       const oldSockets = status !== 'stopped' && !existsSync(join(this.dir(id), 'sock'));
-      if (status === 'stopped' || oldSockets) {
-        await this.runc.deleteForce(id);
-        await unmount(join(this.dir(id), 'rootfs'));
-        await unmount(this.disk(id).mountPoint);
-      }
+      if (status === 'stopped' || oldSockets) await this.stopContainer(id);
     }
-    // cgroups of sandboxes that no longer exist
+    this.removeStrayCgroups();
+  }
+
+  /**
+   * Removes the (empty) cgroups of sandboxes that no longer exist: what a
+   * removal that could not drain them, or a crash, left. One with processes
+   * in it stays, and shows in leftovers().
+   */
+  private removeStrayCgroups(): void {
     for (const base of this.cgroups.dirs) {
       const parent = join(base, this.cgroupParent);
       if (!existsSync(parent)) continue;
       for (const entry of readdirSync(parent, { withFileTypes: true })) {
         // A cgroup directory also holds the controller's files; only subdirectories are sandboxes.
         if (!SANDBOX_ID.test(entry.name) || !lstatSync(join(parent, entry.name)).isDirectory()) continue;
-        if (!ids.includes(entry.name) || !this.readSpec(entry.name)) removeCgroups(this.cgroups, this.cgroupPath(entry.name));
+        const spec = this.readSpec(entry.name);
+        if (!spec || spec.destroying) removeCgroups(this.cgroups, this.cgroupPath(entry.name));
       }
     }
   }
@@ -380,7 +394,7 @@ export class RuncRuntime implements Runtime {
     // envd.sock then tunnel.sock: the descriptors ociConfig tells envd (ENVD_FD, TUNNEL_FD).
     mkdirSync(join(dir, 'sock'), { recursive: true, mode: 0o700 });
     const fds: number[] = [];
-    let container: { running: () => boolean };
+    let container: InitProcess;
     try {
       for (const name of ['envd.sock', 'tunnel.sock'] as const) {
         const path = this.socket(spec.id, name);
@@ -395,6 +409,7 @@ export class RuncRuntime implements Runtime {
       container.running() ? undefined : `the container exited; envd log: ${tail(join(dir, 'envd.log'))}`,
     );
     if (init) await initEnvd(this.socket(spec.id, 'envd.sock'), init);
+    this.inits.set(spec.id, container);
   }
 
   async start(id: string, init?: EnvdInit): Promise<void> {
@@ -408,8 +423,7 @@ export class RuncRuntime implements Runtime {
         await this.runc.deleteForce(id);
         await this.startContainer(spec, init);
       } catch (err) {
-        await this.runc.deleteForce(id).catch(() => undefined);
-        await unmount(join(this.dir(id), 'rootfs')).catch(() => undefined);
+        await this.stopContainer(id).catch(() => undefined);
         throw err;
       }
     });
@@ -436,12 +450,58 @@ export class RuncRuntime implements Runtime {
   async stop(id: string): Promise<void> {
     await this.mutex.run(id, async () => {
       this.requireSpec(id);
-      await this.runc.deleteForce(id, this.runningInit(id));
-      await unmount(join(this.dir(id), 'rootfs'));
-      // A stopped sandbox holds no loop device; start() mounts its disk again.
-      await unmount(this.disk(id).mountPoint);
-      this.lastCpu.delete(id);
+      await this.stopContainer(id, this.runningInit(id));
     });
+  }
+
+  /** Ends the container and unmounts its root and disk; the disk's file stays. */
+  private async stopContainer(id: string, runningInit?: number): Promise<void> {
+    this.inits.delete(id);
+    await this.runc.deleteForce(id, runningInit);
+    await unmount(join(this.dir(id), 'rootfs'));
+    // A stopped sandbox holds no loop device; start() mounts its disk again.
+    await unmount(this.disk(id).mountPoint);
+    this.lastCpu.delete(id);
+  }
+
+  onExit(listener: (id: string) => void): () => void {
+    this.exitListeners.add(listener);
+    return () => this.exitListeners.delete(listener);
+  }
+
+  /**
+   * Looks at the init of every running sandbox each INIT_WATCH_MS. One that
+   * exited by itself leaves a container that runc calls stopped, a mounted
+   * root, a disk and a socket nobody answers: the sandbox is stopped as
+   * stop() would, and the listeners are told. A pooled one is removed.
+   */
+  private watchInits(): void {
+    this.initWatch = setInterval(() => {
+      for (const [id, init] of this.inits) if (!init.running()) void this.initExited(id, init);
+    }, INIT_WATCH_MS);
+    this.initWatch.unref();
+  }
+
+  private async initExited(id: string, init: InitProcess): Promise<void> {
+    let stopped = false;
+    try {
+      stopped = await this.mutex.run(id, async () => {
+        // Stopped, destroyed or started anew meanwhile: nothing to do.
+        if (this.inits.get(id) !== init) return false;
+        const spec = this.readSpec(id);
+        // Being removed already (its tombstone sees the removal through).
+        if (!spec || spec.destroying) return false;
+        if (spec.pooled) {
+          await this.removeSandbox(id);
+          return false;
+        }
+        await this.stopContainer(id);
+        return true;
+      });
+    } catch (err) {
+      process.emitWarning(`sandbox '${id}' ended by itself and could not be stopped: ${(err as Error).message}`);
+    }
+    if (stopped) for (const listener of this.exitListeners) listener(id);
   }
 
   async destroy(id: string): Promise<void> {
@@ -451,6 +511,7 @@ export class RuncRuntime implements Runtime {
 
   /** Removes every trace of a sandbox: container, mount, cgroups, directory. */
   private async removeSandbox(id: string): Promise<void> {
+    this.inits.delete(id);
     const dir = this.dir(id);
     if (!existsSync(dir)) return;
     const spec = this.readSpec(id);
@@ -459,20 +520,26 @@ export class RuncRuntime implements Runtime {
       const i = ids.indexOf(id);
       if (i >= 0) ids.splice(i, 1);
     }
-    await this.runc.deleteForce(id, this.runningInit(id));
-    // A runc killed while it created the container (with its process group,
-    // by a Ctrl-C) leaves its state directory, holding the read-only bind
-    // mount of its own binary that it makes there, and no container that
-    // its delete would remove: both go here, before the sandbox's directory,
-    // which marks that there is something left to remove.
-    // The overlay goes before the disk that holds its upper directory.
-    const rootfs = join(dir, 'rootfs');
-    const runcState = join(this.dataDir, 'runc', id);
-    for (const mp of mountPoints()) if ([rootfs, runcState].some((d) => mp === d || mp.startsWith(d + '/'))) await unmount(mp);
-    await unmount(this.disk(id).mountPoint);
-    // Normally `runc delete` has removed it already.
-    if (existsSync(runcState)) await removeTree(runcState);
-    removeCgroups(this.cgroups, this.cgroupPath(id));
+    try {
+      await this.runc.deleteForce(id, this.runningInit(id));
+      // A runc killed while it created the container (with its process group,
+      // by a Ctrl-C) leaves its state directory, holding the read-only bind
+      // mount of its own binary that it makes there, and no container that
+      // its delete would remove: both go here, before the sandbox's directory,
+      // which marks that there is something left to remove.
+      // The overlay goes before the disk that holds its upper directory.
+      const rootfs = join(dir, 'rootfs');
+      const runcState = join(this.dataDir, 'runc', id);
+      for (const mp of mountPoints()) if ([rootfs, runcState].some((d) => mp === d || mp.startsWith(d + '/'))) await unmount(mp);
+      await unmount(this.disk(id).mountPoint);
+      // Normally `runc delete` has removed it already.
+      if (existsSync(runcState)) await removeTree(runcState);
+    } finally {
+      // Whatever failed above, cgroups its processes have left go now; the
+      // tombstone (spec.json, destroying) stays for the rest to be tried again.
+      const left = await removeCgroupsDrained(this.cgroups, this.cgroupPath(id));
+      if (left.length) process.emitWarning(`sandbox '${id}': cgroups still in use after its removal: ${left.join(', ')}`);
+    }
     await removeTree(dir);
     this.lastCpu.delete(id);
   }
@@ -707,6 +774,7 @@ export class RuncRuntime implements Runtime {
   /** Also removes this data directory's parent cgroup when no sandbox of it is left. */
   async close(): Promise<void> {
     this.closed = true;
+    clearInterval(this.initWatch);
     clearTimeout(this.refillTimer);
     this.refillTimer = undefined;
     await this.poolFilling;
@@ -739,6 +807,7 @@ export class RuncRuntime implements Runtime {
     }
     const left = await this.list();
     if (left.length) throw new RuntimeError('conflict', `sandboxes still exist: ${left.map((s) => s.id).join(', ')}`);
+    this.removeStrayCgroups();
     await unmount(this.hostView);
     await unmount(join(this.dataDir, 'hostview-empty'));
     this.dropCgroupParent();

@@ -14,6 +14,23 @@ export interface RuncContainer {
   bundle: string;
 }
 
+/**
+ * A container's first process, known by its pid and when it started: the
+ * start time tells it from a later process that was given the same pid.
+ */
+export class InitProcess {
+  private readonly started: string | undefined;
+
+  constructor(readonly pid: number) {
+    this.started = processStart(pid);
+  }
+
+  /** Whether it still runs (a read of /proc; a zombie has ended). */
+  running(): boolean {
+    return this.started !== undefined && processStart(this.pid) === this.started;
+  }
+}
+
 /** How often list() asks again when a container went while runc listed (a few ms each). */
 const LIST_ATTEMPTS = 5;
 
@@ -42,16 +59,16 @@ export class Runc {
    * Starts a container detached. The container inherits runc's stdio, so
    * both go to `logFile` and nothing ties the container to this process,
    * which may restart while it runs on. runc's own messages go to a JSON log
-   * beside it, read back when the start fails. Resolves with `running()`,
-   * whether the container's first process still runs (its pid from
-   * `--pid-file`): a read of /proc, where `runc state` costs a process start
-   * (about 5 ms of CPU here), and a boot asks while it waits for envd.
+   * beside it, read back when the start fails. Resolves with the
+   * container's first process (its pid from `--pid-file`), whose
+   * `running()` is a read of /proc where `runc state` costs a process start
+   * (about 5 ms of CPU here): a boot asks while it waits for envd.
    *
    * `passFds` become the container process's descriptors 3, 4, ... (runc's
    * `--preserve-fds`); runc has its copies from the moment it is spawned,
    * so the caller may close its own once this returns or fails.
    */
-  async runDetached(id: string, bundle: string, logFile: string, passFds: number[] = []): Promise<{ running: () => boolean }> {
+  async runDetached(id: string, bundle: string, logFile: string, passFds: number[] = []): Promise<InitProcess> {
     const runcLog = `${logFile}.runc`;
     const pidFile = join(bundle, 'init.pid');
     rmSync(runcLog, { force: true });
@@ -77,9 +94,7 @@ export class Runc {
     } finally {
       closeSync(log);
     }
-    const pid = Number(readFileSync(pidFile, 'utf8').trim());
-    const started = processStart(pid);
-    return { running: () => started !== undefined && processStart(pid) === started };
+    return new InitProcess(Number(readFileSync(pidFile, 'utf8').trim()));
   }
 
   /** The first line of `runc --version`: fails when runc is missing or does not run. */

@@ -92,7 +92,15 @@ export interface Runtime {
   listTemplates(): Promise<TemplateInfo[]>;
   /** Deletes a template; refused while sandboxes or other templates use it. */
   deleteTemplate(id: string): Promise<void>;
-  /** Stops background work (the warm pool); leaves sandboxes running. */
+  /**
+   * Calls `listener` with the id of every sandbox whose processes ended by
+   * themselves (its init exited: `kill 1` inside, a crash): the runtime
+   * noticed within seconds and stopped it, keeping its files, so that
+   * start() runs it again. Not for sandboxes that stop() or destroy() ended.
+   * Returns what removes the listener.
+   */
+  onExit(listener: (id: string) => void): () => void;
+  /** Stops background work (the warm pool, watching for exits); leaves sandboxes running. */
   close(): Promise<void>;
 }
 

@@ -8,17 +8,23 @@ import { spawn, execFileSync } from 'node:child_process';
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { sleep, testRuntime, TOKEN, type TestRuntime } from './harness.js';
+import { parentCgroupsOnHost, sleep, testRuntime, TOKEN, type TestRuntime } from './harness.js';
 
 let dir: string;
 let calls: string;
+let failDelete: string;
 let t: TestRuntime;
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'paddock-destroy-'));
   calls = join(dir, 'calls');
   const realRunc = execFileSync('sh', ['-c', 'command -v runc'], { encoding: 'utf8' }).trim();
   const binary = join(dir, 'runc');
-  writeFileSync(binary, ['#!/bin/sh', `echo "$*" >> '${calls}'`, `exec '${realRunc}' "$@"`, ''].join('\n'));
+  // With the file `fail-delete` beside it, every `runc delete` fails.
+  failDelete = join(dir, 'fail-delete');
+  writeFileSync(
+    binary,
+    ['#!/bin/sh', `echo "$*" >> '${calls}'`, `case "$*" in *" delete "*) [ -e '${failDelete}' ] && { echo "delete refused" >&2; exit 1; };; esac`, `exec '${realRunc}' "$@"`, ''].join('\n'),
+  );
   chmodSync(binary, 0o755);
   t = await testRuntime({ runcBinary: binary, warmPoolSize: 0 });
 });
@@ -94,4 +100,57 @@ test('what a runc killed mid-create leaves in its state directory (a bind mount 
   await t.runtime.destroy(id);
   expect((await t.runtime.leftovers()).filter((l) => l.includes(id))).toEqual([]);
   expect(existsSync(state)).toBe(false);
+});
+
+/** The cgroup directories of sandbox `id` on the host, in every hierarchy. */
+const cgroupsOf = (id: string) => parentCgroupsOnHost(t.runtime).map((p) => join(p, id)).filter((d) => existsSync(d));
+
+test("a destroy that fails part-way still removes the sandbox's cgroups; the next one finishes", async () => {
+  const id = await create();
+  expect(cgroupsOf(id).length).toBeGreaterThan(0);
+  writeFileSync(failDelete, '');
+  try {
+    await expect(t.runtime.destroy(id)).rejects.toThrow(/delete refused/);
+  } finally {
+    rmSync(failDelete);
+  }
+  // Its processes were killed, so its cgroups are empty and gone although runc failed.
+  expect(cgroupsOf(id)).toEqual([]);
+  await t.runtime.destroy(id);
+  expect((await t.runtime.leftovers()).filter((l) => l.includes(id))).toEqual([]);
+});
+
+test('sandboxes killed at awkward moments, and empty cgroups a crash left, are all gone after removeEverything', async () => {
+  const other = await testRuntime({ warmPoolSize: 0 });
+  let removed = false;
+  try {
+    const rt = other.runtime;
+    const boot = async () => (await rt.create({ templateId: 'base', init: { accessToken: TOKEN } })).id;
+    // Init already dead: killed from the host, destroyed before the runtime noticed.
+    const dead = await boot();
+    process.kill(Number(readFileSync(join(other.dataDir, 'sandboxes', dead, 'init.pid'), 'utf8')), 'SIGKILL');
+    await rt.destroy(dead);
+    // Mid-pause: destroyed while its pause is under way.
+    const pausing = await boot();
+    await Promise.all([rt.pause(pausing).catch(() => undefined), rt.destroy(pausing)]);
+    // Paused, and left for removeEverything.
+    const frozen = await boot();
+    await rt.pause(frozen);
+    // Empty cgroups of a sandbox that is gone, in every hierarchy, as a crash between
+    // a container's end and its cgroups' removal leaves them.
+    const stray = 'x'.repeat(20);
+    for (const parent of parentCgroupsOnHost(rt)) mkdirSync(join(parent, stray));
+    expect((await rt.leftovers()).some((l) => l.includes(stray))).toBe(true);
+    // Mid-create: removeEverything arrives while a create is booting.
+    const booting = boot().catch((err: Error) => err);
+    await sleep(30);
+    await rt.removeEverything();
+    removed = true;
+    await booting;
+    expect(await rt.leftovers()).toEqual([]);
+    expect(parentCgroupsOnHost(rt)).toEqual([]);
+  } finally {
+    if (!removed) await other.runtime.removeEverything().catch(() => undefined);
+    rmSync(other.dataDir, { recursive: true, force: true });
+  }
 });

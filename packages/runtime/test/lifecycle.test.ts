@@ -5,7 +5,7 @@ import { request } from 'node:http';
 import { availableParallelism, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { RuncRuntime, RuntimeError } from '../src/index.js';
-import { parentCgroupsOnHost, exec, sleep, spawnDetached, testRuntime, TOKEN, type TestRuntime } from './harness.js';
+import { clients, parentCgroupsOnHost, exec, sleep, spawnDetached, testRuntime, TOKEN, type TestRuntime } from './harness.js';
 
 let t: TestRuntime;
 beforeAll(async () => {
@@ -51,6 +51,45 @@ test('stop keeps the files; start runs a new container on them', async () => {
   expect(res.stdout).toBe('kept\n0\n');
   await expect(t.runtime.start(id)).rejects.toMatchObject({ kind: 'conflict' });
   await t.runtime.destroy(id);
+});
+
+test('a sandbox whose init exits by itself is noticed within seconds and stopped, keeping its files; start runs it again', async () => {
+  const id = await create();
+  const exited: string[] = [];
+  const stopListening = t.runtime.onExit((sandbox) => exited.push(sandbox));
+  try {
+    await exec(t.runtime, id, 'echo kept > ~/note.txt');
+    // As the sandbox's root: envd, its init, ends on SIGTERM.
+    await exec(t.runtime, id, 'kill -TERM 1', { user: 'root' }).catch(() => undefined);
+    for (let i = 0; i < 100 && !exited.includes(id); i++) await sleep(100);
+    expect(exited).toEqual([id]);
+    expect((await t.runtime.get(id))?.status).toBe('stopped');
+    expect((await sandboxLeftovers(t.runtime)).filter((l) => l.startsWith('mount') && l.includes(id))).toEqual([]);
+    await t.runtime.start(id, { accessToken: TOKEN });
+    expect((await exec(t.runtime, id, 'cat ~/note.txt')).stdout).toBe('kept\n');
+    // A stop asked for is not reported as an exit.
+    await t.runtime.stop(id);
+    await sleep(1500);
+    expect(exited).toEqual([id]);
+  } finally {
+    stopListening();
+  }
+  await t.runtime.destroy(id);
+});
+
+test('a pooled sandbox whose init exits is removed from the pool', async () => {
+  const pooled = await testRuntime({ warmPoolSize: 1 });
+  try {
+    await pooled.runtime.poolReady();
+    const [id] = pooled.runtime.pooled().base!;
+    const { proc } = clients(pooled.runtime, id!, 'root');
+    // SIGTERM: the kernel keeps from a namespace's init every signal it has no handler for.
+    await proc.start({ process: { cmd: '/bin/kill', args: ['-TERM', '1'] } })[Symbol.asyncIterator]().next().catch(() => undefined);
+    for (let i = 0; i < 100 && pooled.runtime.pooled().base!.includes(id!); i++) await sleep(100);
+    expect(pooled.runtime.pooled().base).not.toContain(id);
+  } finally {
+    await pooled.teardown();
+  }
 });
 
 test('a paused sandbox can be stopped and started again', async () => {
