@@ -1,6 +1,6 @@
 // Reads a sandbox's cgroup for its usage and removes leftover cgroups, on
 // cgroup v1, hybrid (v1 controllers plus an empty v2 tree) and v2 hosts.
-import { existsSync, lstatSync, readFileSync, readdirSync, rmdirSync } from 'node:fs';
+import { existsSync, lstatSync, mkdirSync, readFileSync, readdirSync, rmdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
 const ROOT = '/sys/fs/cgroup';
@@ -63,6 +63,29 @@ export function readUsage(layout: CgroupLayout, cgroupPath: string): CgroupUsage
   if (cpu === undefined || mem === undefined) return undefined;
   const stat = read(join(ROOT, 'memory', cgroupPath, 'memory.stat'));
   return { cpuNs: Number(cpu), memUsage: Number(mem), memInactiveFile: field(stat, 'total_inactive_file') ?? 0, memCache: field(stat, 'total_cache') ?? 0 };
+}
+
+/**
+ * Sets the CPU weight of `cgroupPath`, making the directory (and its
+ * parents) in the CPU hierarchy if needed: in cgroup v2's units (1 to
+ * 10000, 100 by default), written as `cpu.weight`, or on v1 as the
+ * equivalent `cpu.shares` (1024 for 100). A weight only counts against the
+ * cgroup's siblings, and only while the CPUs are contended. False when
+ * there is no CPU controller to write to.
+ */
+export function setCpuWeight(layout: CgroupLayout, cgroupPath: string, weight: number): boolean {
+  const cpu = layout.version === 2 ? ROOT : layout.dirs.find((d) => existsSync(join(d, 'cpu.shares')));
+  if (!cpu) return false;
+  const dir = join(cpu, cgroupPath);
+  const [file, value] = layout.version === 2 ? ['cpu.weight', weight] : ['cpu.shares', Math.round((weight * 1024) / 100)];
+  try {
+    mkdirSync(dir, { recursive: true });
+    writeFileSync(join(dir, file), String(value));
+    return true;
+  } catch {
+    // v2 without the cpu controller enabled for this subtree
+    return false;
+  }
 }
 
 /**

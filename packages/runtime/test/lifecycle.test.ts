@@ -209,6 +209,21 @@ test('limits: cpu quota, memory and unknown templates', async () => {
   await t.runtime.destroy(s.id);
   await expect(t.runtime.create({ templateId: 'nope' })).rejects.toMatchObject({ kind: 'not_found' });
   await expect(t.runtime.create({ templateId: 'base', limits: { memoryMB: 16 } })).rejects.toMatchObject({ kind: 'invalid' });
+  await expect(t.runtime.create({ templateId: 'base', limits: { diskSizeMB: 10 } })).rejects.toThrow('diskSizeMB 10 must be a whole number of at least 64');
+});
+
+test('CPU weights: all sandboxes weigh less than the host around them, and a running one less than one booting', async () => {
+  const id = await create();
+  // cgroup v2 units (default 100), or v1 shares (default 1024) on a v1 host.
+  const weight = (cgroup: string) => {
+    for (const [file, scale] of [['/sys/fs/cgroup' + cgroup + '/cpu.weight', 1], ['/sys/fs/cgroup/cpu' + cgroup + '/cpu.shares', 100 / 1024], ['/sys/fs/cgroup/cpu,cpuacct' + cgroup + '/cpu.shares', 100 / 1024]] as const) {
+      if (existsSync(file)) return Math.round(Number(readFileSync(file, 'utf8')) * scale);
+    }
+    throw new Error(`no CPU weight for cgroup ${cgroup}`);
+  };
+  expect(weight('/paddock')).toBe(25);
+  expect(weight(`${t.runtime.cgroupParent}/${id}`)).toBe(12);
+  await t.runtime.destroy(id);
 });
 
 /** One GET to the sandbox's envd on its socket, as the control plane makes it. */
