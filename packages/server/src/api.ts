@@ -5,8 +5,12 @@
 // does not compile.
 import { Ajv, type Options } from 'ajv';
 import ajvFormatsModule from 'ajv-formats';
-import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import Fastify, { type ConnectionError, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import { STATUS_CODES } from 'node:http';
+import type { Socket } from 'node:net';
 import type { control } from '@paddock/models';
+import type { ConnectionLimits } from './config.js';
+import { limitConnectionsPerAddress } from './connection-limit.js';
 import { ApiError, toApiError } from './errors.js';
 import type { Operation } from './openapi.js';
 import type { Sandboxes } from './sandboxes.js';
@@ -145,15 +149,60 @@ function sendError(reply: FastifyReply, status: number, message: string): Fastif
   return reply.code(status).type('application/json').send({ code: status, message });
 }
 
-export function createApi(operations: Operation[], deps: ApiDeps): FastifyInstance {
+/**
+ * A request without a valid key gets its answer at once, and the connection
+ * closes after it: its body is not waited for, and a client that has no key
+ * holds no connection.
+ */
+function unauthorized(reply: FastifyReply, message: string): FastifyReply {
+  return sendError(reply.header('connection', 'close'), 401, message);
+}
+
+/** Node looks for requests past their timeouts this often (every 30 s unless told). */
+const TIMEOUT_CHECK_MS = 1_000;
+
+/**
+ * Answers a request that Node could not read (one past its timeout, one that
+ * is not HTTP) with the API's error body, and closes its connection.
+ */
+function clientErrorHandler(limits: ConnectionLimits, requestTimeout: number) {
+  return (err: ConnectionError, socket: Socket): void => {
+    if (err.code === 'ECONNRESET' || socket.destroyed) return;
+    const [status, message] =
+      err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+        ? [408, `the request did not arrive in time: its head must arrive within ${limits.headerTimeoutMs} ms, all of it within ${requestTimeout} ms`]
+        : err.code === 'HPE_HEADER_OVERFLOW'
+          ? [431, 'the request head is too large']
+          : [400, `the request is not valid HTTP/1.1: ${err.message}`];
+    const body = JSON.stringify({ code: status, message });
+    if (socket.writable) {
+      socket.write(
+        `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\ncontent-type: application/json\r\n` +
+          `content-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
+      );
+    }
+    socket.destroy();
+  };
+}
+
+export function createApi(operations: Operation[], deps: ApiDeps, limits: ConnectionLimits): FastifyInstance {
+  // Receiving a request is timed, answering it is not: a fork or a snapshot
+  // may take long, and nothing cuts it off. The bodies are small JSON, so the
+  // whole request has one deadline: Node's requestTimeout, which fastify sets
+  // from its own option (0 would turn it off), after Node has checked its
+  // http options against one another.
+  const requestTimeout = limits.headerTimeoutMs + limits.bodyTimeoutMs;
   const app = Fastify({
     logger: false,
     bodyLimit: 1024 * 1024,
-    // Requests may stream for a while (forks, snapshots); nothing times out here.
-    requestTimeout: 0,
+    requestTimeout,
+    keepAliveTimeout: limits.idleTimeoutMs,
+    http: { headersTimeout: limits.headerTimeoutMs, requestTimeout, connectionsCheckingInterval: TIMEOUT_CHECK_MS },
+    clientErrorHandler: clientErrorHandler(limits, requestTimeout),
     forceCloseConnections: true,
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: 500 },
   });
+  limitConnectionsPerAddress(app.server, limits.maxConnectionsPerAddress);
 
   // Query and path values arrive as strings and are coerced to the schema's
   // types; JSON bodies are checked exactly (`"templateID": 5` is an error).
@@ -206,9 +255,9 @@ export function createApi(operations: Operation[], deps: ApiDeps): FastifyInstan
         if (op.public) return;
         const header = req.headers['x-api-key'];
         const key = Array.isArray(header) ? header[0] : header;
-        if (!key) return sendError(reply, 401, 'missing X-API-Key header');
+        if (!key) return unauthorized(reply, 'missing X-API-Key header');
         const id = deps.keys.verify(key);
-        if (!id) return sendError(reply, 401, 'invalid API key');
+        if (!id) return unauthorized(reply, 'invalid API key');
         deps.keys.touch(id);
         return undefined;
       },

@@ -28,6 +28,25 @@ export interface ServerConfig {
   retentionMs: number;
   /** Extra host paths hidden from sandboxes. */
   extraMasks: string[];
+  // Limits on client connections, the same on the control API and the sandbox
+  // proxy, so that clients that stall cannot hold the server's descriptors.
+  /**
+   * A request head must arrive whole within this long, ms: of its first byte,
+   * or of the connection's opening for a connection's first request.
+   */
+  headerTimeoutMs: number;
+  /**
+   * A request body that stops arriving is cut off, ms. On the proxy, after
+   * this long without a byte of it: uploads may be large and streamed. On the
+   * API, whose bodies are small JSON, once the whole request has taken longer
+   * than the header timeout and this together. Only receiving the request is
+   * timed: an answer (a fork, a process's output) takes as long as it takes.
+   */
+  bodyTimeoutMs: number;
+  /** A kept-alive client connection with no request under way is closed after this long, ms. */
+  idleTimeoutMs: number;
+  /** Client connections open at once from one address; one more is closed as it opens. */
+  maxConnectionsPerAddress: number;
 }
 
 function num(name: string, fallback: number): number {
@@ -35,6 +54,16 @@ function num(name: string, fallback: number): number {
   if (raw === undefined || raw === '') return fallback;
   const n = Number(raw);
   if (!Number.isFinite(n) || n < 0) throw new Error(`${name}='${raw}' is not a non-negative number`);
+  return n;
+}
+
+/** The part of the configuration that bounds client connections. */
+export type ConnectionLimits = Pick<ServerConfig, 'headerTimeoutMs' | 'bodyTimeoutMs' | 'idleTimeoutMs' | 'maxConnectionsPerAddress'>;
+
+/** A limit on client connections: the option, else the variable, else the default. 0 would not mean "none" everywhere. */
+function limit(name: keyof ConnectionLimits, given: number | undefined, variable: string, fallback: number): number {
+  const n = given ?? num(variable, fallback);
+  if (!(n >= 1)) throw new Error(`${name} (${variable}) is ${n}; it must be at least 1`);
   return n;
 }
 
@@ -54,6 +83,13 @@ export function resolveConfig(options: Partial<ServerConfig> = {}): ServerConfig
     metricsIntervalMs: options.metricsIntervalMs ?? num('PADDOCK_METRICS_INTERVAL_MS', 5000),
     retentionMs: options.retentionMs ?? num('PADDOCK_RETENTION_MS', 24 * 3600 * 1000),
     extraMasks: options.extraMasks ?? (process.env.PADDOCK_EXTRA_MASKS ? process.env.PADDOCK_EXTRA_MASKS.split(':') : []),
+    // A head is a few hundred bytes; a request body of the API a few kilobytes.
+    headerTimeoutMs: limit('headerTimeoutMs', options.headerTimeoutMs, 'PADDOCK_HEADER_TIMEOUT_MS', 20_000),
+    bodyTimeoutMs: limit('bodyTimeoutMs', options.bodyTimeoutMs, 'PADDOCK_BODY_TIMEOUT_MS', 30_000),
+    // Longer than the keep-alive of common clients and load balancers (60 s), so they close first.
+    idleTimeoutMs: limit('idleTimeoutMs', options.idleTimeoutMs, 'PADDOCK_IDLE_TIMEOUT_MS', 65_000),
+    // SDK test suites open hundreds of connections at once from 127.0.0.1.
+    maxConnectionsPerAddress: limit('maxConnectionsPerAddress', options.maxConnectionsPerAddress, 'PADDOCK_MAX_CONNECTIONS_PER_ADDRESS', 512),
   };
   if (config.defaultTimeoutSeconds > config.maxTimeoutSeconds) {
     throw new Error(`the default timeout (${config.defaultTimeoutSeconds} s) is longer than the maximum (${config.maxTimeoutSeconds} s)`);

@@ -5,12 +5,14 @@
 // socket (connections are kept and reused), any other port the sandbox's own
 // TCP port through the runtime's tunnel (one per request). The relay in
 // ./relay moves the bytes; WebSocket upgrades are spliced through. A sandbox
-// that is not running answers 502.
+// that is not running answers 502. A request the proxy refuses itself (400,
+// 401, 403, 502) closes its connection: a client refused holds none.
 import { fileSignature, type FileOperation } from '@paddock/envd';
 import { ENVD_PORT, type Runtime } from '@paddock/runtime';
 import { connect } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { timingSafeEqual } from 'node:crypto';
+import type { ConnectionLimits } from './config.js';
 import { HttpError, field, type RequestHead } from './relay/http1.js';
 import { Relay, type Destination } from './relay/relay.js';
 import type { Sandboxes } from './sandboxes.js';
@@ -36,7 +38,7 @@ export interface ProxyDeps {
   sandboxes: Sandboxes;
 }
 
-export function createProxy({ runtime, store, sandboxes }: ProxyDeps): Relay {
+export function createProxy({ runtime, store, sandboxes }: ProxyDeps, limits: ConnectionLimits): Relay {
   /** Finds a running sandbox whose envd token signed this /files URL. */
   function bySignature(method: string, url: URL): SandboxRecord | undefined {
     const signature = url.searchParams.get('signature');
@@ -121,5 +123,11 @@ export function createProxy({ runtime, store, sandboxes }: ProxyDeps): Relay {
     return { name, poolKey, open: () => connectTo(endpoint) };
   }
 
-  return new Relay({ route });
+  return new Relay({
+    route,
+    headTimeoutMs: limits.headerTimeoutMs,
+    bodyTimeoutMs: limits.bodyTimeoutMs,
+    idleTimeoutMs: limits.idleTimeoutMs,
+    maxConnectionsPerAddress: limits.maxConnectionsPerAddress,
+  });
 }

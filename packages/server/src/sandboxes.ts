@@ -57,6 +57,7 @@ export class Sandboxes {
   private readonly mutex = new KeyedMutex();
   private expiryTimer: NodeJS.Timeout | undefined;
   private samplerTimer: NodeJS.Timeout | undefined;
+  private stopFollowing: (() => void) | undefined;
   private closed = false;
 
   constructor(
@@ -584,8 +585,30 @@ export class Sandboxes {
     return { adopted, lost, removed };
   }
 
+  /**
+   * From now on, a sandbox that the runtime finds ended by itself (its init
+   * exited) is recorded as a restart would find it: paused, its files kept,
+   * so that connect and resume start it again.
+   */
+  followRuntime(): void {
+    this.stopFollowing ??= this.runtime.onExit((id) => void this.exited(id));
+  }
+
+  private exited(id: string): Promise<void> {
+    return this.mutex
+      .run(id, async () => {
+        const s = this.store.get(id);
+        if (!s || s.state !== 'running') return;
+        this.store.setState(id, 'paused', false);
+        this.telemetry.log(id, 'warn', 'sandbox stopped by itself (its init exited); marked paused, its files kept');
+        this.scheduleExpiry();
+      })
+      .catch((err: unknown) => this.telemetry.log(id, 'error', `recording the sandbox's end failed: ${(err as Error).message}`));
+  }
+
   close(): void {
     this.closed = true;
+    this.stopFollowing?.();
     if (this.expiryTimer) clearTimeout(this.expiryTimer);
     if (this.samplerTimer) clearInterval(this.samplerTimer);
   }

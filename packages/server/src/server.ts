@@ -64,17 +64,18 @@ export async function startServer(options: StartOptions = {}): Promise<PaddockSe
     const templates = new Templates(templateStore, runtime);
     await templates.ensureBase();
     const sandboxes = new Sandboxes(config, runtime, store, templateStore, new Telemetry(db));
+    sandboxes.followRuntime();
     const found = await sandboxes.reconcile();
     if (found.adopted || found.lost || found.removed) {
       progress(`adopted ${found.adopted} sandboxes, ${found.lost} had stopped, ${found.removed} strays removed`);
     }
     sandboxes.startSampling();
 
-    const proxy = createProxy({ runtime, store, sandboxes });
+    const proxy = createProxy({ runtime, store, sandboxes }, config);
     const proxyAddr = await listen(proxy.server, config.proxyHost, config.proxyPort);
     // The default domain names the port the proxy really got.
     if (options.domain === undefined && !process.env.PADDOCK_DOMAIN) config.domain = `localhost:${proxyAddr.port}`;
-    const api = createApi(loadOperations(), { sandboxes, templates, keys });
+    const api = createApi(loadOperations(), { sandboxes, templates, keys }, config);
     await api.listen({ host: config.apiHost, port: config.apiPort });
     const apiAddr = api.server.address() as AddressInfo;
     let closing: Promise<void> | undefined;

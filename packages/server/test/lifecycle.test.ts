@@ -94,6 +94,22 @@ test('pause without memory keeps files but not processes; resume starts it again
   await t.control.killSandbox(s.sandboxID);
 });
 
+test("a sandbox whose init its root killed is recorded paused within seconds; connect starts it again with its files", async () => {
+  const s = await t.control.createSandbox({ templateID: 'base' });
+  await run(t.server, s.sandboxID, s.envdAccessToken, 'echo survived > ~/f');
+  // As the sandbox's root: envd, the container's init, ends on SIGTERM.
+  const root = envd(t.server, s.sandboxID, s.envdAccessToken, 'root');
+  await root.proc.start({ process: { cmd: '/bin/kill', args: ['-TERM', '1'] } })[Symbol.asyncIterator]().next().catch(() => undefined);
+  await eventually(async () => (await t.control.getSandbox(s.sandboxID)).state === 'paused', 'the sandbox to be recorded paused', 10_000);
+  expect((await proxyHealth(s.sandboxID)).status).toBe(502);
+  const resumed = await api(`/sandboxes/${s.sandboxID}/connect`, { method: 'POST', body: { timeout: 60 } });
+  expect(resumed.status).toBe(201);
+  expect((await run(t.server, s.sandboxID, s.envdAccessToken, 'cat ~/f')).stdout).toBe('survived\n');
+  await t.control.pauseSandbox(s.sandboxID);
+  await t.control.resumeSandbox(s.sandboxID, { timeout: 60 });
+  await t.control.killSandbox(s.sandboxID);
+});
+
 test('kill answers 204, then 404 with a body; a killed sandbox answers 502 through the proxy', async () => {
   const s = await t.control.createSandbox({ templateID: 'base' });
   await t.control.killSandbox(s.sandboxID);

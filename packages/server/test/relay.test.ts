@@ -11,8 +11,8 @@ import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
 import { BodyCounter, HeadChunks, HttpError, headEnd, parseRequestHead, requestFraming, responseFraming, parseResponseHead } from '../src/relay/http1.js';
 import { pumpable, startPump } from '../src/relay/pump.js';
-import { Relay, type Destination } from '../src/relay/relay.js';
-import { rawExchange } from './raw-http.js';
+import { Relay, type Destination, type RelayOptions } from '../src/relay/relay.js';
+import { answeredConnection, rawExchange, untilClosed } from './raw-http.js';
 
 const listening = async <T extends NetServer>(s: T): Promise<number> => {
   await new Promise<void>((r) => s.listen(0, '127.0.0.1', () => r()));
@@ -26,6 +26,8 @@ let relay: Relay;
 let relayPort: number;
 let opened: string[]; // destinations whose connection was opened, in order
 let servers: NetServer[];
+/** Relays with limits of their own, in front of the same upstreams. */
+let limited: Relay[];
 /** Routing waits for this. */
 let gate: Promise<void>;
 
@@ -47,6 +49,7 @@ beforeEach(async () => {
   upstreams = new Map();
   opened = [];
   servers = [];
+  limited = [];
   gate = Promise.resolve();
   relay = new Relay({
     poolIdleMs: 5_000,
@@ -75,8 +78,10 @@ beforeEach(async () => {
 });
 
 afterEach(async () => {
-  relay.destroyConnections();
-  await closing(relay.server);
+  for (const r of [relay, ...limited]) {
+    r.destroyConnections();
+    await closing(r.server);
+  }
   for (const s of servers) {
     (s as Server).closeAllConnections?.();
     await closing(s);
@@ -154,12 +159,11 @@ async function echoUpstream(name: string): Promise<Set<unknown>> {
 
 /**
  * Sends `parts` of an upload that never completes to a relay with a 300 ms
- * idle limit, in front of upstream 'a'. Resolves with what the client got
+ * body timeout, in front of upstream 'a'. Resolves with what the client got
  * before the relay closed its connection, once the upstream saw its request close.
  */
 async function stalledUpload(...parts: (string | Buffer)[]): Promise<string> {
-  const quick = new Relay({ idleTimeoutMs: 300, route: relay.options.route });
-  const quickPort = await listening(quick.server);
+  const quickPort = await limitedRelay({ bodyTimeoutMs: 300 });
   let aborted!: () => void;
   const upstreamSaw = new Promise<void>((r) => (aborted = r));
   await upstream('a', (req) => {
@@ -175,9 +179,14 @@ async function stalledUpload(...parts: (string | Buffer)[]): Promise<string> {
     for (const part of parts) sock.write(part);
   });
   await upstreamSaw;
-  quick.destroyConnections();
-  await closing(quick.server);
   return got;
+}
+
+/** Starts a relay with these limits, routing as the others do; gives its port. */
+async function limitedRelay(options: Omit<RelayOptions, 'route'>): Promise<number> {
+  const r = new Relay({ ...options, route: relay.options.route });
+  limited.push(r);
+  return listening(r.server);
 }
 
 describe('messages pass through whole', () => {
@@ -554,7 +563,7 @@ describe('bodies of known length go through the pump', () => {
     await new Promise((r) => upstreamSide!.once('close', r));
   });
 
-  test('an upload that stalls while the pump has it is cut off after the idle timeout', async () => {
+  test('an upload that stalls while the pump has it is cut off after the body timeout', async () => {
     const head = `POST / HTTP/1.1\r\nHost: h\r\nx-to: a\r\nContent-Length: ${4 * 1024 * 1024}\r\n\r\n`;
     expect(await stalledUpload(head, Buffer.alloc(512 * 1024, 2))).toBe('');
   });
@@ -773,11 +782,13 @@ describe('what a client cannot do', () => {
   });
 
   test('answers a client does not read do not pile up: the next request waits', async () => {
-    const count = 40_000;
+    // Far more than the kernel's buffers hold, in answers the relay moves itself (not through the pump).
+    const count = 2_000;
+    await upstream('a', (_req, res) => res.end(`${'y'.repeat(16 * 1024)}END.`));
     const sock = connect(relayPort, '127.0.0.1');
     await new Promise((r) => sock.once('connect', r));
     sock.pause();
-    sock.write('GET / HTTP/1.1\r\nx-to: forbidden\r\n\r\n'.repeat(count));
+    sock.write('GET / HTTP/1.1\r\nHost: h\r\nx-to: a\r\n\r\n'.repeat(count));
     // Everything the relay has not sent yet sits in its side of the connection.
     const [serverSide] = [...(relay as unknown as { clients: Set<Socket> }).clients];
     let most = 0;
@@ -792,7 +803,7 @@ describe('what a client cannot do', () => {
     await new Promise<void>((resolve) => {
       sock.on('data', (d: Buffer) => {
         text += d.toString('latin1');
-        const parts = text.split('"message":"not for you"}');
+        const parts = text.split('END.');
         answers += parts.length - 1;
         text = parts[parts.length - 1]!;
         if (answers === count) resolve();
@@ -803,7 +814,7 @@ describe('what a client cannot do', () => {
     expect(answers).toBe(count);
   });
 
-  test('a request body that stalls is cut off after the idle timeout', async () => {
+  test('a request body that stalls is cut off after the body timeout', async () => {
     expect(await stalledUpload('POST / HTTP/1.1\r\nHost: h\r\nx-to: a\r\nContent-Length: 10\r\n\r\n12')).toBe('');
   });
 
@@ -822,6 +833,95 @@ describe('what a client cannot do', () => {
     const r = await raw('GET /ws HTTP/1.1\r\nHost: h\r\nx-to: a\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\nNOT HTTP');
     expect(r.closed).toBe(true);
     expect(r.text).toMatch(/^HTTP\/1\.1 426 Upgrade Required\r\n[^]*connection: close\r\n\r\n2\r\nno\r\n0\r\n\r\n$/);
+  });
+});
+
+describe('limits on clients', () => {
+  const okReply = (t: string) => /^HTTP\/1\.1 200 OK\r\n[^]*\r\n\r\nok$/.test(t);
+
+  test('a connection that sends nothing, and a head that stops arriving, are answered 408 and closed after the head timeout', async () => {
+    const port = await limitedRelay({ headTimeoutMs: 300 });
+    const [silent, partial] = await Promise.all([untilClosed(port), untilClosed(port, 'GET / HTTP/1.1\r\nHost: h\r\n')]);
+    for (const text of [silent, partial]) {
+      expect(text).toMatch(/^HTTP\/1\.1 408 Request Timeout\r\n[^]*connection: close\r\n[^]*"the request head took too long to arrive"/);
+    }
+  });
+
+  test('a head sent a byte at a time, too slowly to end in time, is answered 408 and closed', async () => {
+    const port = await limitedRelay({ headTimeoutMs: 300 });
+    // One byte each 20 ms: every gap is far shorter than the timeout, the whole head far longer.
+    const text = await untilClosed(port, `GET / HTTP/1.1\r\nHost: h\r\nx-to: a\r\nx-pad: ${'p'.repeat(100)}\r\n\r\n`, { dripMs: 20 });
+    expect(text).toMatch(/^HTTP\/1\.1 408 Request Timeout\r\n/);
+  });
+
+  test('a kept-alive connection is closed after the idle timeout', async () => {
+    await upstream('a', (_req, res) => res.end('ok'));
+    const port = await limitedRelay({ idleTimeoutMs: 300 });
+    const text = await untilClosed(port, 'GET / HTTP/1.1\r\nHost: h\r\nx-to: a\r\n\r\n');
+    expect(okReply(text)).toBe(true);
+  });
+
+  test('a response that streams for longer than every timeout is not cut off', async () => {
+    await upstream('ticks', (_req, res) => {
+      res.writeHead(200, { 'content-type': 'text/plain' });
+      let n = 0;
+      const tick = setInterval(() => {
+        if (++n < 8) res.write(`tick ${n};`);
+        else {
+          clearInterval(tick);
+          res.end('done');
+        }
+      }, 150);
+      res.once('close', () => clearInterval(tick));
+    });
+    const port = await limitedRelay({ headTimeoutMs: 200, bodyTimeoutMs: 200, idleTimeoutMs: 200 });
+    const text = await new Promise<string>((resolve, reject) => {
+      const sock = connect(port, '127.0.0.1');
+      let got = '';
+      sock.on('data', (d: Buffer) => {
+        got += d.toString();
+        if (got.endsWith('0\r\n\r\n')) {
+          sock.destroy();
+          resolve(got);
+        }
+      });
+      sock.on('error', reject);
+      sock.on('close', () => resolve(got));
+      sock.write('GET / HTTP/1.1\r\nHost: h\r\nx-to: ticks\r\n\r\n');
+    });
+    expect(text).toMatch(/tick 1;[^]*tick 7;[^]*done\r\n0\r\n\r\n$/);
+  });
+
+  test('a body that waits while its request is routed is not timed meanwhile', async () => {
+    await upstream('a', echo);
+    let open!: () => void;
+    gate = new Promise((r) => (open = r));
+    const port = await limitedRelay({ bodyTimeoutMs: 200 });
+    // Routing takes three body timeouts; the body came whole with the head.
+    setTimeout(open, 600);
+    const r = await rawExchange(port, 'POST / HTTP/1.1\r\nHost: h\r\nx-to: a\r\nContent-Length: 5\r\n\r\nhello', (t) => t.endsWith('hello'));
+    expect(r.text).toMatch(/^HTTP\/1\.1 200 OK\r\n[^]*\r\n\r\nhello$/);
+  });
+
+  test('connections beyond the cap from one address are closed as they open; other addresses, and later connections, are served', async () => {
+    await upstream('a', (_req, res) => res.end('ok'));
+    const port = await limitedRelay({ maxConnectionsPerAddress: 2 });
+    const ask = 'GET / HTTP/1.1\r\nHost: h\r\nx-to: a\r\n\r\n';
+    const held = (from: string) => answeredConnection(port, ask, okReply, from);
+    const first = [await held('127.0.0.1'), await held('127.0.0.1')];
+    // A third from the same address is closed unanswered, though it sends a request.
+    expect(await untilClosed(port, ask)).toBe('');
+    // Another address has a cap of its own.
+    const other = await held('127.0.0.2');
+    first[0]!.destroy();
+    // Once the relay has seen that one close, a new connection is served again.
+    let again: Socket | undefined;
+    for (let i = 0; i < 50 && !again; i++) {
+      again = await held('127.0.0.1').catch(() => undefined);
+      if (!again) await new Promise((r) => setTimeout(r, 50));
+    }
+    expect(again).toBeDefined();
+    for (const s of [first[1]!, other, again!]) s.destroy();
   });
 });
 
@@ -857,13 +957,19 @@ describe('what an upstream cannot do', () => {
 });
 
 describe('failures', () => {
-  test("the route's own answer is sent, the body dropped, and the connection goes on", async () => {
+  test("the route's own answer closes the connection: what follows it is not read", async () => {
     await upstream('a', (_req, res) => res.end('after'));
-    const r = await raw(
-      'POST / HTTP/1.1\r\nHost: h\r\nx-to: forbidden\r\nContent-Length: 4\r\n\r\nbody' + 'GET / HTTP/1.1\r\nHost: h\r\nx-to: a\r\n\r\n',
-      (t) => t.endsWith('after'),
-    );
-    expect(r.text).toMatch(/^HTTP\/1\.1 403 Forbidden\r\n[^]*\{"code":403,"message":"not for you"\}HTTP\/1\.1 200 OK/);
+    const r = await raw('POST / HTTP/1.1\r\nHost: h\r\nx-to: forbidden\r\nContent-Length: 4\r\n\r\nbody' + 'GET / HTTP/1.1\r\nHost: h\r\nx-to: a\r\n\r\n');
+    expect(r.closed).toBe(true);
+    expect(r.text).toMatch(/^HTTP\/1\.1 403 Forbidden\r\n[^]*connection: close\r\n\r\n\{"code":403,"message":"not for you"\}$/);
+    expect(opened).toEqual([]);
+  });
+
+  test("the route's own answer to a request whose body has not come closes the connection at once", async () => {
+    // The client sends nothing more, and does not close: the relay does.
+    const r = await raw('POST / HTTP/1.1\r\nHost: h\r\nx-to: nowhere\r\nContent-Length: 100\r\n\r\n');
+    expect(r.closed).toBe(true);
+    expect(r.text).toMatch(/^HTTP\/1\.1 502 Bad Gateway\r\n[^]*connection: close\r\n\r\n\{"code":502,"message":"no upstream 'nowhere'"\}$/);
   });
 
   test('an upstream that cannot be reached is a 502 that names it', async () => {

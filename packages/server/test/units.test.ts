@@ -90,6 +90,24 @@ test('configuration: options over PADDOCK_* variables over defaults', () => {
   }
 });
 
+test('configuration: limits on client connections, by option, PADDOCK_* variable or default, and each at least 1', () => {
+  const saved = { ...process.env };
+  try {
+    for (const name of ['HEADER_TIMEOUT_MS', 'BODY_TIMEOUT_MS', 'IDLE_TIMEOUT_MS', 'MAX_CONNECTIONS_PER_ADDRESS']) delete process.env[`PADDOCK_${name}`];
+    expect(resolveConfig()).toMatchObject({ headerTimeoutMs: 20_000, bodyTimeoutMs: 30_000, idleTimeoutMs: 65_000, maxConnectionsPerAddress: 512 });
+    process.env.PADDOCK_HEADER_TIMEOUT_MS = '5000';
+    process.env.PADDOCK_BODY_TIMEOUT_MS = '6000';
+    process.env.PADDOCK_IDLE_TIMEOUT_MS = '7000';
+    process.env.PADDOCK_MAX_CONNECTIONS_PER_ADDRESS = '64';
+    expect(resolveConfig({ idleTimeoutMs: 8000 })).toMatchObject({ headerTimeoutMs: 5000, bodyTimeoutMs: 6000, idleTimeoutMs: 8000, maxConnectionsPerAddress: 64 });
+    process.env.PADDOCK_MAX_CONNECTIONS_PER_ADDRESS = '0';
+    expect(() => resolveConfig()).toThrow('maxConnectionsPerAddress (PADDOCK_MAX_CONNECTIONS_PER_ADDRESS) is 0; it must be at least 1');
+    expect(() => resolveConfig({ maxConnectionsPerAddress: 1, bodyTimeoutMs: 0 })).toThrow('bodyTimeoutMs (PADDOCK_BODY_TIMEOUT_MS) is 0; it must be at least 1');
+  } finally {
+    process.env = saved;
+  }
+});
+
 test('new API keys have the form every SDK accepts', () => {
   const k = newApiKey();
   expect(k).toMatch(/^e2b_[0-9a-f]{40}$/);

@@ -14,6 +14,13 @@
 // Connections to a destination that has a pool key are kept and reused; others
 // are opened for one request and closed after it. An Upgrade request gets a
 // fresh connection and, once forwarded, the two sockets are spliced.
+//
+// A client connection is timed while the relay waits for the client: for a
+// request head, for the bytes of a request body, and between requests. Not
+// while a response is under way: a stream may be quiet for as long as it
+// likes. An answer of the relay's own (a request `route` refuses, an
+// upstream that fails) closes the connection: the rest of the request is not
+// passed on, and a refused client keeps no connection.
 import { STATUS_CODES } from 'node:http';
 import { createServer, type Server, type Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
@@ -33,6 +40,7 @@ import {
   type ResponseHead,
 } from './http1.js';
 import { pumpable, startPump, type Pump, type PumpResult } from './pump.js';
+import { limitConnectionsPerAddress } from '../connection-limit.js';
 
 export interface Destination {
   /** Names it in errors, e.g. `sandbox 'abc' on port 8080`. */
@@ -45,10 +53,21 @@ export interface Destination {
 export interface RelayOptions {
   /** Where a request goes. An {@link HttpError} it throws is the answer (401, 403, 502 ...). */
   route(head: RequestHead): Promise<Destination>;
-  /** A client connection with no request under way is closed after this long (65 s). */
+  /** A kept-alive client connection is closed after this long without a byte of its next request (65 s). */
   idleTimeoutMs?: number;
-  /** A request head must arrive within this long of its first byte (60 s). */
+  /**
+   * A request head must arrive whole within this long of its first byte, or
+   * of the connection's opening for its first request (20 s).
+   */
   headTimeoutMs?: number;
+  /**
+   * A request body of which no byte arrives for this long is cut off (30 s).
+   * Only while the relay reads it: not while the request is routed, or an
+   * upstream is slow to take it.
+   */
+  bodyTimeoutMs?: number;
+  /** Client connections open at once from one address, beyond which one is closed as it opens (no limit). */
+  maxConnectionsPerAddress?: number;
   /** A pooled connection is closed after this long unused (30 s; envd keeps its side 65 s). */
   poolIdleMs?: number;
 }
@@ -155,8 +174,6 @@ interface Exchange {
   closeAfter: boolean;
   request: BodyCounter;
   requestDone: boolean;
-  /** Request body bytes are dropped: the answer came already, or was the relay's own. */
-  discard: boolean;
   dest?: Destination;
   up?: Duplex;
   /** The upstream connection may serve another request afterwards. */
@@ -178,12 +195,14 @@ export class Relay {
   private readonly pool: Pool;
   readonly idleTimeoutMs: number;
   readonly headTimeoutMs: number;
+  readonly bodyTimeoutMs: number;
   /** Bodies of known length the pump moved whole, runs of chunks it moved to their end, and every byte it moved. */
   readonly pumped = { bodies: 0, chunkRuns: 0, bytes: 0 };
 
   constructor(readonly options: RelayOptions) {
     this.idleTimeoutMs = options.idleTimeoutMs ?? 65_000;
-    this.headTimeoutMs = options.headTimeoutMs ?? 60_000;
+    this.headTimeoutMs = options.headTimeoutMs ?? 20_000;
+    this.bodyTimeoutMs = options.bodyTimeoutMs ?? 30_000;
     this.pool = new Pool(options.poolIdleMs ?? 30_000);
     this.server = createServer({ noDelay: true }, (socket) => {
       this.clients.add(socket);
@@ -191,6 +210,7 @@ export class Relay {
       new ClientConnection(socket, this, this.pool);
     });
     this.server.on('close', () => this.pool.destroy());
+    if (options.maxConnectionsPerAddress !== undefined) limitConnectionsPerAddress(this.server, options.maxConnectionsPerAddress);
   }
 
   /** Closes every client connection, streams and upgraded ones included. */
@@ -204,7 +224,8 @@ class ClientConnection {
   private readonly head = new HeadChunks();
   /** The head may be complete: worth joining and parsing. */
   private headFound = false;
-  private headStarted = 0;
+  /** Runs while a head is awaited, from its first byte or the connection's opening. */
+  private headClock: NodeJS.Timeout | undefined;
   /** Client bytes after a head, not yet handled, in order: body bytes, then pipelined requests. */
   private queue: Buffer[] = [];
   private queued = 0;
@@ -235,11 +256,15 @@ class ClientConnection {
     private readonly relay: Relay,
     private readonly pool: Pool,
   ) {
-    socket.setTimeout(relay.idleTimeoutMs);
+    this.startHeadClock();
     socket.on('data', this.onData);
     socket.on('timeout', () => {
-      // Idle between requests, or in the middle of sending one.
-      if (!this.ex || !this.ex.requestDone) socket.destroy();
+      const ex = this.ex;
+      if (ex?.requestDone) return;
+      // While the relay itself holds the body back (routing, a slow upstream), the client is not the one that stalls.
+      if (ex && (!ex.up || this.waitingDrain)) this.startBodyClock();
+      // Idle between requests, a body that stopped coming, or a connection done with.
+      else socket.destroy();
     });
     socket.on('drain', () => {
       if (this.upPaused) {
@@ -261,6 +286,7 @@ class ClientConnection {
     socket.on('error', () => socket.destroy());
     socket.on('close', () => {
       this.closed = true;
+      this.stopHeadClock();
       const ex = this.ex;
       this.ex = undefined;
       if (ex) this.release(ex, false);
@@ -297,7 +323,7 @@ class ClientConnection {
       }
       return;
     }
-    if (ex.requestDone || (!ex.up && !ex.discard)) {
+    if (ex.requestDone || !ex.up) {
       // Pipelined requests wait for this response; body bytes wait for the
       // connection. A body the pump can take stays in the kernel meanwhile.
       if (this.queued > MAX_HELD || (!ex.requestDone && this.pumpSized(ex))) this.socket.pause();
@@ -315,19 +341,19 @@ class ClientConnection {
       if (n === chunk.length) this.queue.shift();
       else this.queue[0] = chunk.subarray(n);
       this.queued -= n;
-      if (n && !ex.discard && !ex.up!.write(n === chunk.length ? chunk : chunk.subarray(0, n))) {
+      if (n && !ex.up.write(n === chunk.length ? chunk : chunk.subarray(0, n))) {
         this.waitingDrain = true;
         this.socket.pause();
       }
       if (ex.request.done) ex.requestDone = true;
     }
-    if (!ex.requestDone && !ex.discard && !this.waitingDrain && this.queue.length === 0) {
+    if (!ex.requestDone && !this.waitingDrain && this.queue.length === 0) {
       // What Node read before the client was paused goes first, through the
       // queue: read() hands it to onData, and the loop goes round again.
       if (this.socket.readableLength > 0 && this.pumpSized(ex)) this.socket.read();
       else this.pumpRequest(ex);
     }
-    // Paused while too much was held, or before an answer that drops the rest: reading goes on.
+    // Paused while too much was held: reading goes on.
     if (!this.waitingDrain && !this.waitingClientDrain && this.socket.isPaused()) this.socket.resume();
     if (ex.requestDone) {
       this.socket.setTimeout(0);
@@ -336,16 +362,40 @@ class ClientConnection {
   }
 
   private toHead(chunk: Buffer): void {
-    if (this.head.size === 0) this.headStarted = Date.now();
+    if (this.head.size === 0) this.startHeadClock();
     if (this.head.push(chunk)) this.headFound = true;
+  }
+
+  /** From here the head clock alone times the connection, until the head has been read. */
+  private startHeadClock(): void {
+    if (this.headClock || this.closed) return;
+    this.socket.setTimeout(0);
+    this.headClock = setTimeout(() => {
+      this.headClock = undefined;
+      if (this.ex || this.closed) return;
+      // A head that is here whole waits only for the client to take the answers before it.
+      if (this.headFound) this.socket.destroy();
+      else this.refuse(408, 'the request head took too long to arrive');
+    }, this.relay.headTimeoutMs);
+    this.headClock.unref();
+  }
+
+  private stopHeadClock(): void {
+    clearTimeout(this.headClock);
+    this.headClock = undefined;
+  }
+
+  /** (Re)starts the wait for the next byte of a request body that is still coming. */
+  private startBodyClock(): void {
+    if (this.ex && !this.ex.requestDone && !this.closed) this.socket.setTimeout(this.relay.bodyTimeoutMs);
   }
 
   private readHead(): void {
     if (!this.headFound) {
       if (this.head.size > MAX_HEAD) this.refuse(431, `the request head is larger than ${MAX_HEAD} bytes`);
-      else if (Date.now() - this.headStarted > this.relay.headTimeoutMs) this.refuse(408, 'the request head took too long to arrive');
       return;
     }
+    this.stopHeadClock();
     this.headFound = false;
     const buf = this.head.take();
     // The first CRLFCRLF ends the head, and one is there.
@@ -370,7 +420,6 @@ class ClientConnection {
       closeAfter: head.minor === 0 || connection.includes('close') || connection.includes('upgrade'),
       request,
       requestDone: request.done,
-      discard: false,
       reusable: head.minor === 1,
       upHead: new HeadChunks(),
       answered: false,
@@ -379,8 +428,9 @@ class ClientConnection {
     this.queue = end < buf.length ? [buf.subarray(end)] : [];
     this.queued = buf.length - end;
     this.ex = ex;
-    // While the request is still coming, the idle timeout stays: a client may not hold a connection by stalling.
+    // While the request is still coming, a client may not hold the connection by stalling.
     if (ex.requestDone) this.socket.setTimeout(0);
+    else this.startBodyClock();
     let routed: Promise<Destination>;
     try {
       routed = this.relay.options.route(head);
@@ -398,6 +448,7 @@ class ClientConnection {
 
   /** Answers a request whose framing is unknown, and closes. */
   private refuse(status: number, message: string): void {
+    this.stopHeadClock();
     this.closed = true;
     this.head.take();
     this.queue = [];
@@ -436,10 +487,13 @@ class ClientConnection {
     const onDrain = () => {
       if (!this.waitingDrain) return;
       this.waitingDrain = false;
+      this.startBodyClock();
       this.socket.resume();
       this.drive();
     };
     up.on('data', onData).on('end', onEnd).on('close', onClose).on('error', onError).on('drain', onDrain);
+    // The body waited while the request was routed; from here on the client is timed again.
+    this.startBodyClock();
     ex.detach = () => up.off('data', onData).off('end', onEnd).off('close', onClose).off('error', onError).off('drain', onDrain);
     (up as Socket).setNoDelay?.(true);
     // The head and the body bytes already here leave in one write. An upgrade's head goes as it came.
@@ -461,7 +515,7 @@ class ClientConnection {
   private pumpRequest(ex: Exchange): void {
     if (ex.bodyPump || !this.pumpSized(ex) || !pumpable(this.socket, ex.up!)) return;
     const left = ex.request.lengthLeft!;
-    ex.bodyPump = startPump(this.socket, ex.up!, left, this.relay.idleTimeoutMs, (r) => {
+    ex.bodyPump = startPump(this.socket, ex.up!, left, this.relay.bodyTimeoutMs, (r) => {
       ex.bodyPump = undefined;
       this.pumpEnded(ex.request, r);
       if (r.code === null) {
@@ -470,11 +524,11 @@ class ClientConnection {
       } else if (r.side === 'to' && r.code !== 'ETIMEDOUT') {
         this.upstreamFailed(ex, `failed: write ${r.code}`);
       } else {
-        // The client went away, or stalled past the idle limit, mid-request.
+        // The client went away, or stalled past the body timeout, mid-request.
         this.socket.destroy();
       }
     });
-    // The pump keeps the idle limit: Node does not see the reads it makes.
+    // The pump keeps the body timeout: Node does not see the reads it makes.
     if (ex.bodyPump) this.socket.setTimeout(0);
   }
 
@@ -642,18 +696,15 @@ class ClientConnection {
   }
 
   /**
-   * Answers with the relay's own error. What has arrived of the request body is
-   * dropped; if more is still to come, the connection closes after the answer.
+   * Answers with the relay's own error, and closes the connection after it.
+   * The rest of the request is not passed on, nor waited for.
    */
   private answerOwn(ex: Exchange, status: number, message: string): void {
     if (this.ex !== ex || this.closed) return;
-    ex.discard = true;
-    this.drive();
-    if (this.ex !== ex || this.closed) return;
     ex.answered = true;
     ex.responseDone = true;
-    if (ex.upgrade || !ex.requestDone) ex.closeAfter = true;
-    this.socket.write(errorResponse(status, message, ex.closeAfter));
+    ex.closeAfter = true;
+    this.socket.write(errorResponse(status, message, true));
     this.finish(ex);
   }
 
@@ -683,6 +734,10 @@ class ClientConnection {
       this.queued = 0;
       this.socket.setTimeout(5_000);
       this.socket.end();
+      // What the client still sends is read and dropped until it closes, 5 s
+      // at most: one still writing its request then reads this answer rather
+      // than a reset.
+      this.socket.resume();
       return;
     }
     this.socket.setTimeout(this.relay.idleTimeoutMs);
