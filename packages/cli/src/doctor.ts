@@ -121,6 +121,13 @@ export async function runDoctor(opts: DoctorOptions): Promise<Check[]> {
   for (const tool of ['mount', 'umount', 'mknod', 'cp']) {
     if (!which(tool)) checks.push({ name: tool, ok: false, detail: `${tool} is not on PATH`, fix: tool === 'cp' || tool === 'mknod' ? 'apt-get install -y coreutils' : 'apt-get install -y mount' });
   }
+  // Each sandbox's disk is an ext4 filesystem in a file, loop-mounted.
+  if (!which('mkfs.ext4')) checks.push({ name: 'mkfs.ext4', ok: false, detail: 'mkfs.ext4 is not on PATH (sandbox disks are ext4)', fix: 'apt-get install -y e2fsprogs' });
+  checks.push(
+    existsSync('/dev/loop-control')
+      ? { name: 'loop devices', ok: true, detail: '/dev/loop-control is there (sandbox disks are loop-mounted)' }
+      : { name: 'loop devices', ok: false, detail: 'no /dev/loop-control: sandbox disks cannot be loop-mounted', fix: 'modprobe loop' },
+  );
 
   const filesystems = readFileSync('/proc/filesystems', 'utf8');
   checks.push(/\boverlay\b/.test(filesystems) ? { name: 'overlayfs', ok: true, detail: 'overlay filesystem available' } : { name: 'overlayfs', ok: false, detail: 'the kernel has no overlay filesystem', fix: 'modprobe overlay' });

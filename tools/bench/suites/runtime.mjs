@@ -64,8 +64,10 @@ async function settledAvailable(maxMs) {
 export function openBareRunc(base, dataDir) {
   const bundle = join(dataDir, 'bench-bundle');
   for (const d of ['upper', 'work', 'rootfs']) mkdirSync(join(bundle, d), { recursive: true, mode: 0o755 });
-  const template = join(dataDir, 'templates/base/base-v1');
-  const lowers = [join(template, 'layer'), join(template, 'mask'), join(dataDir, 'hostview')].join(':');
+  // The base template's layers as its meta.json lists them, top-most first.
+  const template = join(dataDir, 'templates/base');
+  const layers = JSON.parse(readFileSync(join(template, 'meta.json'), 'utf8')).layers.map((l) => join(template, l));
+  const lowers = [...layers, join(dataDir, 'hostview')].join(':');
   execFileSync('mount', ['-t', 'overlay', 'overlay', '-o', `lowerdir=${lowers},upperdir=${join(bundle, 'upper')},workdir=${join(bundle, 'work')}`, join(bundle, 'rootfs')]);
   const state = join(dataDir, 'bench-runc');
   const close = undoOnInterrupt(() => {

@@ -3,7 +3,7 @@
 // e2b SDK, each next to a baseline measured in the same run.
 import { Sandbox } from '@paddock/sdk';
 import { chmodSync, chownSync, cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { startBaselineProcess } from '../baseline-process.mjs';
@@ -121,6 +121,62 @@ function createRows({ server, opts, home, pool, base, user, concurrent, log }) {
       ];
     },
     close: bare.close,
+  };
+}
+
+/**
+ * A cold create + first command while another sandbox keeps every CPU busy
+ * (two spinning shells per core), alternated with the same create while
+ * that sandbox is paused: what a neighbour that saturates the CPUs costs a
+ * create, with the runtime's CPU weights (a sandbox boots at the default
+ * weight and runs at an eighth of it). Before each busy sample the
+ * neighbour is resumed and given BUSY_SPIN_UP_MS to fill the CPUs again;
+ * after it, it is paused (frozen). `take(pass)` takes a pass's pairs,
+ * `rows()` gives the row, `close()` removes the neighbour.
+ */
+async function busyNeighbour({ opts, quick, passes, log }) {
+  const BUSY_SPIN_UP_MS = 300;
+  const neighbour = await Sandbox.create({ ...opts, timeoutMs: 3600_000 });
+  await neighbour.commands.run(`for i in $(seq ${2 * availableParallelism()}); do (while :; do :; done) >/dev/null 2>&1 & done`);
+  await neighbour.pause();
+  const createAndRun = async () => {
+    const t = performance.now();
+    const sbx = await Sandbox.create(opts);
+    await sbx.commands.run('true');
+    const elapsedMs = performance.now() - t;
+    await sbx.kill();
+    return { elapsedMs };
+  };
+  const pairs = timeInBlocks(async () => {
+    await neighbour.connect();
+    await new Promise((r) => setTimeout(r, BUSY_SPIN_UP_MS));
+    try {
+      return await createAndRun();
+    } finally {
+      await neighbour.pause();
+    }
+  }, [createAndRun]);
+  // A pair takes about a second and a half; 24 in all.
+  const perPass = quick ? 3 : Math.round(24 / passes);
+  return {
+    async take(pass) {
+      log('sdk: cold create while another sandbox keeps the CPUs busy');
+      await pairs.take({ warmup: pass ? 0 : 1, iterations: perPass });
+    },
+    rows() {
+      const [busy, idle] = pairs.result();
+      return [
+        row({
+          suite: 'sdk',
+          name: "Sandbox.create + commands.run('true'), cold, while another sandbox keeps every CPU busy",
+          unit: 'ms',
+          value: busy,
+          baseline: idle,
+          baselineName: 'the same create while that sandbox is paused',
+        }),
+      ];
+    },
+    close: () => neighbour.kill(),
   };
 }
 
@@ -244,6 +300,9 @@ export async function sdkSuite({ quick, log }) {
       await cold.block({ warmup: pass ? 1 : 2, iterations: share(1.5 * n), batches: batches / passes });
     };
 
+    const busy = await busyNeighbour({ opts: coldServer.opts, quick, passes, log });
+    opened.push(busy);
+
     const sbx = await Sandbox.create({ ...coldServer.opts, timeoutMs: 3600_000 });
     const live = await livePhases(sbx);
     const comparison = await sdkComparison(warmServer);
@@ -254,6 +313,7 @@ export async function sdkSuite({ quick, log }) {
       const phases = [
         () => warmBlock(pass),
         () => coldBlock(pass),
+        () => busy.take(pass),
         () => live.roundTrip(pass),
         () => live.stdout(),
         // The list sits between the cold creates and the transfers: the
@@ -278,7 +338,7 @@ export async function sdkSuite({ quick, log }) {
       }
     }
     const allBareMs = [...cold.bareRunMs(), ...warm.bareRunMs()];
-    rows.push(...cold.rows(allBareMs), ...warm.rows(allBareMs), ...(await live.rows()), comparison.row());
+    rows.push(...cold.rows(allBareMs), ...busy.rows(), ...warm.rows(allBareMs), ...(await live.rows()), comparison.row());
     await sbx.kill();
   } finally {
     for (const o of [...opened.reverse(), base]) {
