@@ -94,6 +94,35 @@ test('the user `user` exists with uid 1000 and home /home/user; python3, node, g
   expect(res.stdout.split('\n')).toEqual(['user', '1000', '/home/user', '42', '5', 'git', 'bash', '']);
 });
 
+test("root's capabilities are Docker's default set, nothing more", async () => {
+  // Bit numbers from linux/capability.h.
+  const bits = { CHOWN: 0, DAC_OVERRIDE: 1, FOWNER: 3, FSETID: 4, KILL: 5, SETGID: 6, SETUID: 7, SETPCAP: 8, NET_BIND_SERVICE: 10, NET_RAW: 13, SYS_CHROOT: 18, MKNOD: 27, AUDIT_WRITE: 29, SETFCAP: 31 };
+  const expected = Object.values(bits).reduce((m, b) => m | (1n << BigInt(b)), 0n);
+  const res = await exec(t.runtime, id, 'grep -E "^Cap(Eff|Bnd|Prm):" /proc/self/status', { user: 'root' });
+  const caps = Object.fromEntries(res.stdout.trim().split('\n').map((l) => l.split(/:\s+/)).map(([k, v]) => [k, BigInt(`0x${v}`)]));
+  expect(caps).toEqual({ CapPrm: expected, CapEff: expected, CapBnd: expected });
+});
+
+test('root cannot remount the root filesystem or the host view, use a device node, or write its own cgroup limits', async () => {
+  const res = await exec(
+    t.runtime,
+    id,
+    `try() { "$@" >/dev/null 2>&1 && echo "allowed: $*" || echo "refused: $*"; }
+     try mount -o remount,rw /
+     try mount -t tmpfs none /mnt
+     try mount --bind /usr /mnt
+     disk=$(awk '$4 ~ /^[sv]d[a-z]$|^nvme[0-9]n[0-9]$/ {print $1" "$2; exit}' /proc/partitions)
+     mknod /tmp/disk b \${disk:-8 0} 2>/dev/null; try head -c 512 /tmp/disk
+     try head -c 1 /dev/mem
+     for f in /sys/fs/cgroup/pids/pids.max /sys/fs/cgroup/pids.max /sys/fs/cgroup/memory/memory.limit_in_bytes /sys/fs/cgroup/memory.max; do [ -e "$f" ] && try sh -c "echo max > $f"; done
+     exit 0`,
+    { user: 'root' },
+  );
+  const lines = res.stdout.trim().split('\n');
+  expect(lines.length).toBeGreaterThanOrEqual(7);
+  expect(lines.filter((l) => !l.startsWith('refused: '))).toEqual([]);
+});
+
 describe('network', () => {
   let server: Server;
   let port: number;
