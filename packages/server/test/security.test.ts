@@ -3,9 +3,9 @@
 // stored only as hashes.
 import { Code, ConnectError } from '@connectrpc/connect';
 import { request } from 'node:http';
-import { readFileSync } from 'node:fs';
-import { connect } from 'node:net';
-import { networkInterfaces } from 'node:os';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { connect, createServer } from 'node:net';
+import { networkInterfaces, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileSignature } from '@paddock/envd';
 import { API_KEY, envd, eventually, run, testServer, type TestServer } from './harness.js';
@@ -221,4 +221,51 @@ describe('a WebSocket upgrade passes through the proxy', () => {
     expect(got).toContain('ping');
     await t.control.killSandbox(s.sandboxID);
   });
+});
+
+test("links a sandbox's root plants never lead the proxy to a host socket or another sandbox's port", async () => {
+  // A root-only service of the host on a unix socket, and a victim sandbox
+  // that serves a private port (public traffic off).
+  const secretDir = mkdtempSync(join(tmpdir(), 'paddock-secret-'));
+  const secret = join(secretDir, 'secret.sock');
+  let reached = 0;
+  const hostService = createServer((s) => {
+    reached++;
+    s.end('HTTP/1.1 200 OK\r\ncontent-length: 11\r\nconnection: close\r\n\r\nhost-secret');
+  });
+  await new Promise<void>((r) => hostService.listen(secret, r));
+  try {
+    const victim = await t.control.createSandbox({ templateID: 'base', network: { allowPublicTraffic: false } });
+    const attacker = await t.control.createSandbox({ templateID: 'base' });
+    await run(t.server, victim.sandboxID, victim.envdAccessToken, 'mkdir -p /tmp/w && cd /tmp/w && echo victim-private > index.html && (setsid python3 -m http.server 8000 --bind 127.0.0.1 >/dev/null 2>&1 &)');
+    // Where the victim's tunnel socket is (sock/) or was before it moved out of the sandbox's reach (run/).
+    const victimDir = join(t.home, 'runtime', 'sandboxes', victim.sandboxID);
+    const root = envd(t.server, attacker.sandboxID, attacker.envdAccessToken, 'root');
+    const plant = [
+      `mkdir -p /.paddock/run && ln -sfn ${secret} /.paddock/run/envd.sock && ln -sfn ${victimDir}/run/tunnel.sock /.paddock/run/tunnel.sock`,
+      `for d in /.paddock /.paddock/sock; do mkdir -p $d && ln -sfn ${secret} $d/envd.sock && ln -sfn ${victimDir}/sock/tunnel.sock $d/tunnel.sock; done`,
+      'echo planted',
+    ].join(' && ');
+    let planted = '';
+    for await (const r of root.proc.start({ process: { cmd: '/bin/bash', args: ['-c', plant] } })) {
+      const ev = r.event?.event;
+      if (ev?.case === 'data' && ev.value.output.case === 'stdout') planted += Buffer.from(ev.value.output.value).toString();
+    }
+    expect(planted).toBe('planted\n');
+    // A burst of proxy requests opens new upstream connections.
+    const answers = await Promise.all(
+      Array.from({ length: 30 }, () => fetch(`${t.server.proxyUrl}/health`, { headers: { 'E2b-Sandbox-Id': attacker.sandboxID, 'E2b-Sandbox-Port': '49983' } }).then(async (r) => `${r.status} ${await r.text()}`)),
+    );
+    expect(answers.filter((a) => a !== '204 ')).toEqual([]);
+    const ports = await Promise.all(
+      Array.from({ length: 5 }, () => fetch(t.server.proxyUrl, { headers: { 'E2b-Sandbox-Id': attacker.sandboxID, 'E2b-Sandbox-Port': '8000' } }).then((r) => r.text())),
+    );
+    for (const body of ports) expect(body).not.toMatch(/victim-private|host-secret/);
+    expect(reached).toBe(0);
+    await t.control.killSandbox(attacker.sandboxID);
+    await t.control.killSandbox(victim.sandboxID);
+  } finally {
+    hostService.close();
+    rmSync(secretDir, { recursive: true, force: true });
+  }
 });
