@@ -1,6 +1,7 @@
 // Pause, resume, stop, start, destroy, stats, tunnels, snapshots and adoption
 // of real sandboxes.
-import { existsSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { request } from 'node:http';
 import { availableParallelism, totalmem } from 'node:os';
 import { join } from 'node:path';
@@ -293,6 +294,33 @@ test('a new runtime on the same data directory adopts the sandboxes that exist',
   await other.start(stopped, { accessToken: TOKEN });
   for (const id of [running, paused, stopped]) await other.destroy(id);
   await other.close();
+});
+
+test('a sandbox made by an older runtime (upper beside it, envd sockets in run/) is stopped on adoption and moved onto a disk when it starts', async () => {
+  const id = await create();
+  await exec(t.runtime, id, 'echo from-before > ~/old.txt');
+  await t.runtime.stop(id);
+  // The layout of before: upper/ and work/ in the sandbox's directory, no disk, no sock/.
+  const dir = join(t.dataDir, 'sandboxes', id);
+  execFileSync('mount', ['-o', 'loop', join(dir, 'disk.img'), join(dir, 'disk')]);
+  execFileSync('cp', ['-a', join(dir, 'disk', 'upper'), join(dir, 'upper')]);
+  mkdirSync(join(dir, 'work'));
+  execFileSync('umount', [join(dir, 'disk')]);
+  rmSync(join(dir, 'disk.img'));
+  rmSync(join(dir, 'sock'), { recursive: true });
+  const other = new RuncRuntime({ dataDir: t.dataDir });
+  await other.prepare();
+  await other.start(id, { accessToken: TOKEN });
+  expect((await exec(other, id, 'cat ~/old.txt; df -B1M --output=size / | tail -1')).stdout.split('\n').slice(0, 2).map((l) => l.trim())).toEqual(['from-before', expect.stringMatching(/^(19|20)\d\d$/)]);
+  expect(existsSync(join(dir, 'upper'))).toBe(false);
+  // Running, but with its sockets where an older runtime had them: the next adoption stops it.
+  rmSync(join(dir, 'sock'), { recursive: true });
+  await other.close();
+  const third = new RuncRuntime({ dataDir: t.dataDir });
+  await third.prepare();
+  expect((await third.get(id))?.status).toBe('stopped');
+  await third.destroy(id);
+  await third.close();
 });
 
 test('close keeps the parent cgroup while a sandbox is left for adoption, and removes it once none is', async () => {
