@@ -1,24 +1,6 @@
-/**
- * What went wrong with an HTTP call to envd (`/files`, `/health`,
- * `/metrics`). Answers are classified by status; the other kinds are
- * failures with no usable answer. RPC failures are not wrapped: they stay
- * `ConnectError`s with their Connect code.
- */
-export type EnvdErrorKind =
-  | 'bad_request' // 400: e.g. a directory where a file is expected, bad metadata
-  | 'unauthorized' // 401: missing or wrong access token, expired signature
-  | 'forbidden' // 403
-  | 'not_found' // 404: no such file
-  | 'not_acceptable' // 406: no encoding the client accepts
-  | 'rate_limited' // 429
-  | 'unavailable' // 502, 503, 504: the sandbox is not running (through the proxy)
-  | 'insufficient_storage' // 507: disk full
-  | 'server' // any other 5xx
-  | 'http' // any other non-2xx status
-  | 'invalid_response' // a 2xx whose body is not what the call returns
-  | 'timeout' // requestTimeoutMs elapsed
-  | 'aborted' // the caller's AbortSignal fired
-  | 'network'; // no answer: connection refused, reset…
+import { envdErrorKind, type EnvdErrorKind } from '@paddock/protocol';
+
+export type { EnvdErrorKind };
 
 export interface EnvdHttpErrorDetails {
   kind: EnvdErrorKind;
@@ -72,31 +54,6 @@ export class EnvdArgumentError extends EnvdError {
   }
 }
 
-export function kindOfStatus(status: number): EnvdErrorKind {
-  switch (status) {
-    case 400:
-      return 'bad_request';
-    case 401:
-      return 'unauthorized';
-    case 403:
-      return 'forbidden';
-    case 404:
-      return 'not_found';
-    case 406:
-      return 'not_acceptable';
-    case 429:
-      return 'rate_limited';
-    case 502:
-    case 503:
-    case 504:
-      return 'unavailable';
-    case 507:
-      return 'insufficient_storage';
-    default:
-      return status >= 500 ? 'server' : 'http';
-  }
-}
-
 /** Reads the error body of a non-2xx answer and builds the error. */
 export async function errorFromResponse(method: string, path: string, response: Response): Promise<EnvdHttpError> {
   const text = (await response.text().catch(() => '')).trim();
@@ -114,7 +71,7 @@ export async function errorFromResponse(method: string, path: string, response: 
   }
   const detail = serverMessage ?? `empty body${response.statusText ? ` (${response.statusText})` : ''}`;
   return new EnvdHttpError(`${method} ${path} failed with ${response.status}: ${detail}`, {
-    kind: kindOfStatus(response.status),
+    kind: envdErrorKind(response.status),
     method,
     path,
     status: response.status,

@@ -1,7 +1,7 @@
 import { createContextKey, createContextValues, type CallOptions, type Interceptor } from '@connectrpc/connect';
+import { ENVD_PORT } from '@paddock/protocol';
 
-/** Port of envd inside a sandbox; what `E2b-Sandbox-Port` names by default. */
-export const ENVD_PORT = 49983;
+export { ENVD_PORT };
 /** Seconds between keepalive events that server streams ask envd for, as the e2b SDK does. */
 export const DEFAULT_KEEPALIVE_PING_INTERVAL_SEC = 50;
 

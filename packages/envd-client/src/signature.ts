@@ -1,30 +1,16 @@
 import { EnvdArgumentError } from './errors.js';
-import { base64 } from './headers.js';
+import { encodeFileSignature, fileSignaturePayload, type FileOperation, type FileSignatureInput } from '@paddock/protocol';
 
-/** What a signed `/files` URL allows: downloading (`read`) or uploading (`write`). */
-export type FileOperation = 'read' | 'write';
-
-export interface FileSignatureInput {
-  /** The path exactly as it goes into the `path` query parameter. */
-  path: string;
-  operation: FileOperation;
-  /** The user as it goes into `username`; empty when none is given. */
-  user?: string | undefined;
-  accessToken: string;
-  /** Unix seconds after which envd refuses the signature. */
-  expiration?: number | undefined;
-}
+export type { FileOperation, FileSignatureInput };
 
 /**
- * The signature envd checks on `/files` requests that carry no access token:
- * `"v1_" + base64(sha256("{path}:{operation}:{user}:{token}[:{expiration}]"))`
- * with the `=` padding removed.
+ * The signature envd checks on `/files` requests that carry no access token
+ * (the format is in @paddock/protocol). WebCrypto, so that it runs in a
+ * browser too.
  */
 export async function fileSignature(input: FileSignatureInput): Promise<string> {
-  let raw = `${input.path}:${input.operation}:${input.user ?? ''}:${input.accessToken}`;
-  if (input.expiration !== undefined) raw += `:${input.expiration}`;
-  const digest = await crypto.subtle.digest('SHA-256', new TextEncoder().encode(raw));
-  return `v1_${base64(new Uint8Array(digest)).replace(/=+$/, '')}`;
+  const digest = await crypto.subtle.digest('SHA-256', new TextEncoder().encode(fileSignaturePayload(input)));
+  return encodeFileSignature(new Uint8Array(digest));
 }
 
 export interface FileUrlOptions {

@@ -1,6 +1,9 @@
 // Access control of envd: the access token in `X-Access-Token`, signed
 // `/files` URLs, and the acting user chosen with a Basic header.
 import { createHash, timingSafeEqual } from 'node:crypto';
+import { encodeFileSignature, fileSignaturePayload, type FileOperation } from '@paddock/protocol';
+
+export type { FileOperation };
 
 /** Compares secrets in constant time, whatever their lengths. */
 export function secretsEqual(given: string | undefined | null, expected: string): boolean {
@@ -10,15 +13,9 @@ export function secretsEqual(given: string | undefined | null, expected: string)
   return timingSafeEqual(a, b);
 }
 
-export type FileOperation = 'read' | 'write';
-
-/**
- * The signature of a `/files` URL: "v1_" + base64(sha256(
- * "{path}:{op}:{user}:{token}[:{expiration}]")) without `=` padding.
- */
-export function fileSignature(path: string, op: FileOperation, user: string, token: string, expiration?: number): string {
-  const raw = `${path}:${op}:${user}:${token}${expiration === undefined ? '' : `:${expiration}`}`;
-  return 'v1_' + createHash('sha256').update(raw).digest('base64').replace(/=+$/, '');
+/** The signature of a `/files` URL, in the protocol's format. */
+export function fileSignature(path: string, operation: FileOperation, user: string, accessToken: string, expiration?: number): string {
+  return encodeFileSignature(createHash('sha256').update(fileSignaturePayload({ path, operation, user, accessToken, expiration })).digest());
 }
 
 export type SignatureCheck = { ok: true } | { ok: false; reason: string };

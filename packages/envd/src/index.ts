@@ -32,5 +32,5 @@ export const envdMain: string = join(envdDistDir, envdEntry);
  */
 export const envdNodeFlags: readonly string[] = ['--max-old-space-size=96', '--initial-old-space-size=32'];
 
-/** The port clients address envd on, as E2B's protocol fixes it. */
-export const ENVD_PORT = 49983;
+
+export { ENVD_PORT } from '@paddock/protocol';

@@ -2,12 +2,9 @@
 // `user.e2b.{key}` so that it travels with the file.
 import { native } from './native.js';
 import { HttpError } from './errors.js';
+import { METADATA_HEADER_PREFIX, metadataProblem } from '@paddock/protocol';
 
 const PREFIX = 'user.e2b.';
-const HEADER_PREFIX = 'x-metadata-';
-export const MAX_KEY_BYTES = 246;
-export const MAX_METADATA_BYTES = 4096;
-const PRINTABLE = /^[\x20-\x7e]*$/;
 
 export function readMetadata(path: string): Record<string, string> {
   try {
@@ -20,32 +17,19 @@ export function readMetadata(path: string): Record<string, string> {
 /**
  * Metadata from `X-Metadata-{key}` request headers (keys lowercased), or
  * undefined when the request has none. Throws a 400 naming the offending
- * key when the metadata breaks the limits.
+ * entry when the metadata breaks the protocol's limits.
  */
 export function metadataFromHeaders(headers: Record<string, string | string[] | undefined>): Record<string, string> | undefined {
-  const out: Record<string, string> = {};
-  let total = 0;
-  let any = false;
+  const entries: [string, string][] = [];
   for (const [name, raw] of Object.entries(headers)) {
     const lower = name.toLowerCase();
-    if (!lower.startsWith(HEADER_PREFIX) || raw === undefined) continue;
-    const key = lower.slice(HEADER_PREFIX.length);
-    const value = Array.isArray(raw) ? raw.join(', ') : raw;
-    if (!key) throw new HttpError(400, `metadata header '${name}' has an empty key`);
-    if (!PRINTABLE.test(key) || !PRINTABLE.test(value)) {
-      throw new HttpError(400, `metadata '${key}' must be printable ASCII`);
-    }
-    if (Buffer.byteLength(key) > MAX_KEY_BYTES) {
-      throw new HttpError(400, `metadata key '${key.slice(0, 32)}...' is longer than ${MAX_KEY_BYTES} bytes`);
-    }
-    total += Buffer.byteLength(key) + Buffer.byteLength(value);
-    out[key] = value;
-    any = true;
+    if (!lower.startsWith(METADATA_HEADER_PREFIX) || raw === undefined) continue;
+    entries.push([lower.slice(METADATA_HEADER_PREFIX.length), Array.isArray(raw) ? raw.join(', ') : raw]);
   }
-  if (total > MAX_METADATA_BYTES) {
-    throw new HttpError(400, `metadata is ${total} bytes, more than the ${MAX_METADATA_BYTES} allowed`);
-  }
-  return any ? out : undefined;
+  if (entries.length === 0) return undefined;
+  const problem = metadataProblem(entries);
+  if (problem) throw new HttpError(400, problem);
+  return Object.fromEntries(entries);
 }
 
 /** Replaces the file's metadata with `metadata`. */

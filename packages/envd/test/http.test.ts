@@ -638,10 +638,10 @@ describe('files', () => {
     await post({ path: 'with-meta.txt' }, 'm2', { 'X-Metadata-Owner': 'bob' });
     expect((await filesystem(envd).stat({ path: 'with-meta.txt' })).entry?.metadata).toEqual({ owner: 'bob' });
     const big = await post({ path: 'too-much.txt' }, 'x', { 'X-Metadata-Blob': 'v'.repeat(5000) });
-    expect([big.status, await big.json()]).toEqual([400, { code: 400, message: 'metadata is 5004 bytes, more than the 4096 allowed' }]);
+    expect([big.status, await big.json()]).toEqual([400, { code: 400, message: 'metadata is 5004 bytes in all; the limit is 4096' }]);
     const longKey = await post({ path: 'too-much.txt' }, 'x', { ['X-Metadata-' + 'k'.repeat(250)]: 'v' });
     expect(longKey.status).toBe(400);
-    expect(((await longKey.json()) as { message: string }).message).toMatch(/longer than 246 bytes/);
+    expect(((await longKey.json()) as { message: string }).message).toMatch(/bytes; the limit is 246/);
   });
 
   describe('signed URLs', () => {

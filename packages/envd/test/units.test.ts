@@ -106,7 +106,7 @@ test('the users database reads passwd and group files and sees changes', () => {
 test('metadata headers are validated and lowercased', () => {
   expect(metadataFromHeaders({ 'content-type': 'x' })).toBeUndefined();
   expect(metadataFromHeaders({ 'x-metadata-Owner': 'Al' })).toEqual({ owner: 'Al' });
-  expect(() => metadataFromHeaders({ 'x-metadata-k': 'caf\u00e9' })).toThrow("metadata 'k' must be printable ASCII");
+  expect(() => metadataFromHeaders({ 'x-metadata-k': 'caf\u00e9' })).toThrow('metadata value of "k" must be printable ASCII');
 });
 
 test('Uint8Array.prototype.toBase64 is there for protobuf-es, with both alphabets and optional padding', async () => {

@@ -4,4 +4,5 @@ export { BASE_TEMPLATE_ID, DEFAULT_LIMITS } from './templates.js';
 export { SANDBOX_USER } from './base-template.js';
 export { KeyedMutex } from './util.js';
 export { mountPoints } from './mounts.js';
-export { envdVersion, ENVD_PORT } from '@paddock/envd';
+export { envdVersion } from '@paddock/envd';
+export { ENVD_PORT } from '@paddock/protocol';

@@ -11,7 +11,7 @@ export function newSandboxId(): string {
   return id;
 }
 
-export const SANDBOX_ID = /^[a-z0-9]{1,63}$/;
+export { SANDBOX_ID_PATTERN as SANDBOX_ID } from '@paddock/protocol';
 
 /** Serializes work per key: operations on one sandbox never interleave. */
 export class KeyedMutex {

@@ -1,6 +1,6 @@
 // Where the SDK finds the service: options first, then environment
 // variables, then the defaults of a local `paddock start`.
-import { ENVD_PORT } from '@paddock/envd-client';
+import { ENVD_PORT, sandboxHost } from '@paddock/protocol';
 
 export const DEFAULT_API_URL = 'http://127.0.0.1:3000';
 export const DEFAULT_SANDBOX_URL = 'http://127.0.0.1:3001';
@@ -97,7 +97,7 @@ export function resolveConfig(opts: ConnectionOpts = {}, env: Environment = proc
 export function envdUrl(config: ResolvedConfig, sandboxId: string, sandboxDomain: string): string {
   if (config.sandboxUrl) return config.sandboxUrl;
   const scheme = isLocalDomain(sandboxDomain) ? 'http' : 'https';
-  return `${scheme}://${ENVD_PORT}-${sandboxId}.${sandboxDomain}`;
+  return `${scheme}://${sandboxHost(ENVD_PORT, sandboxId, sandboxDomain)}`;
 }
 
 /** `localhost` or a name under it, with or without a port. */

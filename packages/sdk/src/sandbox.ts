@@ -1,6 +1,7 @@
 // `Sandbox`: one sandbox, its lifecycle through the control API, and its
 // files, commands and terminals through its envd.
 import { EnvdClient } from '@paddock/envd-client';
+import { isTcpPort, sandboxHost } from '@paddock/protocol';
 import { Commands } from './commands.js';
 import {
   DEFAULT_SANDBOX_TIMEOUT_MS,
@@ -286,8 +287,8 @@ export class Sandbox {
 
   /** Host under which a port of the sandbox is reached: `{port}-{sandboxId}.{sandboxDomain}`. */
   getHost(port: number): string {
-    if (!Number.isInteger(port) || port < 1 || port > 65535) throw new InvalidArgumentError(`port ${port} is not a TCP port`);
-    return `${port}-${this.sandboxId}.${this.sandboxDomain}`;
+    if (!isTcpPort(port)) throw new InvalidArgumentError(`port ${port} is not a TCP port`);
+    return sandboxHost(port, this.sandboxId, this.sandboxDomain);
   }
 
   /**

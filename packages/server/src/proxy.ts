@@ -7,19 +7,30 @@
 // ./relay moves the bytes; WebSocket upgrades are spliced through. A sandbox
 // that is not running answers 502. A request the proxy refuses itself (400,
 // 401, 403, 502) closes its connection: a client refused holds none.
-import { fileSignature, type FileOperation } from '@paddock/envd';
-import { ENVD_PORT, type Runtime } from '@paddock/runtime';
+import {
+  ENVD_PORT,
+  FILE_SIGNATURE_EXPIRATION_PARAM,
+  FILE_SIGNATURE_PARAM,
+  SANDBOX_ID_HEADER,
+  SANDBOX_PORT_HEADER,
+  TRAFFIC_ACCESS_TOKEN_HEADER,
+  encodeFileSignature,
+  fileOperationOf,
+  fileSignaturePayload,
+  isSandboxId,
+  isTcpPort,
+  parseSandboxHost,
+} from '@paddock/protocol';
+import type { Runtime } from '@paddock/runtime';
 import { connect } from 'node:net';
 import type { Duplex } from 'node:stream';
-import { timingSafeEqual } from 'node:crypto';
+import { createHash, timingSafeEqual } from 'node:crypto';
 import type { ConnectionLimits } from './config.js';
 import { HttpError, field, type RequestHead } from './relay/http1.js';
 import { Relay, type Destination } from './relay/relay.js';
 import type { Sandboxes } from './sandboxes.js';
 import type { SandboxRecord, SandboxRoute, SandboxStore } from './store/sandboxes.js';
 
-const HOST_ROUTE = /^(\d{1,5})-([a-z0-9]{1,63})\./;
-const TRAFFIC_TOKEN_HEADER = 'e2b-traffic-access-token';
 
 interface Target {
   sandbox: SandboxRoute;
@@ -41,28 +52,28 @@ export interface ProxyDeps {
 export function createProxy({ runtime, store, sandboxes }: ProxyDeps, limits: ConnectionLimits): Relay {
   /** Finds a running sandbox whose envd token signed this /files URL. */
   function bySignature(method: string, url: URL): SandboxRecord | undefined {
-    const signature = url.searchParams.get('signature');
+    const signature = url.searchParams.get(FILE_SIGNATURE_PARAM);
     if (!signature || url.pathname !== '/files') return undefined;
-    const op: FileOperation = method === 'GET' || method === 'HEAD' ? 'read' : 'write';
-    const rawExp = url.searchParams.get('signature_expiration');
-    const exp = rawExp === null || rawExp === '' ? undefined : Number(rawExp);
+    const operation = fileOperationOf(method);
+    const rawExp = url.searchParams.get(FILE_SIGNATURE_EXPIRATION_PARAM);
+    const expiration = rawExp === null || rawExp === '' ? undefined : Number(rawExp);
     const path = url.searchParams.get('path') ?? '';
     const user = url.searchParams.get('username') ?? '';
-    return store
-      .allLive()
-      .find((s) => s.envdAccessToken !== null && sameSecret(fileSignature(path, op, user, s.envdAccessToken, exp), signature));
+    const signed = (accessToken: string) =>
+      encodeFileSignature(createHash('sha256').update(fileSignaturePayload({ path, operation, user, accessToken, expiration })).digest());
+    return store.allLive().find((s) => s.envdAccessToken !== null && sameSecret(signed(s.envdAccessToken), signature));
   }
 
   async function target(head: RequestHead): Promise<Target> {
     let id: string | undefined;
     let port: number | undefined;
-    const m = HOST_ROUTE.exec(field(head, 'host') ?? '');
-    if (m) {
-      port = Number(m[1]);
-      id = m[2];
-    } else if (field(head, 'e2b-sandbox-id')) {
-      id = field(head, 'e2b-sandbox-id');
-      port = Number(field(head, 'e2b-sandbox-port') ?? ENVD_PORT);
+    const byHost = parseSandboxHost(field(head, 'host') ?? '');
+    if (byHost) {
+      port = byHost.port;
+      id = byHost.sandboxId;
+    } else if (field(head, SANDBOX_ID_HEADER)) {
+      id = field(head, SANDBOX_ID_HEADER);
+      port = Number(field(head, SANDBOX_PORT_HEADER) ?? ENVD_PORT);
     } else {
       let url: URL;
       try {
@@ -72,11 +83,11 @@ export function createProxy({ runtime, store, sandboxes }: ProxyDeps, limits: Co
       }
       const signed = bySignature(head.method, url);
       if (signed) return resolveState(signed, ENVD_PORT);
-      if (url.pathname === '/files' && url.searchParams.has('signature')) throw new HttpError(401, 'invalid signature');
+      if (url.pathname === '/files' && url.searchParams.has(FILE_SIGNATURE_PARAM)) throw new HttpError(401, 'invalid signature');
       throw new HttpError(400, "the request names no sandbox: use the host '{port}-{sandboxID}.{domain}' or the E2b-Sandbox-Id and E2b-Sandbox-Port headers");
     }
-    if (!Number.isInteger(port) || port! < 1 || port! > 65535) throw new HttpError(400, `sandbox port '${port}' is not a TCP port`);
-    const s = id && /^[a-z0-9]{1,63}$/.test(id) ? store.route(id) : undefined;
+    if (!isTcpPort(port!)) throw new HttpError(400, `sandbox port '${port}' is not a TCP port`);
+    const s = isSandboxId(id) ? store.route(id) : undefined;
     if (!s) throw new HttpError(502, `sandbox '${id}' is not running`);
     return resolveState(s, port!);
   }
@@ -96,9 +107,9 @@ export function createProxy({ runtime, store, sandboxes }: ProxyDeps, limits: Co
 
   function checkTraffic(t: Target, head: RequestHead): void {
     if (t.port === ENVD_PORT || t.sandbox.trafficAccessToken === null) return;
-    const given = field(head, TRAFFIC_TOKEN_HEADER);
+    const given = field(head, TRAFFIC_ACCESS_TOKEN_HEADER);
     if (!given || !sameSecret(given, t.sandbox.trafficAccessToken)) {
-      throw new HttpError(403, `sandbox '${t.sandbox.id}' takes traffic only with its ${TRAFFIC_TOKEN_HEADER} header`);
+      throw new HttpError(403, `sandbox '${t.sandbox.id}' takes traffic only with its ${TRAFFIC_ACCESS_TOKEN_HEADER} header`);
     }
   }
 

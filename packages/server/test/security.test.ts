@@ -2,12 +2,13 @@
 // token, signed file URLs bound to their path, traffic tokens, and keys
 // stored only as hashes.
 import { Code, ConnectError } from '@connectrpc/connect';
+import { createHash } from 'node:crypto';
 import { request } from 'node:http';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { connect, createServer } from 'node:net';
 import { networkInterfaces, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileSignature } from '@paddock/envd';
+import { encodeFileSignature, fileSignaturePayload } from '@paddock/protocol';
 import { API_KEY, envd, eventually, run, testServer, type TestServer } from './harness.js';
 
 let t: TestServer;
@@ -121,7 +122,7 @@ test('a signed URL reads its own path, without any header, and no other', async 
   await run(t.server, s.sandboxID, s.envdAccessToken, 'echo one > ~/one.txt; echo two > ~/two.txt');
   const token = s.envdAccessToken!;
   const url = (path: string, signedFor = path, exp?: number) => {
-    const q = new URLSearchParams({ path, signature: fileSignature(signedFor, 'read', '', token, exp) });
+    const q = new URLSearchParams({ path, signature: encodeFileSignature(createHash('sha256').update(fileSignaturePayload({ path: signedFor, operation: 'read', accessToken: token, expiration: exp })).digest()) });
     if (exp !== undefined) q.set('signature_expiration', String(exp));
     return `${t.server.proxyUrl}/files?${q}`;
   };

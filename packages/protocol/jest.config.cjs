@@ -1,0 +1,4 @@
+module.exports = {
+  ...require('../../tools/jest/preset.cjs'),
+  displayName: 'protocol',
+};

@@ -1,0 +1,80 @@
+import { createHash } from 'node:crypto';
+import {
+  ENVD_PORT,
+  MAX_METADATA_BYTES,
+  encodeFileSignature,
+  envdErrorKind,
+  fileOperationOf,
+  fileSignaturePayload,
+  isSandboxId,
+  isTcpPort,
+  metadataProblem,
+  parseSandboxHost,
+  sandboxHost,
+} from '../src/index.js';
+
+function sign(payload: string): string {
+  return encodeFileSignature(createHash('sha256').update(payload).digest());
+}
+
+describe('signed file URLs', () => {
+  test('sign path:operation:user:token[:expiration] as v1_ + unpadded base64 of its SHA-256', () => {
+    const payload = fileSignaturePayload({ path: '/home/user/a b.txt', operation: 'read', accessToken: 'tok', expiration: 1700000000 });
+    expect(payload).toBe('/home/user/a b.txt:read::tok:1700000000');
+    expect(sign(payload)).toBe('v1_' + createHash('sha256').update(payload).digest('base64').replace(/=+$/, ''));
+    expect(fileSignaturePayload({ path: 'x', operation: 'write', user: 'root', accessToken: 'tok' })).toBe('x:write:root:tok');
+  });
+
+  test('a digest whose base64 has padding loses it, one without keeps every character', () => {
+    expect(encodeFileSignature(new Uint8Array([0xff]))).toBe('v1_/w');
+    expect(encodeFileSignature(new Uint8Array([1, 2, 3]))).toBe('v1_AQID');
+  });
+
+  test('reads are GET and HEAD, everything else writes', () => {
+    expect(fileOperationOf('GET')).toBe('read');
+    expect(fileOperationOf('HEAD')).toBe('read');
+    expect(fileOperationOf('POST')).toBe('write');
+  });
+});
+
+describe('sandbox ids and hosts', () => {
+  test('an id is a DNS label of lowercase letters and digits', () => {
+    expect(isSandboxId('abc123')).toBe(true);
+    expect(isSandboxId('ABC')).toBe(false);
+    expect(isSandboxId('a-b')).toBe(false);
+    expect(isSandboxId('a'.repeat(64))).toBe(false);
+    expect(isSandboxId(7)).toBe(false);
+  });
+
+  test('a proxy host names a port and a sandbox, and is built back the same way', () => {
+    expect(parseSandboxHost(sandboxHost(ENVD_PORT, 'abc', 'paddock.test'))).toEqual({ port: ENVD_PORT, sandboxId: 'abc' });
+    expect(parseSandboxHost('3000-x1.localhost:3001')).toEqual({ port: 3000, sandboxId: 'x1' });
+    expect(parseSandboxHost('localhost:3001')).toBeUndefined();
+    expect(parseSandboxHost('3000-UPPER.domain')).toBeUndefined();
+    expect(isTcpPort(99999)).toBe(false);
+    expect(isTcpPort(0)).toBe(false);
+    expect(isTcpPort(65535)).toBe(true);
+  });
+});
+
+describe('file metadata', () => {
+  test('acceptable entries pass', () => {
+    expect(metadataProblem([['owner', 'me'], ['x-y', '']])).toBeUndefined();
+  });
+
+  test('each broken limit is named', () => {
+    expect(metadataProblem([['a b', 'v']])).toContain('metadata key "a b"');
+    expect(metadataProblem([['k'.repeat(247), 'v']])).toContain('the limit is 246');
+    expect(metadataProblem([['k', 'é']])).toContain('metadata value of "k" must be printable ASCII');
+    const big = Array.from({ length: 5 }, (_, i) => [`k${i}`, 'v'.repeat(1000)] as const);
+    expect(metadataProblem(big)).toBe(`metadata is ${5 * 1002} bytes in all; the limit is ${MAX_METADATA_BYTES}`);
+  });
+});
+
+test('statuses map to the kinds clients act on', () => {
+  expect(envdErrorKind(400)).toBe('bad_request');
+  expect(envdErrorKind(502)).toBe('unavailable');
+  expect(envdErrorKind(507)).toBe('insufficient_storage');
+  expect(envdErrorKind(500)).toBe('server');
+  expect(envdErrorKind(418)).toBe('http');
+});
