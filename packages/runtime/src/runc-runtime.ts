@@ -34,12 +34,12 @@ import {
   type EnvdInit,
   type Limits,
   type Runtime,
-  type SandboxInfo,
+  type RuntimeSandbox,
   type SandboxStats,
   type SandboxStatus,
   type TemplateInfo,
 } from './runtime.js';
-import { BASE_TEMPLATE_ID, TemplateStore } from './templates.js';
+import { BASE_TEMPLATE_ID, TemplateLayers } from './templates.js';
 import { KeyedMutex, SANDBOX_ID, newSandboxId } from './util.js';
 import { MIN_DISK_MB, createDisk, diskPaths, diskUsage, loopDevicesUnder, mountDisk, type DiskPaths } from './disk.js';
 
@@ -78,7 +78,7 @@ const MAX_SOCKET_PATH = 107;
 /**
  * A claim from the pool is followed at once by its owner's first commands.
  * Booting the sandbox that replaces it (mount, runc, envd's start) competes
- * with them: on 2 cores they ran ~10 ms slower. So the refill starts a moment
+ * with them and, on a small host, slows them. So the refill starts a moment
  * after the claim.
  */
 const POOL_REFILL_DELAY_MS = 250;
@@ -103,7 +103,7 @@ export class RuncRuntime implements Runtime {
   private readonly dataDir: string;
   private readonly sandboxesDir: string;
   private readonly runc: Runc;
-  private readonly templates: TemplateStore;
+  private readonly templates: TemplateLayers;
   private readonly cgroups: CgroupLayout;
   private readonly swap: boolean;
   /** Each instance's sandboxes live under their own cgroup parent (`/paddock/<hash of the data dir>`). */
@@ -129,7 +129,7 @@ export class RuncRuntime implements Runtime {
     this.dataDir = resolve(opts.dataDir);
     this.sandboxesDir = join(this.dataDir, 'sandboxes');
     this.runc = new Runc(join(this.dataDir, 'runc'), opts.runcBinary);
-    this.templates = new TemplateStore(join(this.dataDir, 'templates'));
+    this.templates = new TemplateLayers(join(this.dataDir, 'templates'));
     this.cgroups = detectCgroups();
     this.swap = swapAccounting(this.cgroups);
     this.cgroupParent = `/paddock/${createHash('sha256').update(this.dataDir).digest('hex').slice(0, 12)}`;
@@ -323,7 +323,7 @@ export class RuncRuntime implements Runtime {
     return limits;
   }
 
-  async create(opts: CreateOptions): Promise<SandboxInfo> {
+  async create(opts: CreateOptions): Promise<RuntimeSandbox> {
     this.ensurePrepared();
     if (this.removing) throw new RuntimeError('unavailable', 'the runtime is removing all its sandboxes and takes no new ones');
     const limits = this.limitsFor(opts.templateId, opts.limits);
@@ -373,8 +373,8 @@ export class RuncRuntime implements Runtime {
         writeFileSync(join(disk.upper, 'etc/hosts'), `127.0.0.1\tlocalhost\n127.0.1.1\t${id}\n::1\tlocalhost ip6-localhost ip6-loopback\n`);
         this.writeSpec(spec);
         await this.startContainer(spec, init);
-        // envd's first command runs cold code: ~7 ms slower than the ones
-        // after it. A pooled sandbox runs one in each Connect format (JSON
+        // envd's first command runs cold code, slower than the ones after
+        // it. A pooled sandbox runs one in each Connect format (JSON
         // for the official SDKs, binary for ours) before anyone waits for
         // it; where it cannot (a template without /bin/true), its owner pays.
         if (pooled) {
@@ -582,21 +582,21 @@ export class RuncRuntime implements Runtime {
 
   // ---------------------------------------------------------------- queries
 
-  private info(spec: SandboxSpec, status: SandboxStatus, fromPool?: boolean): SandboxInfo {
+  private info(spec: SandboxSpec, status: SandboxStatus, fromPool?: boolean): RuntimeSandbox {
     return { id: spec.id, templateId: spec.templateId, status, limits: spec.limits, createdAt: new Date(spec.createdAt), ...(fromPool ? { fromPool } : {}) };
   }
 
-  async get(id: string): Promise<SandboxInfo | undefined> {
+  async get(id: string): Promise<RuntimeSandbox | undefined> {
     if (!SANDBOX_ID.test(id)) return undefined;
     const spec = this.readSpec(id);
     if (!spec || spec.destroying || spec.pooled) return undefined;
     return this.info(spec, this.statusOf(await this.runc.state(id)));
   }
 
-  async list(): Promise<SandboxInfo[]> {
+  async list(): Promise<RuntimeSandbox[]> {
     if (!existsSync(this.sandboxesDir)) return [];
     const containers = new Map((await this.runc.list()).map((c) => [c.id, c]));
-    const out: SandboxInfo[] = [];
+    const out: RuntimeSandbox[] = [];
     for (const id of readdirSync(this.sandboxesDir)) {
       const spec = this.readSpec(id);
       if (spec && !spec.destroying && !spec.pooled) out.push(this.info(spec, this.statusOf(containers.get(id))));
@@ -698,7 +698,7 @@ export class RuncRuntime implements Runtime {
     return ids;
   }
 
-  private async claimFromPool(templateId: string, init?: EnvdInit): Promise<SandboxInfo | undefined> {
+  private async claimFromPool(templateId: string, init?: EnvdInit): Promise<RuntimeSandbox | undefined> {
     const ids = this.pool.get(templateId);
     while (ids && ids.length > 0) {
       const id = ids.shift()!;
@@ -708,7 +708,7 @@ export class RuncRuntime implements Runtime {
           const spec = this.requireSpec(id);
           // A pooled sandbox that died must not be handed out. Asking its envd
           // tells as much as `runc state` does and costs a request instead of
-          // a runc process (~8 ms on the path of every create): /init fails
+          // a runc process on the path of every create: /init fails
           // on a dead one too.
           const socket = this.socket(id, 'envd.sock');
           if (init) await initEnvd(socket, init);

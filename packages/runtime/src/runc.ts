@@ -61,8 +61,8 @@ export class Runc {
    * which may restart while it runs on. runc's own messages go to a JSON log
    * beside it, read back when the start fails. Resolves with the
    * container's first process (its pid from `--pid-file`), whose
-   * `running()` is a read of /proc where `runc state` costs a process start
-   * (about 5 ms of CPU here): a boot asks while it waits for envd.
+   * `running()` is a read of /proc where `runc state` costs a process start:
+   * a boot asks while it waits for envd.
    *
    * `passFds` become the container process's descriptors 3, 4, ... (runc's
    * `--preserve-fds`); runc has its copies from the moment it is spawned,
@@ -160,8 +160,8 @@ export class Runc {
    * an init that outlives the wait) takes runc's own way.
    *
    * `runningInit` is the pid of the container's init when the caller knows
-   * it runs, unfrozen; that spares the `runc state` that finds it out (a
-   * process start, 6 to 8 ms here). The caller answers for the pid being the
+   * it runs, unfrozen; that spares the `runc state` (a process start) that
+   * finds it out. The caller answers for the pid being the
    * container's. Should the container have stopped or been paused since,
    * that costs only time: `runc delete` refuses a container that is not
    * stopped, and the forced delete follows.
@@ -192,7 +192,7 @@ export class Runc {
   /**
    * SIGKILL to the container's init; true once that process is gone (within
    * `waitMs`). The signal is sent here rather than by `runc kill`, which does
-   * no more for a running container and cost a process start (6-11 ms here).
+   * no more for a running container and costs a process start.
    */
   private async killAndWait(pid: number, waitMs = 2_000): Promise<boolean> {
     const started = processStart(pid);

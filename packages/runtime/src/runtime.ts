@@ -30,7 +30,7 @@ export interface CreateOptions {
   cold?: boolean;
 }
 
-export interface SandboxInfo {
+export interface RuntimeSandbox {
   id: string;
   templateId: string;
   status: SandboxStatus;
@@ -67,7 +67,7 @@ export interface Runtime {
   /** Makes sure the built-in templates exist (the base template is prepared on first use). */
   prepare(onProgress?: (message: string) => void): Promise<void>;
   /** Creates and starts a sandbox; resolves when envd is ready and initialised. */
-  create(opts: CreateOptions): Promise<SandboxInfo>;
+  create(opts: CreateOptions): Promise<RuntimeSandbox>;
   /** Starts a stopped sandbox again on its kept filesystem. */
   start(id: string, init?: EnvdInit): Promise<void>;
   /** Freezes every process of a running sandbox, keeping its memory. */
@@ -79,9 +79,9 @@ export interface Runtime {
   /** Removes a sandbox and everything it had. Succeeds for unknown ids. */
   destroy(id: string): Promise<void>;
   /** The sandbox, or undefined when it does not exist. */
-  get(id: string): Promise<SandboxInfo | undefined>;
+  get(id: string): Promise<RuntimeSandbox | undefined>;
   /** Every sandbox that exists, for adoption after a restart. */
-  list(): Promise<SandboxInfo[]>;
+  list(): Promise<RuntimeSandbox[]>;
   stats(id: string): Promise<SandboxStats>;
   envdEndpoint(id: string): EnvdEndpoint;
   /** A byte stream to TCP `port` inside the sandbox's network namespace. */

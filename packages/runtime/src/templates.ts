@@ -19,7 +19,8 @@ export const BASE_TEMPLATE_ID = 'base';
 export const DEFAULT_LIMITS: Limits = { cpuCount: 2, memoryMB: 512, diskSizeMB: 2048 };
 const TEMPLATE_ID = /^[a-z0-9][a-z0-9_-]{0,62}$/;
 
-export class TemplateStore {
+/** The templates a runtime can start, each a chain of layer directories on this host with its limits. */
+export class TemplateLayers {
   constructor(private readonly dir: string) {
     mkdirSync(dir, { recursive: true });
   }
