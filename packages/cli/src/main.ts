@@ -1,7 +1,7 @@
 #!/usr/bin/env -S node --initial-old-space-size=64
 // paddock: runs the Paddock service on this machine and works with sandboxes.
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
-import { resolveConfig } from '@paddock/server';
+import { resolveServerConfig } from '@paddock/server';
 import { doctor } from './commands/doctor.js';
 import { createKey, currentKey, listKeys, revokeKey } from './commands/keys.js';
 import { registerSandboxCommands } from './commands/sandbox.js';
@@ -35,7 +35,7 @@ function program(): Command {
 
   const home = () => paddockHome(root.opts<{ home?: string }>().home);
   const serverAddresses = (o: { apiHost?: string; apiPort?: number; proxyHost?: string; proxyPort?: number }) => {
-    const c = resolveConfig({ home: home(), ...Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) });
+    const c = resolveServerConfig({ home: home(), ...Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) });
     return { home: c.home, apiHost: c.apiHost, apiPort: c.apiPort, proxyHost: c.proxyHost, proxyPort: c.proxyPort };
   };
 

@@ -16,7 +16,7 @@ import type { ConnectionLimits } from './config.js';
 import { HttpError, field, type RequestHead } from './relay/http1.js';
 import { Relay, type Destination } from './relay/relay.js';
 import type { Sandboxes } from './sandboxes.js';
-import type { SandboxRecord, SandboxRoute, SandboxStore } from './store/sandboxes.js';
+import type { SandboxRecord, SandboxRoute, SandboxRepository } from './store/repositories.js';
 
 const HOST_ROUTE = /^(\d{1,5})-([a-z0-9]{1,63})\./;
 const TRAFFIC_TOKEN_HEADER = 'e2b-traffic-access-token';
@@ -34,13 +34,13 @@ function sameSecret(a: string, b: string): boolean {
 
 export interface ProxyDeps {
   runtime: Runtime;
-  store: SandboxStore;
+  store: SandboxRepository;
   sandboxes: Sandboxes;
 }
 
 export function createProxy({ runtime, store, sandboxes }: ProxyDeps, limits: ConnectionLimits): Relay {
   /** Finds a running sandbox whose envd token signed this /files URL. */
-  function bySignature(method: string, url: URL): SandboxRecord | undefined {
+  async function bySignature(method: string, url: URL): Promise<SandboxRecord | undefined> {
     const signature = url.searchParams.get('signature');
     if (!signature || url.pathname !== '/files') return undefined;
     const op: FileOperation = method === 'GET' || method === 'HEAD' ? 'read' : 'write';
@@ -48,8 +48,7 @@ export function createProxy({ runtime, store, sandboxes }: ProxyDeps, limits: Co
     const exp = rawExp === null || rawExp === '' ? undefined : Number(rawExp);
     const path = url.searchParams.get('path') ?? '';
     const user = url.searchParams.get('username') ?? '';
-    return store
-      .allLive()
+    return (await store.allLive())
       .find((s) => s.envdAccessToken !== null && sameSecret(fileSignature(path, op, user, s.envdAccessToken, exp), signature));
   }
 
@@ -70,13 +69,13 @@ export function createProxy({ runtime, store, sandboxes }: ProxyDeps, limits: Co
       } catch {
         throw new HttpError(400, `request target '${head.target.slice(0, 64)}' is not a valid URL`);
       }
-      const signed = bySignature(head.method, url);
+      const signed = await bySignature(head.method, url);
       if (signed) return resolveState(signed, ENVD_PORT);
       if (url.pathname === '/files' && url.searchParams.has('signature')) throw new HttpError(401, 'invalid signature');
       throw new HttpError(400, "the request names no sandbox: use the host '{port}-{sandboxID}.{domain}' or the E2b-Sandbox-Id and E2b-Sandbox-Port headers");
     }
     if (!Number.isInteger(port) || port! < 1 || port! > 65535) throw new HttpError(400, `sandbox port '${port}' is not a TCP port`);
-    const s = id && /^[a-z0-9]{1,63}$/.test(id) ? store.route(id) : undefined;
+    const s = id && /^[a-z0-9]{1,63}$/.test(id) ? await store.route(id) : undefined;
     if (!s) throw new HttpError(502, `sandbox '${id}' is not running`);
     return resolveState(s, port!);
   }
@@ -87,7 +86,7 @@ export function createProxy({ runtime, store, sandboxes }: ProxyDeps, limits: Co
       await sandboxes.connect(s.id, undefined).catch((err: Error) => {
         throw new HttpError(502, `sandbox '${s.id}' is paused and could not be resumed: ${err.message}`);
       });
-      const resumed = store.route(s.id);
+      const resumed = await store.route(s.id);
       if (!resumed) throw new HttpError(502, `sandbox '${s.id}' is not running`);
       return { sandbox: resumed, port };
     }
