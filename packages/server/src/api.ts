@@ -253,7 +253,8 @@ export function createApi(operations: Operation[], deps: ApiDeps, limits: Connec
 
   app.setErrorHandler((err: FastifyError | ApiError, req: FastifyRequest, reply: FastifyReply) => {
     const e = toApiError(err);
-    if (e.status >= 500) process.stderr.write(`paddock: ${req.method} ${req.url} failed: ${err.stack ?? err.message}\n`);
+    // An ApiError is an answer chosen on purpose (501, 503 while closing); anything else failing is worth a trace.
+    if (e.status >= 500 && !(err instanceof ApiError)) process.stderr.write(`paddock: ${req.method} ${req.url} failed: ${err.stack ?? err.message}\n`);
     return sendError(reply, e);
   });
   app.setNotFoundHandler((req, reply) => sendError(reply, new ApiError(404, `no route for ${req.method} ${req.url.split('?')[0]}`)));
