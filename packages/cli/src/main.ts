@@ -1,9 +1,9 @@
 #!/usr/bin/env -S node --initial-old-space-size=64
 // paddock: runs the Paddock service on this machine and works with sandboxes.
-import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
-import { resolveConfig } from '@paddock/server';
+import { Command, CommanderError, InvalidArgumentError } from 'commander';
+import { resolveServerConfig } from '@paddock/server';
 import { doctor } from './commands/doctor.js';
-import { createKey, currentKey, listKeys, revokeKey } from './commands/keys.js';
+import { registerKeyCommands } from './commands/keys.js';
 import { registerSandboxCommands } from './commands/sandbox.js';
 import { start } from './commands/start.js';
 import { registerTemplateCommands } from './commands/template.js';
@@ -35,7 +35,7 @@ function program(): Command {
 
   const home = () => paddockHome(root.opts<{ home?: string }>().home);
   const serverAddresses = (o: { apiHost?: string; apiPort?: number; proxyHost?: string; proxyPort?: number }) => {
-    const c = resolveConfig({ home: home(), ...Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) });
+    const c = resolveServerConfig({ home: home(), ...Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) });
     return { home: c.home, apiHost: c.apiHost, apiPort: c.apiPort, proxyHost: c.proxyHost, proxyPort: c.proxyPort };
   };
 
@@ -63,27 +63,7 @@ function program(): Command {
       await doctor({ ...serverAddresses(o), json: o.json });
     });
 
-  const keys = root.command('keys').description('API keys of this server');
-  keys
-    .command('create')
-    .description('Create an API key and print it (once)')
-    .addOption(new Option('--name <name>', 'a label for the key').default('cli'))
-    .option('--json', 'print as JSON')
-    .action((o: { name: string; json?: boolean }) => createKey(home(), o.name, o.json));
-  keys
-    .command('list')
-    .description('List API keys (their ids and masked values)')
-    .option('--json', 'print as JSON')
-    .action((o: { json?: boolean }) => listKeys(home(), o.json));
-  keys
-    .command('revoke <id>')
-    .description('Delete an API key')
-    .action((id: string) => revokeKey(home(), id));
-  keys
-    .command('current')
-    .description('Print the key the local CLI uses (saved by the first start)')
-    .action(() => currentKey(home()));
-
+  registerKeyCommands(root, home);
   registerSandboxCommands(root, home);
   registerTemplateCommands(root, home);
 

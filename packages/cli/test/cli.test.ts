@@ -1,6 +1,7 @@
 // The real `paddock` command against a real service it started itself.
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -69,6 +70,64 @@ test('start prints its addresses and a new key of the e2b form, and saves them f
   const saved = JSON.parse(readFileSync(join(home, 'credentials.json'), 'utf8')) as Record<string, string>;
   expect(saved).toMatchObject({ apiUrl: service.info.apiUrl, sandboxUrl: service.info.sandboxUrl, apiKey: service.info.apiKey });
   expect(paddock(['keys', 'current']).stdout).toBe(`${service.info.apiKey}\n`);
+});
+
+test('keys: create, list, rename and revoke through the running server; a revoked key and the last key are refused', () => {
+  const created = paddock(['keys', 'create', '--name', 'ci', '--json']);
+  expect([created.code, created.stderr]).toEqual([0, '']);
+  const k = JSON.parse(created.stdout) as { id: string; name: string; key: string };
+  expect(k).toEqual({ id: expect.any(String), name: 'ci', key: expect.stringMatching(/^e2b_[0-9a-f]{40}$/) });
+
+  // The new key opens the server; listing with it records its use.
+  const listed = paddock(['keys', 'list', '--json'], { PADDOCK_API_KEY: k.key });
+  expect(listed.code).toBe(0);
+  const keys = JSON.parse(listed.stdout) as Array<{ id: string; name: string; mask: Record<string, unknown>; createdAt: string; lastUsed: string | null }>;
+  expect(keys.map((x) => x.name)).toEqual(['default', 'ci']);
+  const ci = keys.find((x) => x.id === k.id)!;
+  expect(ci.mask).toEqual({ prefix: 'e2b_', valueLength: 40, maskedValuePrefix: k.key.slice(4, 8), maskedValueSuffix: k.key.slice(-4) });
+  expect(Number.isNaN(Date.parse(ci.lastUsed ?? ''))).toBe(false);
+  expect(listed.stdout).not.toContain(k.key);
+  expect(paddock(['keys', 'list']).stdout).toMatch(new RegExp(`${k.id}\\s+ci\\s+e2b_${k.key.slice(4, 8)}…${k.key.slice(-4)}\\s`));
+
+  expect(paddock(['keys', 'rename', k.id, 'renamed']).code).toBe(0);
+  expect((JSON.parse(paddock(['keys', 'list', '--json']).stdout) as Array<{ id: string; name: string }>).find((x) => x.id === k.id)?.name).toBe('renamed');
+
+  expect(paddock(['keys', 'revoke', k.id]).code).toBe(0);
+  const revoked = paddock(['keys', 'list'], { PADDOCK_API_KEY: k.key });
+  expect([revoked.code, revoked.stderr]).toEqual([5, expect.stringContaining('invalid API key')]);
+  const unknown = paddock(['keys', 'revoke', k.id]);
+  expect([unknown.code, unknown.stderr]).toEqual([4, expect.stringContaining(`no API key has id '${k.id}'`)]);
+  const [last] = JSON.parse(paddock(['keys', 'list', '--json']).stdout) as Array<{ id: string }>;
+  const refused = paddock(['keys', 'revoke', last!.id]);
+  expect([refused.code, refused.stderr]).toEqual([1, expect.stringContaining(`API key '${last!.id}' is the last one; create another before deleting it`)]);
+
+  // For people: the key alone on stdout, the note on stderr.
+  const human = paddock(['keys', 'create', '--name', 'person']);
+  expect(human.code).toBe(0);
+  expect(human.stdout).toMatch(/^e2b_[0-9a-f]{40}\n$/);
+  expect(human.stderr).toMatch(/^created key [0-9a-f-]{36} \('person'\); it is shown only now\n$/);
+  const id = /created key (\S+)/.exec(human.stderr)![1]!;
+  expect(paddock(['keys', 'revoke', id]).code).toBe(0);
+});
+
+test('keys say plainly when no server is running, and never open the database file', async () => {
+  // A home whose server has stopped: its credentials name an address where nothing listens.
+  const stopped = mkdtempSync(join(tmpdir(), 'paddock-cli-stopped-'));
+  const free = createServer();
+  await new Promise<void>((r) => free.listen(0, '127.0.0.1', r));
+  const url = `http://127.0.0.1:${(free.address() as AddressInfo).port}`;
+  await new Promise((r) => free.close(r));
+  writeFileSync(join(stopped, 'credentials.json'), JSON.stringify({ apiUrl: url, sandboxUrl: url, domain: 'x', apiKey: service.info.apiKey }));
+  try {
+    for (const args of [['keys', 'list'], ['keys', 'create'], ['keys', 'revoke', 'some-id']]) {
+      const res = paddock(['--home', stopped, ...args]);
+      expect([args.join(' '), res.code, res.stdout]).toEqual([args.join(' '), 5, '']);
+      expect(res.stderr).toBe(`error: no Paddock server is running at ${url}\nstart one with \`paddock start\` (PADDOCK_API_URL or --api-url name another)\n`);
+    }
+    expect(existsSync(join(stopped, 'paddock.db'))).toBe(false);
+  } finally {
+    rmSync(stopped, { recursive: true, force: true });
+  }
 });
 
 test('sandbox create --json, exec returns output and exit codes, list --json, kill', () => {
@@ -197,6 +256,7 @@ test('every command has --help; unknown commands and bad options are usage error
     ['keys'],
     ['keys', 'create'],
     ['keys', 'list'],
+    ['keys', 'rename'],
     ['keys', 'revoke'],
     ['keys', 'current'],
     ['sandbox'],

@@ -8,11 +8,13 @@ import type {
   AssignedTemplateTags,
   AssignTemplateTagsRequest,
   ConnectSandboxV2,
+  CreatedTeamAPIKey,
   DeleteTemplateTagsRequest,
   ListedSandbox,
   LogLevel,
   LogsDirection,
   NewSandbox,
+  NewTeamAPIKey,
   OrderDirection,
   ResumedSandbox,
   Sandbox,
@@ -28,11 +30,13 @@ import type {
   SandboxState,
   SandboxTimeoutRequest,
   SnapshotInfo,
+  TeamAPIKey,
   Template,
   TemplateAliasResponse,
   TemplateBuild,
   TemplateTag,
   TemplateWithBuilds,
+  UpdateTeamAPIKey,
 } from './types.js';
 
 export const DEFAULT_REQUEST_TIMEOUT_MS = 60_000;
@@ -372,6 +376,32 @@ export class ControlClient {
   async listTemplateTags(templateID: string, options?: CallOptions): Promise<TemplateTag[]> {
     return this.#json('GET', '/templates/{templateID}/tags', options, (init) =>
       this.api.GET('/templates/{templateID}/tags', { ...init, params: { path: { templateID } } }),
+    );
+  }
+
+  // --- API keys ------------------------------------------------------------
+
+  /** `GET /api-keys`: every key of the server, values masked. */
+  async listApiKeys(options?: CallOptions): Promise<TeamAPIKey[]> {
+    return this.#json('GET', '/api-keys', options, (init) => this.api.GET('/api-keys', init));
+  }
+
+  /** `POST /api-keys`: a new key; its value is in the answer and nowhere else. Not retried: a repeat would make a second key. */
+  async createApiKey(body: NewTeamAPIKey, options?: CallOptions): Promise<CreatedTeamAPIKey> {
+    return this.#json('POST', '/api-keys', options, (init) => this.api.POST('/api-keys', { ...init, body }));
+  }
+
+  /** `PATCH /api-keys/{apiKeyID}`: a new name. Retried: it sets an absolute value. */
+  async renameApiKey(apiKeyID: string, body: UpdateTeamAPIKey, options?: CallOptions): Promise<void> {
+    await this.#call('PATCH', '/api-keys/{apiKeyID}', { ...options, idempotent: true }, (init) =>
+      this.api.PATCH('/api-keys/{apiKeyID}', { ...init, params: { path: { apiKeyID } }, body }),
+    );
+  }
+
+  /** `DELETE /api-keys/{apiKeyID}`. The server's last key is refused with kind `conflict`. */
+  async deleteApiKey(apiKeyID: string, options?: CallOptions): Promise<void> {
+    await this.#call('DELETE', '/api-keys/{apiKeyID}', options, (init) =>
+      this.api.DELETE('/api-keys/{apiKeyID}', { ...init, params: { path: { apiKeyID } } }),
     );
   }
 

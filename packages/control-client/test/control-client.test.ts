@@ -95,6 +95,10 @@ describe('typed operations', () => {
     ['assignTemplateTags', (c) => c.assignTemplateTags({ target: 'tpl', tags: ['v1'] }), 'POST', '/templates/tags', { target: 'tpl', tags: ['v1'] }],
     ['deleteTemplateTags', (c) => c.deleteTemplateTags({ name: 'tpl', tags: ['v1'] }), 'DELETE', '/templates/tags', { name: 'tpl', tags: ['v1'] }],
     ['listTemplateTags', (c) => c.listTemplateTags('tpl'), 'GET', '/templates/tpl/tags', undefined],
+    ['listApiKeys', (c) => c.listApiKeys(), 'GET', '/api-keys', undefined],
+    ['createApiKey', (c) => c.createApiKey({ name: 'ci' }), 'POST', '/api-keys', { name: 'ci' }],
+    ['renameApiKey', (c) => c.renameApiKey('k/1', { name: 'ci' }), 'PATCH', '/api-keys/k%2F1', { name: 'ci' }],
+    ['deleteApiKey', (c) => c.deleteApiKey('k1'), 'DELETE', '/api-keys/k1', undefined],
     ['health', (c) => c.health(), 'GET', '/health', undefined],
   ];
 

@@ -147,6 +147,27 @@ describe('calls that are not retried', () => {
     expect(err.kind).toBe('network');
   });
 
+  test('creating an API key is not retried: a repeat would make a second key', async () => {
+    server = await startServer((_req, res) => json(res, 503, { code: 503, message: 'busy' }));
+    const client = new ControlClient({ apiUrl: server.url, retries: fast });
+    const err = await captureError(client.createApiKey({ name: 'ci' }));
+    expect(server.requests).toHaveLength(1);
+    expect(err.status).toBe(503);
+  });
+
+  test('a PATCH that renames an API key is retried with its body', async () => {
+    server = await startServer((_req, res, i) => {
+      if (i === 0) json(res, 503, { code: 503, message: 'busy' });
+      else res.writeHead(200).end();
+    });
+    const client = new ControlClient({ apiUrl: server.url, retries: fast });
+    await client.renameApiKey('k1', { name: 'ci' });
+    expect(server.requests.map((r) => [r.method, r.url.pathname, r.body])).toEqual([
+      ['PATCH', '/api-keys/k1', '{"name":"ci"}'],
+      ['PATCH', '/api-keys/k1', '{"name":"ci"}'],
+    ]);
+  });
+
   test('a POST marked idempotent (setTimeout) is retried with its body', async () => {
     server = await startServer((_req, res, i) => {
       if (i === 0) json(res, 502, { code: 502, message: 'proxy' });

@@ -11,10 +11,11 @@ import type { Socket } from 'node:net';
 import type { control } from '@paddock/models';
 import type { ConnectionLimits } from './config.js';
 import { limitConnectionsPerAddress } from './connection-limit.js';
-import { ApiError, toApiError } from './errors.js';
+import { ApiError, errorBody, toApiError } from './errors.js';
 import type { Operation } from './openapi.js';
+import { nextTokenHeader } from './pagination.js';
 import type { Sandboxes } from './sandboxes.js';
-import type { ApiKeys } from './store/keys.js';
+import type { ApiKeyRecord, ApiKeyRepository } from './store/repositories.js';
 import { BUILDS_NOT_IMPLEMENTED, type Templates } from './templates.js';
 
 // ajv-formats is CommonJS; under ESM its plugin is the default export's default.
@@ -43,39 +44,47 @@ type Handlers = { [K in OpId]: (call: Call<K>) => Promise<Success<K>> | Success<
 export interface ApiDeps {
   sandboxes: Sandboxes;
   templates: Templates;
-  keys: ApiKeys;
+  keys: ApiKeyRepository;
 }
-
-const nextTokenHeader = (token: string | undefined): Record<string, string> => (token ? { 'X-Next-Token': token } : {});
 
 const notImplemented = (): never => {
   throw new ApiError(501, BUILDS_NOT_IMPLEMENTED);
 };
 
-function handlers({ sandboxes, templates }: ApiDeps): Handlers {
+const iso = (ms: number) => new Date(ms).toISOString();
+
+/** A key as the `TeamAPIKey` schema lists it. */
+const listedKey = (k: ApiKeyRecord) => ({
+  id: k.id,
+  name: k.name,
+  mask: k.maskParts,
+  createdAt: iso(k.createdAt),
+  createdBy: null,
+  lastUsed: k.lastUsedAt === null ? null : iso(k.lastUsedAt),
+});
+
+function handlers({ sandboxes, templates, keys }: ApiDeps): Handlers {
   return {
     getHealth: () => ({ status: 204 }),
 
-    getSandboxes: ({ query }) => ({ status: 200, body: sandboxes.listRunning(query.metadata) }),
+    getSandboxes: async ({ query }) => ({ status: 200, body: await sandboxes.listRunning(query.metadata) }),
     postSandboxes: async ({ body }) => ({ status: 201, body: await sandboxes.create(body) }),
     postV2Sandboxes: async ({ body }) => ({ status: 201, body: await sandboxes.create(body) }),
-    getV2Sandboxes: ({ query }) => {
-      const page = sandboxes.list(query);
-      const headers: Record<string, string> = { 'X-Total-Running': String(page.totalRunning) };
-      if (page.nextToken) headers['X-Next-Token'] = page.nextToken;
-      return { status: 200, body: page.items, headers };
+    getV2Sandboxes: async ({ query }) => {
+      const page = await sandboxes.list(query);
+      return { status: 200, body: page.items, headers: { 'X-Total-Running': String(page.totalRunning), ...nextTokenHeader(page) } };
     },
     // `sandbox_ids=a,b` (explode false in the spec) is split before validation,
     // as is the repeated form `sandbox_ids=a&sandbox_ids=b`.
-    getSandboxesMetrics: ({ query }) => ({ status: 200, body: sandboxes.latestMetrics(query.sandbox_ids) }),
-    getSandboxesSandboxID: ({ params }) => ({ status: 200, body: sandboxes.detail(params.sandboxID) }),
+    getSandboxesMetrics: async ({ query }) => ({ status: 200, body: await sandboxes.latestMetrics(query.sandbox_ids) }),
+    getSandboxesSandboxID: async ({ params }) => ({ status: 200, body: await sandboxes.detail(params.sandboxID) }),
     deleteSandboxesSandboxID: async ({ params }) => {
       await sandboxes.kill(params.sandboxID);
       return { status: 204 };
     },
-    getSandboxesSandboxIDLogs: ({ params, query }) => ({ status: 200, body: sandboxes.logs(params.sandboxID, query) }),
-    getV2SandboxesSandboxIDLogs: ({ params, query }) => ({ status: 200, body: sandboxes.logsV2(params.sandboxID, query) }),
-    getSandboxesSandboxIDMetrics: ({ params, query }) => ({ status: 200, body: sandboxes.metrics(params.sandboxID, query.start, query.end) }),
+    getSandboxesSandboxIDLogs: async ({ params, query }) => ({ status: 200, body: await sandboxes.logs(params.sandboxID, query) }),
+    getV2SandboxesSandboxIDLogs: async ({ params, query }) => ({ status: 200, body: await sandboxes.logsV2(params.sandboxID, query) }),
+    getSandboxesSandboxIDMetrics: async ({ params, query }) => ({ status: 200, body: await sandboxes.metrics(params.sandboxID, query.start, query.end) }),
     postSandboxesSandboxIDPause: async ({ params, body }) => {
       await sandboxes.pause(params.sandboxID, body?.memory ?? true);
       return { status: 204 };
@@ -110,43 +119,57 @@ function handlers({ sandboxes, templates }: ApiDeps): Handlers {
       const t = await sandboxes.snapshot(params.sandboxID, body.name);
       return { status: 201, body: { snapshotID: t.id, names: t.names } };
     },
-    getSnapshots: ({ query }) => {
-      const page = templates.snapshots(query);
-      return { status: 200, body: page.items, headers: nextTokenHeader(page.nextToken) };
+    getSnapshots: async ({ query }) => {
+      const page = await templates.snapshots(query);
+      return { status: 200, body: page.items, headers: nextTokenHeader(page) };
     },
 
-    getTemplates: () => ({ status: 200, body: templates.list() }),
+    getTemplates: async () => ({ status: 200, body: await templates.list() }),
     postTemplates: notImplemented,
     postV3Templates: notImplemented,
-    getTemplatesTemplateID: ({ params, query }) => {
-      const { body, nextToken } = templates.withBuilds(params.templateID, query.limit, query.nextToken);
-      return { status: 200, body, headers: nextTokenHeader(nextToken) };
+    getTemplatesTemplateID: async ({ params, query }) => {
+      const { body, nextToken } = await templates.withBuilds(params.templateID, query);
+      return { status: 200, body, headers: nextTokenHeader({ nextToken }) };
     },
     deleteTemplatesTemplateID: async ({ params }) => {
       await templates.remove(params.templateID);
       return { status: 204 };
     },
-    patchTemplatesTemplateID: ({ params, body }) => {
-      templates.setPublic(params.templateID, body.public);
+    patchTemplatesTemplateID: async ({ params, body }) => {
+      await templates.setPublic(params.templateID, body.public);
       return { status: 200 };
     },
-    patchV2TemplatesTemplateID: ({ params, body }) => ({ status: 200, body: templates.setPublic(params.templateID, body.public) }),
+    patchV2TemplatesTemplateID: async ({ params, body }) => ({ status: 200, body: await templates.setPublic(params.templateID, body.public) }),
     getTemplatesTemplateIDFilesHash: notImplemented,
     postV2TemplatesTemplateIDBuildsBuildID: notImplemented,
-    getTemplatesTemplateIDBuildsBuildIDStatus: ({ params }) => ({ status: 200, body: templates.buildStatus(params.templateID, params.buildID) }),
-    getTemplatesTemplateIDBuildsBuildIDLogs: ({ params }) => ({ status: 200, body: templates.buildLogs(params.templateID, params.buildID) }),
-    postTemplatesTags: ({ body }) => ({ status: 201, body: templates.assignTags(body.target, body.tags) }),
-    deleteTemplatesTags: ({ body }) => {
-      templates.deleteTags(body.name, body.tags);
+    getTemplatesTemplateIDBuildsBuildIDStatus: async ({ params }) => ({ status: 200, body: await templates.buildStatus(params.templateID, params.buildID) }),
+    getTemplatesTemplateIDBuildsBuildIDLogs: async ({ params }) => ({ status: 200, body: await templates.buildLogs(params.templateID, params.buildID) }),
+    postTemplatesTags: async ({ body }) => ({ status: 201, body: await templates.assignTags(body.target, body.tags) }),
+    deleteTemplatesTags: async ({ body }) => {
+      await templates.deleteTags(body.name, body.tags);
       return { status: 204 };
     },
-    getTemplatesTemplateIDTags: ({ params }) => ({ status: 200, body: templates.tags(params.templateID) }),
-    getTemplatesAliasesAlias: ({ params }) => ({ status: 200, body: templates.byAlias(params.alias) }),
+    getTemplatesTemplateIDTags: async ({ params }) => ({ status: 200, body: await templates.tags(params.templateID) }),
+    getTemplatesAliasesAlias: async ({ params }) => ({ status: 200, body: await templates.byAlias(params.alias) }),
+
+    getApiKeys: async () => ({ status: 200, body: (await keys.list()).map(listedKey) }),
+    postApiKeys: async ({ body }) => {
+      const { record, key } = await keys.create(body.name);
+      return { status: 201, body: { ...listedKey(record), key } };
+    },
+    patchApiKeysApiKeyID: async ({ params, body }) => {
+      await keys.rename(params.apiKeyID, body.name);
+      return { status: 200 };
+    },
+    deleteApiKeysApiKeyID: async ({ params }) => {
+      await keys.remove(params.apiKeyID);
+      return { status: 204 };
+    },
   };
 }
 
-function sendError(reply: FastifyReply, status: number, message: string): FastifyReply {
-  return reply.code(status).type('application/json').send({ code: status, message });
+function sendError(reply: FastifyReply, e: ApiError): FastifyReply {
+  return reply.code(e.status).type('application/json').send(errorBody(e));
 }
 
 /**
@@ -155,7 +178,7 @@ function sendError(reply: FastifyReply, status: number, message: string): Fastif
  * holds no connection.
  */
 function unauthorized(reply: FastifyReply, message: string): FastifyReply {
-  return sendError(reply.header('connection', 'close'), 401, message);
+  return sendError(reply.header('connection', 'close'), new ApiError(401, message));
 }
 
 /** Node looks for requests past their timeouts this often (every 30 s unless told). */
@@ -174,7 +197,7 @@ function clientErrorHandler(limits: ConnectionLimits, requestTimeout: number) {
         : err.code === 'HPE_HEADER_OVERFLOW'
           ? [431, 'the request head is too large']
           : [400, `the request is not valid HTTP/1.1: ${err.message}`];
-    const body = JSON.stringify({ code: status, message });
+    const body = JSON.stringify(errorBody(new ApiError(status, message)));
     if (socket.writable) {
       socket.write(
         `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\ncontent-type: application/json\r\n` +
@@ -228,17 +251,13 @@ export function createApi(operations: Operation[], deps: ApiDeps, limits: Connec
     jsonParser(req, body as string, done);
   });
 
-  app.setErrorHandler((err: FastifyError | ApiError, _req: FastifyRequest, reply: FastifyReply) => {
-    if (err instanceof ApiError) return sendError(reply, err.status, err.message);
-    if ('validation' in err && err.validation) return sendError(reply, 400, err.message);
-    if ('statusCode' in err && typeof err.statusCode === 'number' && err.statusCode >= 400 && err.statusCode < 500) {
-      return sendError(reply, err.statusCode, err.message);
-    }
+  app.setErrorHandler((err: FastifyError | ApiError, req: FastifyRequest, reply: FastifyReply) => {
     const e = toApiError(err);
-    if (e.status >= 500) process.stderr.write(`paddock: ${_req.method} ${_req.url} failed: ${err.stack ?? err.message}\n`);
-    return sendError(reply, e.status, e.message);
+    // An ApiError is an answer chosen on purpose (501, 503 while closing); anything else failing is worth a trace.
+    if (e.status >= 500 && !(err instanceof ApiError)) process.stderr.write(`paddock: ${req.method} ${req.url} failed: ${err.stack ?? err.message}\n`);
+    return sendError(reply, e);
   });
-  app.setNotFoundHandler((req, reply) => sendError(reply, 404, `no route for ${req.method} ${req.url.split('?')[0]}`));
+  app.setNotFoundHandler((req, reply) => sendError(reply, new ApiError(404, `no route for ${req.method} ${req.url.split('?')[0]}`)));
 
   // Each handler was checked against its own operation above; here they are
   // only dispatched by operationId.
@@ -256,9 +275,9 @@ export function createApi(operations: Operation[], deps: ApiDeps, limits: Connec
         const header = req.headers['x-api-key'];
         const key = Array.isArray(header) ? header[0] : header;
         if (!key) return unauthorized(reply, 'missing X-API-Key header');
-        const id = deps.keys.verify(key);
+        const id = await deps.keys.verify(key);
         if (!id) return unauthorized(reply, 'invalid API key');
-        deps.keys.touch(id);
+        await deps.keys.touch(id);
         return undefined;
       },
       preValidation: async (req) => {

@@ -67,7 +67,7 @@ function limit(name: keyof ConnectionLimits, given: number | undefined, variable
   return n;
 }
 
-export function resolveConfig(options: Partial<ServerConfig> = {}): ServerConfig {
+export function resolveServerConfig(options: Partial<ServerConfig> = {}): ServerConfig {
   const apiPort = options.apiPort ?? num('PADDOCK_API_PORT', 3000);
   const proxyPort = options.proxyPort ?? num('PADDOCK_PROXY_PORT', 3001);
   const config: ServerConfig = {

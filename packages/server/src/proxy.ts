@@ -29,7 +29,7 @@ import type { ConnectionLimits } from './config.js';
 import { HttpError, field, type RequestHead } from './relay/http1.js';
 import { Relay, type Destination } from './relay/relay.js';
 import type { Sandboxes } from './sandboxes.js';
-import type { SandboxRecord, SandboxRoute, SandboxStore } from './store/sandboxes.js';
+import type { SandboxRecord, SandboxRoute, SandboxRepository } from './store/repositories.js';
 
 
 interface Target {
@@ -45,13 +45,13 @@ function sameSecret(a: string, b: string): boolean {
 
 export interface ProxyDeps {
   runtime: Runtime;
-  store: SandboxStore;
+  store: SandboxRepository;
   sandboxes: Sandboxes;
 }
 
 export function createProxy({ runtime, store, sandboxes }: ProxyDeps, limits: ConnectionLimits): Relay {
   /** Finds a running sandbox whose envd token signed this /files URL. */
-  function bySignature(method: string, url: URL): SandboxRecord | undefined {
+  async function bySignature(method: string, url: URL): Promise<SandboxRecord | undefined> {
     const signature = url.searchParams.get(FILE_SIGNATURE_PARAM);
     if (!signature || url.pathname !== '/files') return undefined;
     const operation = fileOperationOf(method);
@@ -61,7 +61,7 @@ export function createProxy({ runtime, store, sandboxes }: ProxyDeps, limits: Co
     const user = url.searchParams.get('username') ?? '';
     const signed = (accessToken: string) =>
       encodeFileSignature(createHash('sha256').update(fileSignaturePayload({ path, operation, user, accessToken, expiration })).digest());
-    return store.allLive().find((s) => s.envdAccessToken !== null && sameSecret(signed(s.envdAccessToken), signature));
+    return (await store.allLive()).find((s) => s.envdAccessToken !== null && sameSecret(signed(s.envdAccessToken), signature));
   }
 
   async function target(head: RequestHead): Promise<Target> {
@@ -81,13 +81,13 @@ export function createProxy({ runtime, store, sandboxes }: ProxyDeps, limits: Co
       } catch {
         throw new HttpError(400, `request target '${head.target.slice(0, 64)}' is not a valid URL`);
       }
-      const signed = bySignature(head.method, url);
+      const signed = await bySignature(head.method, url);
       if (signed) return resolveState(signed, ENVD_PORT);
       if (url.pathname === '/files' && url.searchParams.has(FILE_SIGNATURE_PARAM)) throw new HttpError(401, 'invalid signature');
       throw new HttpError(400, "the request names no sandbox: use the host '{port}-{sandboxID}.{domain}' or the E2b-Sandbox-Id and E2b-Sandbox-Port headers");
     }
     if (!isTcpPort(port!)) throw new HttpError(400, `sandbox port '${port}' is not a TCP port`);
-    const s = isSandboxId(id) ? store.route(id) : undefined;
+    const s = isSandboxId(id) ? await store.route(id) : undefined;
     if (!s) throw new HttpError(502, `sandbox '${id}' is not running`);
     return resolveState(s, port!);
   }
@@ -98,7 +98,7 @@ export function createProxy({ runtime, store, sandboxes }: ProxyDeps, limits: Co
       await sandboxes.connect(s.id, undefined).catch((err: Error) => {
         throw new HttpError(502, `sandbox '${s.id}' is paused and could not be resumed: ${err.message}`);
       });
-      const resumed = store.route(s.id);
+      const resumed = await store.route(s.id);
       if (!resumed) throw new HttpError(502, `sandbox '${s.id}' is not running`);
       return { sandbox: resumed, port };
     }

@@ -1,18 +1,29 @@
 // Sandbox lifecycle as the control API presents it, on top of the runtime:
 // create, connect/resume, pause, kill, timeouts and expiry, metrics, logs,
 // snapshots and forks. Every state change is written to the store before
-// it is answered; operations on one sandbox never interleave.
+// it is answered. Operations on one sandbox in this process queue one behind
+// another; the sandbox repository refuses a change another process has
+// under way or that the state no longer allows.
 import { randomBytes } from 'node:crypto';
 import { KeyedMutex, envdVersion, type EnvdInit, type Runtime } from '@paddock/runtime';
+import { isSandboxId } from '@paddock/protocol';
 import type { ServerConfig } from './config.js';
-import { ApiError, badRequest, conflict, notFound, toApiError } from './errors.js';
-import { decodeCursor, encodeCursor, parseMetadataFilter } from './list-query.js';
+import { ApiError, badRequest, conflict, errorBody, notFound, toApiError } from './errors.js';
+import { parseMetadataFilter } from './metadata-filter.js';
 import { validateEgress } from './network.js';
-import type { NetworkRules, SandboxRecord, SandboxStore } from './store/sandboxes.js';
-import type { MetricSample, Telemetry } from './store/telemetry.js';
-import type { TemplateRecord, TemplateStore } from './store/templates.js';
-
-const SANDBOX_ID = /^[a-z0-9]{1,63}$/;
+import { readPage } from './pagination.js';
+import {
+  StoreError,
+  type MetricSample,
+  type NetworkRules,
+  type Repositories,
+  type SandboxClaim,
+  type SandboxRecord,
+  type SandboxRepository,
+  type TelemetryRepository,
+  type TemplateRecord,
+  type TemplateRepository,
+} from './store/repositories.js';
 
 export interface CreateRequest {
   templateID: string;
@@ -53,9 +64,17 @@ export interface SandboxHandle {
 const newToken = () => randomBytes(24).toString('base64url');
 const iso = (ms: number) => new Date(ms).toISOString();
 
+/** Whether the repository refused a change because the sandbox is no longer as it was listed. */
+const refused = (err: unknown) => err instanceof StoreError;
+
 export class Sandboxes {
   private readonly mutex = new KeyedMutex();
+  private readonly records: SandboxRepository;
+  private readonly templates: TemplateRepository;
+  private readonly telemetry: TelemetryRepository;
   private expiryTimer: NodeJS.Timeout | undefined;
+  /** Calls of scheduleExpiry so far; only the latest arms the timer. */
+  private expiryCalls = 0;
   private samplerTimer: NodeJS.Timeout | undefined;
   private stopFollowing: (() => void) | undefined;
   private closed = false;
@@ -63,16 +82,25 @@ export class Sandboxes {
   constructor(
     private readonly config: ServerConfig,
     private readonly runtime: Runtime,
-    private readonly store: SandboxStore,
-    private readonly templates: TemplateStore,
-    private readonly telemetry: Telemetry,
-  ) {}
+    repositories: Pick<Repositories, 'sandboxes' | 'templates' | 'telemetry'>,
+  ) {
+    this.records = repositories.sandboxes;
+    this.templates = repositories.templates;
+    this.telemetry = repositories.telemetry;
+  }
 
   // ---------------------------------------------------------------- helpers
 
   /** A sandbox clients can see (not killed), or 404. */
-  private require(id: string): SandboxRecord {
-    const s = SANDBOX_ID.test(id) ? this.store.live(id) : undefined;
+  private async require(id: string): Promise<SandboxRecord> {
+    const s = isSandboxId(id) ? await this.records.live(id) : undefined;
+    if (!s) throw notFound(`sandbox '${id}' not found`);
+    return s;
+  }
+
+  /** A sandbox in any state, killed included (its metrics and logs stay readable), or 404. */
+  private async requireAny(id: string): Promise<SandboxRecord> {
+    const s = isSandboxId(id) ? await this.records.get(id) : undefined;
     if (!s) throw notFound(`sandbox '${id}' not found`);
     return s;
   }
@@ -101,16 +129,21 @@ export class Sandboxes {
     return { accessToken: s.envdAccessToken ?? undefined, envVars: s.envVars, defaultUser: 'user' };
   }
 
-  private resolveTemplate(ref: string): TemplateRecord {
-    const t = this.templates.resolve(ref);
+  private async resolveTemplate(ref: string): Promise<TemplateRecord> {
+    const t = await this.templates.resolve(ref);
     if (!t) throw notFound(`template '${ref}' not found`);
     return t;
+  }
+
+  /** A failure of background work (expiry, sampling) that no request answers. */
+  private report(what: string, err: unknown): void {
+    if (!this.closed) process.stderr.write(`paddock: ${what} failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
   }
 
   // ---------------------------------------------------------------- create
 
   async create(req: CreateRequest): Promise<SandboxHandle> {
-    const template = this.resolveTemplate(req.templateID);
+    const template = await this.resolveTemplate(req.templateID);
     const timeout = this.seconds(req.timeout);
     if (req.volumeMounts?.length) throw badRequest('volumeMounts are not supported by this server');
     const network: NetworkRules = {
@@ -132,40 +165,37 @@ export class Sandboxes {
         throw toApiError(err);
       });
     const now = Date.now();
-    const record: SandboxRecord = {
-      id: info.id,
-      templateId: template.id,
-      alias: template.names[0] ?? null,
-      state: 'running',
-      pausedWithMemory: false,
-      startedAt: now,
-      endAt: now + timeout * 1000,
-      endedAt: null,
-      cpuCount: info.limits.cpuCount,
-      memoryMB: info.limits.memoryMB,
-      diskSizeMB: info.limits.diskSizeMB ?? build.diskSizeMB,
-      envdVersion,
-      metadata: req.metadata ?? {},
-      envVars,
-      envdAccessToken: accessToken,
-      trafficAccessToken: network.allowPublicTraffic === false ? newToken() : null,
-      autoPause: req.autoPause ?? false,
-      autoPauseMemory: req.autoPauseMemory ?? true,
-      autoResume: req.autoResume?.enabled ?? false,
-      allowInternetAccess: req.allow_internet_access ?? null,
-      network,
-    };
+    let record: SandboxRecord;
     try {
       // The server closed while the sandbox booted: its store may be closed
       // already, and a sandbox it does not record must not stay.
       if (this.closed) throw new ApiError(503, 'the server is shutting down: the sandbox was not kept');
-      this.store.insert(record);
+      record = await this.records.insert({
+        id: info.id,
+        templateId: template.id,
+        alias: template.names[0] ?? null,
+        startedAt: now,
+        endAt: now + timeout * 1000,
+        cpuCount: info.limits.cpuCount,
+        memoryMB: info.limits.memoryMB,
+        diskSizeMB: info.limits.diskSizeMB ?? build.diskSizeMB,
+        envdVersion,
+        metadata: req.metadata ?? {},
+        envVars,
+        envdAccessToken: accessToken,
+        trafficAccessToken: network.allowPublicTraffic === false ? newToken() : null,
+        autoPause: req.autoPause ?? false,
+        autoPauseMemory: req.autoPauseMemory ?? true,
+        autoResume: req.autoResume?.enabled ?? false,
+        allowInternetAccess: req.allow_internet_access ?? null,
+        network,
+      });
     } catch (err) {
       await this.runtime.destroy(info.id).catch(() => undefined);
       throw err;
     }
-    this.templates.spawned(template.id);
-    this.telemetry.log(record.id, 'info', 'sandbox created', { templateID: template.id, fromPool: String(Boolean(info.fromPool)) });
+    await this.templates.recordSpawn(template.id);
+    await this.telemetry.log(record.id, 'info', 'sandbox created', { templateID: template.id, fromPool: String(Boolean(info.fromPool)) });
     this.scheduleExpiry();
     void this.sample(record.id);
     return this.handle(record);
@@ -173,8 +203,8 @@ export class Sandboxes {
 
   // ---------------------------------------------------------------- read
 
-  detail(id: string) {
-    const s = this.require(id);
+  async detail(id: string) {
+    const s = await this.require(id);
     return {
       templateID: s.templateId,
       ...(s.alias ? { alias: s.alias } : {}),
@@ -215,39 +245,36 @@ export class Sandboxes {
     };
   }
 
-  /** GET /v2/sandboxes: one page, and the cursor of the next. */
-  list(q: ListQuery) {
-    const limit = q.limit ?? 100;
+  /** GET /v2/sandboxes: one page, and the number running. */
+  async list(q: ListQuery) {
     const startedAfter = q.startedAfter === undefined ? undefined : Date.parse(q.startedAfter);
     if (startedAfter !== undefined && Number.isNaN(startedAfter)) throw badRequest(`startedAfter '${q.startedAfter}' is not a date-time`);
     let templateIds: string[] | undefined;
     if (q.template) {
-      const t = this.templates.resolve(q.template);
+      const t = await this.templates.resolve(q.template);
       templateIds = t ? [t.id] : [];
     }
-    const page = this.store.list({
-      states: q.state?.length ? q.state : ['running', 'paused'],
-      metadata: parseMetadataFilter(q.metadata),
-      startedAfter,
-      templateIds,
-      order: q.order ?? 'desc',
-      limit: limit + 1,
-      after: decodeCursor(q.nextToken),
-    });
-    const items = page.slice(0, limit);
-    const last = items.at(-1);
-    return {
-      items: items.map((s) => this.listed(s)),
-      nextToken: page.length > limit && last ? encodeCursor({ startedAt: last.startedAt, id: last.id }) : undefined,
-      totalRunning: this.store.countRunning(),
-    };
+    const metadata = parseMetadataFilter(q.metadata);
+    const page = await readPage(
+      q,
+      (window) =>
+        this.records.list({
+          ...window,
+          states: q.state?.length ? q.state : ['running', 'paused'],
+          metadata,
+          startedAfter,
+          templateIds,
+          order: q.order ?? 'desc',
+        }),
+      (s) => ({ key: s.startedAt, id: s.id }),
+    );
+    return { items: page.items.map((s) => this.listed(s)), nextToken: page.nextToken, totalRunning: await this.records.countRunning() };
   }
 
   /** GET /sandboxes (legacy): every running sandbox. */
-  listRunning(metadata?: string) {
+  async listRunning(metadata?: string) {
     const filter = parseMetadataFilter(metadata);
-    return this.store
-      .running()
+    return (await this.records.running())
       .filter((s) => Object.entries(filter ?? {}).every(([k, v]) => s.metadata[k] === v))
       .sort((a, b) => b.startedAt - a.startedAt)
       .map((s) => this.listed(s));
@@ -257,12 +284,12 @@ export class Sandboxes {
 
   kill(id: string): Promise<void> {
     return this.mutex.run(id, async () => {
-      const s = this.require(id);
+      await this.require(id);
       // Recorded first: should the removal fail half-way, the next start
       // removes what is left of a sandbox the store calls killed.
-      this.store.setState(s.id, 'killed');
-      this.telemetry.log(s.id, 'info', 'sandbox killed');
-      await this.runtime.destroy(s.id).catch((err: unknown) => {
+      await this.records.transition(id, 'killed');
+      await this.telemetry.log(id, 'info', 'sandbox killed');
+      await this.runtime.destroy(id).catch((err: unknown) => {
         throw toApiError(err);
       });
       this.scheduleExpiry();
@@ -271,21 +298,22 @@ export class Sandboxes {
 
   pause(id: string, memory = true): Promise<void> {
     return this.mutex.run(id, async () => {
-      const s = this.require(id);
-      if (s.state !== 'running') throw conflict(`sandbox '${id}' is ${s.state}, not running`);
-      await this.doPause(s, memory);
+      await this.require(id);
+      await this.doPause(await this.records.claim(id, 'paused'), memory);
     });
   }
 
-  private async doPause(s: SandboxRecord, memory: boolean): Promise<void> {
+  private async doPause(claim: SandboxClaim, memory: boolean): Promise<void> {
+    const id = claim.record.id;
     try {
-      if (memory) await this.runtime.pause(s.id);
-      else await this.runtime.stop(s.id);
+      if (memory) await this.runtime.pause(id);
+      else await this.runtime.stop(id);
     } catch (err) {
+      await claim.abandon();
       throw toApiError(err);
     }
-    this.store.setState(s.id, 'paused', memory);
-    this.telemetry.log(s.id, 'info', memory ? 'sandbox paused with its memory' : 'sandbox paused (filesystem only)');
+    await claim.complete({ pausedWithMemory: memory });
+    await this.telemetry.log(id, 'info', memory ? 'sandbox paused with its memory' : 'sandbox paused (filesystem only)');
     this.scheduleExpiry();
   }
 
@@ -295,27 +323,27 @@ export class Sandboxes {
    */
   connect(id: string, timeout: number | undefined, memory = true): Promise<{ sandbox: SandboxHandle; resumed: boolean }> {
     return this.mutex.run(id, async () => {
-      const s = this.require(id);
+      const s = await this.require(id);
       if (s.state === 'running') {
-        if (timeout !== undefined) this.extend(s, this.seconds(timeout));
-        return { sandbox: this.handle(this.store.get(id)!), resumed: false };
+        const now = timeout === undefined ? s : await this.extend(id, this.seconds(timeout));
+        return { sandbox: this.handle(now), resumed: false };
       }
-      await this.doResume(s, this.seconds(timeout), memory);
-      return { sandbox: this.handle(this.store.get(id)!), resumed: true };
+      const seconds = this.seconds(timeout);
+      return { sandbox: this.handle(await this.doResume(await this.records.claim(id, 'running'), seconds, memory)), resumed: true };
     });
   }
 
   /** Legacy resume: 409 when the sandbox is already running. */
   resume(id: string, timeout: number | undefined): Promise<SandboxHandle> {
     return this.mutex.run(id, async () => {
-      const s = this.require(id);
-      if (s.state !== 'paused') throw conflict(`sandbox '${id}' is ${s.state}, not paused`);
-      await this.doResume(s, this.seconds(timeout), true);
-      return this.handle(this.store.get(id)!);
+      await this.require(id);
+      const seconds = this.seconds(timeout);
+      return this.handle(await this.doResume(await this.records.claim(id, 'running'), seconds, true));
     });
   }
 
-  private async doResume(s: SandboxRecord, timeoutSeconds: number, memory: boolean): Promise<void> {
+  private async doResume(claim: SandboxClaim, timeoutSeconds: number, memory: boolean): Promise<SandboxRecord> {
+    const s = claim.record;
     try {
       const status = (await this.runtime.get(s.id))?.status;
       if (status === undefined) throw new ApiError(404, `sandbox '${s.id}' no longer exists on this host`);
@@ -325,46 +353,49 @@ export class Sandboxes {
         await this.runtime.start(s.id, this.init(s));
       }
     } catch (err) {
+      await claim.abandon();
       throw toApiError(err);
     }
-    this.store.setState(s.id, 'running');
-    this.extend({ ...s, endAt: Math.max(s.endAt, Date.now()) }, timeoutSeconds);
-    this.telemetry.log(s.id, 'info', 'sandbox resumed');
+    const resumed = await claim.complete({ extendTo: Date.now() + timeoutSeconds * 1000 });
+    this.scheduleExpiry();
+    await this.telemetry.log(s.id, 'info', 'sandbox resumed');
+    return resumed;
   }
 
   /** Moves the expiry to now + `seconds` unless it is already later. */
-  private extend(s: SandboxRecord, seconds: number): void {
-    const endAt = Math.max(s.endAt, Date.now() + seconds * 1000);
-    this.store.setEndAt(s.id, endAt);
+  private async extend(id: string, seconds: number): Promise<SandboxRecord> {
+    const s = await this.records.update(id, (now) => ({ endAt: Math.max(now.endAt, Date.now() + seconds * 1000) }));
     this.scheduleExpiry();
+    return s;
   }
 
   /** POST /timeout: expiry = now + seconds, sooner or later than before. */
   setTimeout(id: string, timeout: number): Promise<void> {
     return this.mutex.run(id, async () => {
-      const s = this.require(id);
-      this.store.setEndAt(s.id, Date.now() + this.seconds(timeout) * 1000);
+      await this.require(id);
+      const seconds = this.seconds(timeout);
+      await this.records.update(id, () => ({ endAt: Date.now() + seconds * 1000 }));
       this.scheduleExpiry();
     });
   }
 
   refresh(id: string, duration: number | undefined): Promise<void> {
     return this.mutex.run(id, async () => {
-      const s = this.require(id);
-      this.extend(s, this.seconds(duration, 'duration'));
+      await this.require(id);
+      await this.extend(id, this.seconds(duration, 'duration'));
     });
   }
 
   updateNetwork(id: string, body: { allowOut?: string[]; denyOut?: string[]; allow_internet_access?: boolean }): Promise<void> {
     return this.mutex.run(id, async () => {
-      const s = this.require(id);
+      await this.require(id);
       // An update replaces the whole configuration, as E2B's does: what it
       // leaves out is cleared, and internet access goes back to the default.
       const network: NetworkRules = {};
       if (body.allowOut !== undefined) network.allowOut = validateEgress('allowOut', body.allowOut);
       if (body.denyOut !== undefined) network.denyOut = validateEgress('denyOut', body.denyOut);
-      this.store.setNetwork(s.id, network, body.allow_internet_access ?? null);
-      this.telemetry.log(s.id, 'info', 'network rules updated', { allowOut: (network.allowOut ?? []).join(','), denyOut: (network.denyOut ?? []).join(',') });
+      await this.records.update(id, () => ({ network, allowInternetAccess: body.allow_internet_access ?? null }));
+      await this.telemetry.log(id, 'info', 'network rules updated', { allowOut: (network.allowOut ?? []).join(','), denyOut: (network.denyOut ?? []).join(',') });
     });
   }
 
@@ -372,33 +403,44 @@ export class Sandboxes {
 
   /** Arms one timer for the earliest expiry of a running sandbox. */
   scheduleExpiry(): void {
-    if (this.expiryTimer) clearTimeout(this.expiryTimer);
-    this.expiryTimer = undefined;
+    const call = ++this.expiryCalls;
     if (this.closed) return;
-    const next = this.store.nextExpiry();
-    if (next === undefined) return;
-    const delay = Math.min(Math.max(0, next - Date.now()), 2 ** 31 - 1);
-    this.expiryTimer = setTimeout(() => void this.expireDue(), delay);
-    this.expiryTimer.unref();
+    this.records
+      .nextExpiry()
+      .then((next) => {
+        // A later call read a later state of the store.
+        if (call !== this.expiryCalls || this.closed) return;
+        if (this.expiryTimer) clearTimeout(this.expiryTimer);
+        this.expiryTimer = undefined;
+        if (next === undefined) return;
+        const delay = Math.min(Math.max(0, next - Date.now()), 2 ** 31 - 1);
+        this.expiryTimer = setTimeout(() => void this.expireDue().catch((err: unknown) => this.report('expiring sandboxes', err)), delay);
+        this.expiryTimer.unref();
+      })
+      .catch((err: unknown) => this.report('arming the expiry timer', err));
   }
 
   /** Kills (or pauses, with autoPause) every running sandbox past its expiry. */
   async expireDue(): Promise<void> {
-    for (const s of this.store.expired(Date.now())) {
+    for (const s of await this.records.expired(Date.now())) {
       await this.mutex
         .run(s.id, async () => {
-          const now = this.store.get(s.id);
-          if (!now || now.state !== 'running' || now.endAt > Date.now()) return;
-          if (now.autoPause) {
-            await this.doPause(now, now.autoPauseMemory);
-            this.telemetry.log(s.id, 'info', 'sandbox paused at its expiry');
+          // Refused when the sandbox changed since it was listed: extended,
+          // paused or killed by a request, here or in another process.
+          const now = Date.now();
+          if (s.autoPause) {
+            const claim = await this.records.claim(s.id, 'paused', { expiredBy: now });
+            await this.doPause(claim, s.autoPauseMemory);
+            await this.telemetry.log(s.id, 'info', 'sandbox paused at its expiry');
           } else {
-            this.store.setState(now.id, 'killed');
-            this.telemetry.log(s.id, 'info', 'sandbox killed at its expiry');
-            await this.runtime.destroy(now.id);
+            await this.records.transition(s.id, 'killed', { expiredBy: now });
+            await this.telemetry.log(s.id, 'info', 'sandbox killed at its expiry');
+            await this.runtime.destroy(s.id);
           }
         })
-        .catch((err: unknown) => this.telemetry.log(s.id, 'error', `expiry failed: ${(err as Error).message}`));
+        .catch(async (err: unknown) => {
+          if (!refused(err)) await this.telemetry.log(s.id, 'error', `expiry failed: ${(err as Error).message}`);
+        });
     }
     this.scheduleExpiry();
   }
@@ -406,9 +448,15 @@ export class Sandboxes {
   // ---------------------------------------------------------------- metrics
 
   private async sample(id: string): Promise<void> {
+    let st;
     try {
-      const st = await this.runtime.stats(id);
-      this.telemetry.addSample(id, {
+      st = await this.runtime.stats(id);
+    } catch {
+      // The sandbox went away between listing and sampling.
+      return;
+    }
+    await this.telemetry
+      .addSample(id, {
         ts: st.timestamp.getTime(),
         cpuCount: st.cpuCount,
         cpuUsedPct: st.cpuUsedPct,
@@ -417,22 +465,21 @@ export class Sandboxes {
         memCache: st.memCache,
         diskUsed: st.diskUsed,
         diskTotal: st.diskTotal,
-      });
-    } catch {
-      // The sandbox went away between listing and sampling.
-    }
+      })
+      .catch((err: unknown) => this.report(`recording a sample of sandbox '${id}'`, err));
   }
 
   /** Samples every running sandbox now and then at the configured interval; drops old data. */
   startSampling(): void {
     const tick = async () => {
-      for (const s of this.store.running()) await this.sample(s.id);
+      for (const s of await this.records.running()) await this.sample(s.id);
       const before = Date.now() - this.config.retentionMs;
-      this.telemetry.purge(before);
-      this.store.purgeKilled(before);
+      await this.telemetry.purge(before);
+      await this.records.purgeKilled(before);
     };
-    void tick();
-    this.samplerTimer = setInterval(() => void tick(), this.config.metricsIntervalMs);
+    const run = () => void tick().catch((err: unknown) => this.report('sampling sandboxes', err));
+    run();
+    this.samplerTimer = setInterval(run, this.config.metricsIntervalMs);
     this.samplerTimer.unref();
   }
 
@@ -450,37 +497,37 @@ export class Sandboxes {
     };
   }
 
-  metrics(id: string, start?: number, end?: number) {
-    if (!SANDBOX_ID.test(id) || !this.store.get(id)) throw notFound(`sandbox '${id}' not found`);
+  async metrics(id: string, start?: number, end?: number) {
+    await this.requireAny(id);
     if (start !== undefined && end !== undefined && start > end) throw badRequest(`start ${start} is after end ${end}`);
     const from = start === undefined ? 0 : start * 1000;
     const to = end === undefined ? Date.now() : end * 1000 + 999;
-    return this.telemetry.samples(id, from, to).map((m) => this.metric(m));
+    return (await this.telemetry.samples(id, from, to)).map((m) => this.metric(m));
   }
 
-  latestMetrics(ids: string[]) {
+  async latestMetrics(ids: string[]) {
     const out: Record<string, ReturnType<Sandboxes['metric']>> = {};
     for (const id of ids) {
-      const m = SANDBOX_ID.test(id) ? this.telemetry.latest(id) : undefined;
+      const m = isSandboxId(id) ? await this.telemetry.latest(id) : undefined;
       if (m) out[id] = this.metric(m);
     }
     return { sandboxes: out };
   }
 
-  logs(id: string, q: { start?: number; limit?: number }) {
-    if (!SANDBOX_ID.test(id) || !this.store.get(id)) throw notFound(`sandbox '${id}' not found`);
-    const entries = this.telemetry.logs(id, { fromTs: q.start, limit: q.limit ?? 1000, direction: 'forward' });
+  async logs(id: string, q: { start?: number; limit?: number }) {
+    await this.requireAny(id);
+    const entries = await this.telemetry.logs(id, { fromTs: q.start, limit: q.limit ?? 1000, direction: 'forward' });
     return {
       logs: entries.map((e) => ({ timestamp: iso(e.ts), line: e.message })),
       logEntries: entries.map((e) => ({ timestamp: iso(e.ts), message: e.message, level: e.level, fields: e.fields })),
     };
   }
 
-  logsV2(id: string, q: { cursor?: number; limit?: number; direction?: 'forward' | 'backward'; level?: 'debug' | 'info' | 'warn' | 'error'; search?: string }) {
-    if (!SANDBOX_ID.test(id) || !this.store.get(id)) throw notFound(`sandbox '${id}' not found`);
+  async logsV2(id: string, q: { cursor?: number; limit?: number; direction?: 'forward' | 'backward'; level?: 'debug' | 'info' | 'warn' | 'error'; search?: string }) {
+    await this.requireAny(id);
     const order = ['debug', 'info', 'warn', 'error'];
     const levels = q.level ? order.slice(order.indexOf(q.level)) : undefined;
-    const entries = this.telemetry.logs(id, { fromTs: q.cursor, limit: q.limit ?? 1000, direction: q.direction ?? 'forward', levels, search: q.search });
+    const entries = await this.telemetry.logs(id, { fromTs: q.cursor, limit: q.limit ?? 1000, direction: q.direction ?? 'forward', levels, search: q.search });
     return { logs: entries.map((e) => ({ timestamp: iso(e.ts), message: e.message, level: e.level, fields: e.fields })) };
   }
 
@@ -489,27 +536,35 @@ export class Sandboxes {
   /** Copies the sandbox's filesystem into a new template. */
   snapshot(id: string, name: string | undefined): Promise<TemplateRecord> {
     return this.mutex.run(id, async () => {
-      const s = this.require(id);
+      const s = await this.require(id);
       if (name !== undefined && (!/^[a-z0-9][a-z0-9._/-]{0,127}$/i.test(name) || name.includes(':'))) {
         throw badRequest(`snapshot name '${name}' may use letters, digits, '.', '_', '-' and '/', up to 128 characters`);
       }
-      if (name !== undefined && this.templates.nameTaken(name)) throw conflict(`the name '${name}' is already taken`);
+      // Asked before the copy, which takes long; the insert checks again.
+      if (name !== undefined && (await this.templates.nameTaken(name))) throw conflict(`the name '${name}' is already taken`);
       const templateId = `snap${randomBytes(10).toString('hex')}`;
       const info = await this.runtime.snapshot(s.id, templateId).catch((err: unknown) => {
         throw toApiError(err);
       });
-      this.telemetry.log(s.id, 'info', 'snapshot taken', { snapshotID: templateId });
-      return this.templates.insert({
-        id: templateId,
-        kind: 'snapshot',
-        public: false,
-        names: name ? [name] : [],
-        sourceSandboxId: s.id,
-        cpuCount: info.limits.cpuCount,
-        memoryMB: info.limits.memoryMB,
-        diskSizeMB: info.limits.diskSizeMB,
-        envdVersion,
-      });
+      let template: TemplateRecord;
+      try {
+        template = await this.templates.insert({
+          id: templateId,
+          kind: 'snapshot',
+          public: false,
+          names: name ? [name] : [],
+          sourceSandboxId: s.id,
+          cpuCount: info.limits.cpuCount,
+          memoryMB: info.limits.memoryMB,
+          diskSizeMB: info.limits.diskSizeMB,
+          envdVersion,
+        });
+      } catch (err) {
+        await this.runtime.deleteTemplate(templateId).catch(() => undefined);
+        throw err;
+      }
+      await this.telemetry.log(s.id, 'info', 'snapshot taken', { snapshotID: templateId });
+      return template;
     });
   }
 
@@ -518,7 +573,7 @@ export class Sandboxes {
    * from it. Processes and memory are not copied.
    */
   async fork(id: string, count = 1, timeout?: number): Promise<Array<{ sandbox?: SandboxHandle; error?: { code: number; message: string } }>> {
-    const source = this.require(id);
+    const source = await this.require(id);
     this.seconds(timeout);
     const template = await this.snapshot(source.id, undefined);
     const results: Array<{ sandbox?: SandboxHandle; error?: { code: number; message: string } }> = [];
@@ -537,8 +592,7 @@ export class Sandboxes {
           }),
         });
       } catch (err) {
-        const e = toApiError(err);
-        results.push({ error: { code: e.status, message: e.message } });
+        results.push({ error: errorBody(toApiError(err)) });
       }
     }
     return results;
@@ -552,37 +606,15 @@ export class Sandboxes {
    * the expired are ended.
    */
   async reconcile(): Promise<{ adopted: number; lost: number; removed: number }> {
-    const onHost = new Map((await this.runtime.list()).map((s) => [s.id, s]));
-    let adopted = 0;
-    let lost = 0;
-    let removed = 0;
-    for (const s of this.store.allLive()) {
-      const h = onHost.get(s.id);
-      onHost.delete(s.id);
-      if (!h) {
-        this.store.setState(s.id, 'killed');
-        this.telemetry.log(s.id, 'warn', 'sandbox vanished from the host while the server was down');
-        lost++;
-      } else if (s.state === 'running' && h.status !== 'running') {
-        // Its processes are gone (a host restart) or it is frozen: it keeps
-        // its files and can be resumed.
-        this.store.setState(s.id, 'paused', h.status === 'paused');
-        this.telemetry.log(s.id, 'warn', `sandbox found ${h.status} after a restart; marked paused`);
-        lost++;
-      } else if (s.state === 'paused' && h.status === 'running') {
-        await this.runtime.pause(s.id).catch(() => undefined);
-        adopted++;
-      } else {
-        adopted++;
-      }
-    }
+    const onHost = new Map((await this.runtime.list()).map((s) => [s.id, s.status]));
+    const found = await this.records.reconcile(onHost);
+    for (const id of found.lost) await this.telemetry.log(id, 'warn', 'sandbox vanished from the host while the server was down');
+    for (const { id, found: status } of found.markedPaused) await this.telemetry.log(id, 'warn', `sandbox found ${status} after a restart; marked paused`);
+    for (const id of found.toFreeze) await this.runtime.pause(id).catch(() => undefined);
     // On the host but unknown to the store: created while the server died.
-    for (const id of onHost.keys()) {
-      await this.runtime.destroy(id).catch(() => undefined);
-      removed++;
-    }
+    for (const id of found.strays) await this.runtime.destroy(id).catch(() => undefined);
     await this.expireDue();
-    return { adopted, lost, removed };
+    return { adopted: found.adopted.length, lost: found.lost.length + found.markedPaused.length, removed: found.strays.length };
   }
 
   /**
@@ -597,13 +629,14 @@ export class Sandboxes {
   private exited(id: string): Promise<void> {
     return this.mutex
       .run(id, async () => {
-        const s = this.store.get(id);
-        if (!s || s.state !== 'running') return;
-        this.store.setState(id, 'paused', false);
-        this.telemetry.log(id, 'warn', 'sandbox stopped by itself (its init exited); marked paused, its files kept');
+        // Refused when it is not running (a pause or kill ended it).
+        await this.records.transition(id, 'paused', { pausedWithMemory: false });
+        await this.telemetry.log(id, 'warn', 'sandbox stopped by itself (its init exited); marked paused, its files kept');
         this.scheduleExpiry();
       })
-      .catch((err: unknown) => this.telemetry.log(id, 'error', `recording the sandbox's end failed: ${(err as Error).message}`));
+      .catch(async (err: unknown) => {
+        if (!refused(err)) await this.telemetry.log(id, 'error', `recording the sandbox's end failed: ${(err as Error).message}`).catch(() => undefined);
+      });
   }
 
   close(): void {

@@ -5,15 +5,12 @@ import type { AddressInfo, Server } from 'node:net';
 import { join } from 'node:path';
 import { createApi } from './api.js';
 import { lockHome } from './home-lock.js';
-import { resolveConfig, type ServerConfig } from './config.js';
+import { resolveServerConfig, type ServerConfig } from './config.js';
 import { loadOperations } from './openapi.js';
 import { createProxy } from './proxy.js';
 import { Sandboxes } from './sandboxes.js';
-import { openDb } from './store/db.js';
-import { ApiKeys } from './store/keys.js';
-import { SandboxStore } from './store/sandboxes.js';
-import { Telemetry } from './store/telemetry.js';
-import { TemplateStore } from './store/templates.js';
+import type { ApiKeyRepository } from './store/repositories.js';
+import { openSqliteStore } from './store/sqlite.js';
 import { Templates } from './templates.js';
 
 export interface StartOptions extends Partial<ServerConfig> {
@@ -30,7 +27,7 @@ export interface PaddockServer {
   proxyUrl: string;
   /** The API key created by this start, when the store had none; shown once. */
   createdApiKey?: string;
-  keys: ApiKeys;
+  keys: ApiKeyRepository;
   runtime: Runtime;
   /** Stops serving; sandboxes keep running for the next start. */
   close(): Promise<void>;
@@ -48,22 +45,20 @@ function listen(server: Server, host: string, port: number): Promise<AddressInfo
 const urlOf = (a: AddressInfo) => `http://${a.family === 'IPv6' ? `[${a.address}]` : a.address}:${a.port}`;
 
 export async function startServer(options: StartOptions = {}): Promise<PaddockServer> {
-  const config = resolveConfig(options);
+  const config = resolveServerConfig(options);
   mkdirSync(config.home, { recursive: true, mode: 0o700 });
   const unlock = lockHome(config.home);
-  const db = openDb(join(config.home, 'paddock.db'));
+  const store = openSqliteStore(join(config.home, 'paddock.db'));
   const progress = options.onProgress ?? (() => undefined);
   try {
     const runtime =
       options.runtime ?? new RuncRuntime({ dataDir: join(config.home, 'runtime'), warmPoolSize: config.warmPoolSize, extraMasks: config.extraMasks });
     await runtime.prepare(progress);
-    const keys = new ApiKeys(db);
-    const createdApiKey = keys.count() === 0 ? keys.create('default', options.initialApiKey).key : undefined;
-    const store = new SandboxStore(db);
-    const templateStore = new TemplateStore(db);
-    const templates = new Templates(templateStore, runtime);
+    const keys = store.apiKeys;
+    const createdApiKey = (await keys.createFirst('default', options.initialApiKey))?.key;
+    const templates = new Templates(store.templates, runtime);
     await templates.ensureBase();
-    const sandboxes = new Sandboxes(config, runtime, store, templateStore, new Telemetry(db));
+    const sandboxes = new Sandboxes(config, runtime, store);
     sandboxes.followRuntime();
     const found = await sandboxes.reconcile();
     if (found.adopted || found.lost || found.removed) {
@@ -71,7 +66,7 @@ export async function startServer(options: StartOptions = {}): Promise<PaddockSe
     }
     sandboxes.startSampling();
 
-    const proxy = createProxy({ runtime, store, sandboxes }, config);
+    const proxy = createProxy({ runtime, store: store.sandboxes, sandboxes }, config);
     const proxyAddr = await listen(proxy.server, config.proxyHost, config.proxyPort);
     // The default domain names the port the proxy really got.
     if (options.domain === undefined && !process.env.PADDOCK_DOMAIN) config.domain = `localhost:${proxyAddr.port}`;
@@ -94,14 +89,14 @@ export async function startServer(options: StartOptions = {}): Promise<PaddockSe
           proxy.destroyConnections();
           await Promise.all([api.close(), proxyClosed]);
           await runtime.close();
-          db.close();
+          await store.close();
           unlock();
         })();
         return closing;
       },
     };
   } catch (err) {
-    db.close();
+    await store.close();
     unlock();
     throw err;
   }

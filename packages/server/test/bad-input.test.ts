@@ -1,14 +1,18 @@
 // Malformed requests get a 4xx with a JSON `{code, message}` body naming
 // the problem, never a 500, and the server keeps serving.
 import { request } from 'node:http';
+import { ControlClient } from '@paddock/control-client';
 import { rawExchange } from './raw-http.js';
 import { API_KEY, testServer, type TestServer } from './harness.js';
 
 let t: TestServer;
 let sandboxId: string;
+/** The server's one API key, which may not be deleted. */
+let keyId: string;
 beforeAll(async () => {
   t = await testServer();
   sandboxId = (await t.control.createSandbox({ templateID: 'base' })).sandboxID;
+  keyId = (await t.control.listApiKeys())[0]!.id;
 });
 afterAll(() => t.teardown());
 
@@ -91,6 +95,14 @@ const cases = (): Case[] => [
   { name: 'delete tags of unknown template', method: 'DELETE', path: '/templates/tags', body: '{"name":"nope","tags":["x"]}', headers: json, status: 404 },
   { name: 'unknown build', method: 'GET', path: '/templates/base/builds/nope/status', status: 404 },
   { name: 'template build body an array', method: 'POST', path: '/v3/templates', body: '[]', headers: json },
+  // API keys
+  { name: 'key name missing', method: 'POST', path: '/api-keys', body: '{}', headers: json, message: /required property 'name'/ },
+  { name: 'key name empty', method: 'POST', path: '/api-keys', body: '{"name":""}', headers: json, message: /name must NOT have fewer than 1 characters/ },
+  { name: 'key name a number', method: 'POST', path: '/api-keys', body: '{"name":5}', headers: json, message: /name must be string/ },
+  { name: 'key rename without a body', method: 'PATCH', path: '/api-keys/some-id', headers: json, message: /body is required/ },
+  { name: 'rename an unknown key', method: 'PATCH', path: '/api-keys/nosuch', body: '{"name":"x"}', headers: json, status: 404, message: /no API key has id 'nosuch'/ },
+  { name: 'delete an unknown key', method: 'DELETE', path: '/api-keys/nosuch', status: 404, message: /no API key has id 'nosuch'/ },
+  { name: 'delete the last key', method: 'DELETE', path: '/api-keys/KEY', status: 409, message: /is the last one/ },
   // routes and methods
   { name: 'unknown route', method: 'GET', path: '/nope', status: 404, message: /no route for GET \/nope/ },
   { name: 'wrong method', method: 'PATCH', path: '/sandboxes', status: 404 },
@@ -98,7 +110,7 @@ const cases = (): Case[] => [
 ];
 
 function send(c: Case): Promise<{ status: number; body: string; type: string }> {
-  const url = new URL(t.server.apiUrl + c.path.replace('SBX', sandboxId));
+  const url = new URL(t.server.apiUrl + c.path.replace('SBX', sandboxId).replace('KEY', keyId));
   return new Promise((resolve, reject) => {
     const length = c.body === undefined ? {} : { 'content-length': String(Buffer.byteLength(c.body)) };
     const req = request(url, { method: c.method, agent: false, headers: { 'x-api-key': API_KEY, ...length, ...c.headers } }, (res) => {
@@ -155,6 +167,30 @@ test('a well-formed template build request answers 501 with a JSON body, by desi
   const res = await send({ name: 'template build', method: 'POST', path: '/v3/templates', body: '{"name":"x"}', headers: json });
   expect(res.type).toMatch(/^application\/json/);
   expect([res.status, JSON.parse(res.body)]).toEqual([501, { code: 501, message: expect.stringMatching(/not implemented/) }]);
+});
+
+test('API keys: one created opens the server and is listed masked; renamed; once deleted it opens nothing', async () => {
+  const created = await t.control.createApiKey({ name: 'second' });
+  expect(created).toEqual({
+    id: expect.any(String),
+    key: expect.stringMatching(/^e2b_[0-9a-f]{40}$/),
+    name: 'second',
+    mask: { prefix: 'e2b_', valueLength: 40, maskedValuePrefix: created.key.slice(4, 8), maskedValueSuffix: created.key.slice(-4) },
+    createdAt: expect.any(String),
+    createdBy: null,
+    lastUsed: null,
+  });
+  const withNew = new ControlClient({ apiUrl: t.server.apiUrl, apiKey: created.key, retries: { maxRetries: 0 } });
+  const listed = await withNew.listApiKeys();
+  expect(listed.map((k) => k.name)).toEqual(['default', 'second']);
+  expect(JSON.stringify(listed)).not.toContain(created.key);
+  expect(listed[1]).toMatchObject({ id: created.id, mask: created.mask, createdBy: null });
+  await withNew.renameApiKey(created.id, { name: 'renamed' });
+  expect((await t.control.listApiKeys()).map((k) => k.name)).toEqual(['default', 'renamed']);
+  // A key may delete itself; what it asks afterwards is refused.
+  await withNew.deleteApiKey(created.id);
+  await expect(withNew.listApiKeys()).rejects.toMatchObject({ status: 401, serverMessage: 'invalid API key' });
+  expect((await t.control.listApiKeys()).map((k) => k.id)).toEqual([keyId]);
 });
 
 test('the server is still up and the sandbox still usable', async () => {

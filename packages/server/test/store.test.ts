@@ -1,37 +1,51 @@
-// The sandbox store against a real SQLite file: what the proxy reads of a
-// sandbox on every request.
-import { mkdtempSync, rmSync } from 'node:fs';
+// The repositories on a real SQLite file: each operation, the changes of a
+// sandbox's state they refuse, and processes on one file racing a change.
+import Database from 'better-sqlite3';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { openDb, type Db } from '../src/store/db.js';
-import { SandboxStore, type SandboxRecord } from '../src/store/sandboxes.js';
+import { pathToFileURL } from 'node:url';
+import { migrate } from '../src/store/db.js';
+import { newApiKey, StoreError, type NewSandboxRecord, type Repositories, type SandboxRecord } from '../src/store/repositories.js';
+import { openSqliteStore } from '../src/store/sqlite.js';
 
 let dir: string;
-let db: Db;
-let store: SandboxStore;
+let file: string;
+let store: Repositories;
+const opened: Repositories[] = [];
+
+/** Removes the database file (closed first), its WAL and shared memory. */
+const removeFile = () => {
+  for (const f of [file, `${file}-wal`, `${file}-shm`]) rmSync(f, { force: true });
+};
+
+/** Another connection to the same file, as another server process would have. */
+function another(): Repositories {
+  const s = openSqliteStore(file);
+  opened.push(s);
+  return s;
+}
 
 beforeEach(() => {
   dir = mkdtempSync(join(tmpdir(), 'paddock-store-'));
-  db = openDb(join(dir, 'paddock.db'));
-  store = new SandboxStore(db);
+  file = join(dir, 'paddock.db');
+  store = another();
 });
 
-afterEach(() => {
-  db.close();
+afterEach(async () => {
+  for (const s of opened.splice(0)) await s.close();
   rmSync(dir, { recursive: true, force: true });
 });
 
-function record(id: string, over: Partial<SandboxRecord> = {}): SandboxRecord {
+function sandbox(id: string, over: Partial<NewSandboxRecord> = {}): NewSandboxRecord {
   const now = Date.now();
   return {
     id,
     templateId: 'base',
     alias: 'base',
-    state: 'running',
-    pausedWithMemory: false,
     startedAt: now,
     endAt: now + 60_000,
-    endedAt: null,
     cpuCount: 2,
     memoryMB: 512,
     diskSizeMB: 1024,
@@ -49,42 +63,523 @@ function record(id: string, over: Partial<SandboxRecord> = {}): SandboxRecord {
   };
 }
 
-test('route gives the routing fields of a live sandbox, the same as its whole record has them', () => {
-  store.insert(record('run1'));
-  store.insert(record('paused1', { state: 'paused', autoResume: true, trafficAccessToken: 'traffic' }));
-  for (const id of ['run1', 'paused1']) {
-    const whole = store.live(id)!;
-    expect(store.route(id)).toEqual({ id, state: whole.state, autoResume: whole.autoResume, trafficAccessToken: whole.trafficAccessToken });
+/** The refusal a promise ends with. */
+async function refusal(p: Promise<unknown>): Promise<{ kind: string; message: string }> {
+  const err = await p.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  if (!(err instanceof StoreError)) throw new Error(`expected a refusal, got ${String(err)}`);
+  return { kind: err.kind, message: err.message };
+}
+
+describe('sandboxes', () => {
+  test('insert records a running sandbox with every field as given', async () => {
+    const given = sandbox('new1', { metadata: { k: 'v' }, network: { allowOut: ['10.0.0.0/8'] }, allowInternetAccess: false, autoResume: true });
+    const r = await store.sandboxes.insert(given);
+    expect(r).toEqual({ ...given, state: 'running', pendingChange: null, pausedWithMemory: false, endedAt: null });
+    expect(await store.sandboxes.get('new1')).toEqual(r);
+    expect(await store.sandboxes.live('new1')).toEqual(r);
+    expect(await store.sandboxes.get('nosuch')).toBeUndefined();
+  });
+
+  test('running → paused → running → killed, each field that goes with the state set', async () => {
+    const s = store.sandboxes;
+    const { endAt } = await s.insert(sandbox('life1'));
+    const paused = await s.transition('life1', 'paused', { pausedWithMemory: true });
+    expect([paused.state, paused.pausedWithMemory]).toEqual(['paused', true]);
+    // Resuming keeps a later expiry and takes a later one.
+    expect((await s.transition('life1', 'running', { extendTo: endAt - 1000 })).endAt).toBe(endAt);
+    await s.transition('life1', 'paused');
+    const resumed = await s.transition('life1', 'running', { extendTo: endAt + 5000 });
+    expect([resumed.state, resumed.pausedWithMemory, resumed.endAt]).toEqual(['running', false, endAt + 5000]);
+    const before = Date.now();
+    const killed = await s.transition('life1', 'killed');
+    expect(killed.state).toBe('killed');
+    expect(killed.endedAt).toBeGreaterThanOrEqual(before);
+    expect(await s.live('life1')).toBeUndefined();
+    expect((await s.get('life1'))?.state).toBe('killed');
+  });
+
+  test('a change the state does not allow is refused and changes nothing', async () => {
+    const s = store.sandboxes;
+    await s.insert(sandbox('run1'));
+    expect(await refusal(s.transition('run1', 'running'))).toEqual({ kind: 'conflict', message: "sandbox 'run1' is running, not paused" });
+    await s.transition('run1', 'paused');
+    expect(await refusal(s.transition('run1', 'paused'))).toEqual({ kind: 'conflict', message: "sandbox 'run1' is paused, not running" });
+    expect(await refusal(s.claim('run1', 'paused'))).toEqual({ kind: 'conflict', message: "sandbox 'run1' is paused, not running" });
+    await s.transition('run1', 'killed');
+    for (const to of ['running', 'paused', 'killed'] as const) {
+      expect(await refusal(s.transition('run1', to))).toEqual({ kind: 'not_found', message: "sandbox 'run1' not found" });
+    }
+    expect(await refusal(s.transition('nosuch', 'killed'))).toEqual({ kind: 'not_found', message: "sandbox 'nosuch' not found" });
+    expect(await refusal(s.claim('nosuch', 'running'))).toMatchObject({ kind: 'not_found' });
+    expect((await s.get('run1'))?.state).toBe('killed');
+  });
+
+  test('expiry changes only a sandbox that has expired by the time given', async () => {
+    const s = store.sandboxes;
+    const { endAt } = await s.insert(sandbox('exp1'));
+    expect(await refusal(s.transition('exp1', 'killed', { expiredBy: endAt - 1 }))).toEqual({
+      kind: 'conflict',
+      message: `sandbox 'exp1' has not expired: it ends at ${new Date(endAt).toISOString()}`,
+    });
+    expect(await refusal(s.claim('exp1', 'paused', { expiredBy: endAt - 1 }))).toMatchObject({ kind: 'conflict' });
+    expect((await s.get('exp1'))?.state).toBe('running');
+    expect((await s.transition('exp1', 'killed', { expiredBy: endAt })).state).toBe('killed');
+  });
+
+  test('a claim holds off every other change until it is completed or abandoned', async () => {
+    const s = store.sandboxes;
+    await s.insert(sandbox('clm1'));
+    const claim = await s.claim('clm1', 'paused');
+    expect(claim.record).toMatchObject({ id: 'clm1', state: 'running', pendingChange: null });
+    expect((await s.get('clm1'))?.pendingChange).toBe('pausing');
+    const busy = { kind: 'conflict', message: "sandbox 'clm1' is being paused by another request" };
+    expect(await refusal(s.claim('clm1', 'paused'))).toEqual(busy);
+    expect(await refusal(s.transition('clm1', 'killed'))).toEqual(busy);
+    expect(await refusal(another().sandboxes.transition('clm1', 'paused'))).toEqual(busy);
+    // Fields other than the state may still change.
+    expect((await s.update('clm1', () => ({ endAt: 1 }))).endAt).toBe(1);
+
+    const done = await claim.complete({ pausedWithMemory: true });
+    expect(done).toMatchObject({ state: 'paused', pausedWithMemory: true, pendingChange: null });
+    expect(await refusal(claim.complete())).toMatchObject({ kind: 'conflict' });
+
+    const failed = await s.claim('clm1', 'running');
+    expect((await s.get('clm1'))?.pendingChange).toBe('resuming');
+    await failed.abandon();
+    expect(await s.get('clm1')).toMatchObject({ state: 'paused', pendingChange: null });
+    expect((await s.transition('clm1', 'killed')).state).toBe('killed');
+  });
+
+  test('update sets fields from what they are now, and refuses a killed or unknown sandbox', async () => {
+    const s = store.sandboxes;
+    const { endAt } = await s.insert(sandbox('upd1', { allowInternetAccess: true, network: { denyOut: ['0.0.0.0/0'] } }));
+    const later = await s.update('upd1', (now) => ({ endAt: now.endAt + 1000 }));
+    expect(later).toMatchObject({ endAt: endAt + 1000, allowInternetAccess: true, network: { denyOut: ['0.0.0.0/0'] } });
+    const cleared = await s.update('upd1', () => ({ network: { allowOut: ['example.com'] }, allowInternetAccess: null }));
+    expect(cleared).toMatchObject({ endAt: endAt + 1000, allowInternetAccess: null, network: { allowOut: ['example.com'] } });
+    await s.transition('upd1', 'killed');
+    expect(await refusal(s.update('upd1', () => ({ endAt: 5 })))).toEqual({ kind: 'not_found', message: "sandbox 'upd1' not found" });
+    expect(await refusal(s.update('nosuch', () => ({ endAt: 5 })))).toMatchObject({ kind: 'not_found' });
+  });
+
+  test('list: states, metadata, template and start filters; pages in either order', async () => {
+    const s = store.sandboxes;
+    const t0 = 1_700_000_000_000;
+    for (let i = 0; i < 5; i++) await s.insert(sandbox(`l${i}`, { startedAt: t0 + i, metadata: { n: String(i % 2) }, templateId: i < 4 ? 'base' : 'other' }));
+    await s.transition('l1', 'paused');
+    const ids = (rs: SandboxRecord[]) => rs.map((r) => r.id);
+    const all = { states: ['running', 'paused'] as Array<'running' | 'paused'>, order: 'asc' as const, limit: 10 };
+    expect(ids(await s.list(all))).toEqual(['l0', 'l1', 'l2', 'l3', 'l4']);
+    expect(ids(await s.list({ ...all, order: 'desc' }))).toEqual(['l4', 'l3', 'l2', 'l1', 'l0']);
+    expect(ids(await s.list({ ...all, states: ['paused'] }))).toEqual(['l1']);
+    expect(ids(await s.list({ ...all, metadata: { n: '1' } }))).toEqual(['l1', 'l3']);
+    expect(ids(await s.list({ ...all, templateIds: ['other'] }))).toEqual(['l4']);
+    expect(ids(await s.list({ ...all, templateIds: [] }))).toEqual([]);
+    expect(ids(await s.list({ ...all, startedAfter: t0 + 3 }))).toEqual(['l3', 'l4']);
+    expect(ids(await s.list({ ...all, limit: 2, after: { key: t0 + 1, id: 'l1' } }))).toEqual(['l2', 'l3']);
+    expect(ids(await s.list({ ...all, order: 'desc', limit: 2, after: { key: t0 + 3, id: 'l3' } }))).toEqual(['l2', 'l1']);
+    expect(await s.countRunning()).toBe(4);
+    expect(ids(await s.running())).toEqual(['l0', 'l2', 'l3', 'l4']);
+    expect(ids(await s.allLive()).sort()).toEqual(['l0', 'l1', 'l2', 'l3', 'l4']);
+  });
+
+  test('nextExpiry and expired look at running sandboxes only', async () => {
+    const s = store.sandboxes;
+    expect(await s.nextExpiry()).toBeUndefined();
+    await s.insert(sandbox('e1', { endAt: 1000 }));
+    await s.insert(sandbox('e2', { endAt: 2000 }));
+    await s.insert(sandbox('e3', { endAt: 500 }));
+    await s.transition('e3', 'paused');
+    expect(await s.nextExpiry()).toBe(1000);
+    expect((await s.expired(1500)).map((r) => r.id)).toEqual(['e1']);
+    expect((await s.expired(2000)).map((r) => r.id).sort()).toEqual(['e1', 'e2']);
+  });
+
+  test('reconcile: lost ones killed, stopped ones paused, claims dropped, and what the runtime must do reported', async () => {
+    const s = store.sandboxes;
+    for (const id of ['ok1', 'gone1', 'stopped1', 'frozen1', 'thawed1', 'claimed1']) await s.insert(sandbox(id));
+    await s.transition('thawed1', 'paused', { pausedWithMemory: true });
+    const claim = await s.claim('claimed1', 'paused');
+    const onHost = new Map([
+      ['ok1', 'running'],
+      ['stopped1', 'stopped'],
+      ['frozen1', 'paused'],
+      ['thawed1', 'running'],
+      ['claimed1', 'running'],
+      ['stray1', 'running'],
+    ] as const);
+    const outcome = await s.reconcile(onHost);
+    expect(outcome).toEqual({
+      adopted: ['ok1', 'thawed1', 'claimed1'],
+      lost: ['gone1'],
+      markedPaused: [
+        { id: 'stopped1', found: 'stopped' },
+        { id: 'frozen1', found: 'paused' },
+      ],
+      toFreeze: ['thawed1'],
+      strays: ['stray1'],
+    });
+    expect((await s.get('gone1'))?.state).toBe('killed');
+    expect(await s.get('stopped1')).toMatchObject({ state: 'paused', pausedWithMemory: false });
+    expect(await s.get('frozen1')).toMatchObject({ state: 'paused', pausedWithMemory: true });
+    expect(await s.get('claimed1')).toMatchObject({ state: 'running', pendingChange: null });
+    // The claim of a process that died is gone: its holder can no longer complete it.
+    expect(await refusal(claim.complete())).toMatchObject({ kind: 'conflict' });
+    expect((await s.claim('claimed1', 'paused')).record.id).toBe('claimed1');
+  });
+
+  test('purgeKilled forgets killed sandboxes that ended before the time given', async () => {
+    const s = store.sandboxes;
+    await s.insert(sandbox('p1'));
+    await s.insert(sandbox('p2'));
+    await s.transition('p1', 'killed');
+    expect(await s.purgeKilled(Date.now() + 1)).toBe(1);
+    expect(await s.get('p1')).toBeUndefined();
+    expect(await s.get('p2')).toBeDefined();
+  });
+});
+
+describe('routes, read on every proxied request', () => {
+  test('route gives the routing fields of a live sandbox, the same as its whole record has them', async () => {
+    const s = store.sandboxes;
+    await s.insert(sandbox('run1'));
+    await s.insert(sandbox('paused1', { autoResume: true, trafficAccessToken: 'traffic' }));
+    await s.transition('paused1', 'paused');
+    for (const id of ['run1', 'paused1']) {
+      const whole = (await s.live(id))!;
+      expect(await s.route(id)).toEqual({ id, state: whole.state, autoResume: whole.autoResume, trafficAccessToken: whole.trafficAccessToken });
+    }
+    expect(await s.route('paused1')).toEqual({ id: 'paused1', state: 'paused', autoResume: true, trafficAccessToken: 'traffic' });
+  });
+
+  test('route finds no sandbox that was killed or never existed', async () => {
+    const s = store.sandboxes;
+    await s.insert(sandbox('gone1'));
+    await s.transition('gone1', 'killed');
+    expect(await s.route('gone1')).toBeUndefined();
+    expect(await s.route('nosuch')).toBeUndefined();
+  });
+
+  test('route is kept between reads, and never outlives a write through this connection', async () => {
+    const s = store.sandboxes;
+    await s.insert(sandbox('kept1', { trafficAccessToken: 'traffic' }));
+    const first = await s.route('kept1');
+    expect(await s.route('kept1')).toBe(first);
+    await s.transition('kept1', 'paused');
+    expect((await s.route('kept1'))?.state).toBe('paused');
+    await s.transition('kept1', 'killed');
+    expect(await s.route('kept1')).toBeUndefined();
+    // Unknown when asked, inserted afterwards: found.
+    expect(await s.route('late1')).toBeUndefined();
+    await s.insert(sandbox('late1'));
+    expect((await s.route('late1'))?.state).toBe('running');
+  });
+
+  test('route sees at once a change written by another connection to the file', async () => {
+    await store.sandboxes.insert(sandbox('shared1'));
+    expect((await store.sandboxes.route('shared1'))?.state).toBe('running');
+    const other = another();
+    await other.sandboxes.transition('shared1', 'paused');
+    expect((await store.sandboxes.route('shared1'))?.state).toBe('paused');
+    await other.sandboxes.transition('shared1', 'killed');
+    expect(await store.sandboxes.route('shared1')).toBeUndefined();
+  });
+});
+
+describe('processes racing on one file', () => {
+  const sqlite = pathToFileURL(join(import.meta.dirname, '../dist/store/sqlite.js')).href;
+  /**
+   * Each process opens the file, waits for the same moment, makes the change,
+   * holds a claim a little while the runtime would work, and prints whether
+   * its change was made.
+   */
+  const racer = `
+    const { openSqliteStore } = await import(${JSON.stringify(sqlite)});
+    const [file, id, op, at] = process.argv.slice(1);
+    const store = openSqliteStore(file);
+    while (Date.now() < Number(at));
+    let result;
+    try {
+      if (op === 'resume') {
+        const claim = await store.sandboxes.claim(id, 'running');
+        await new Promise((r) => setTimeout(r, 200));
+        await claim.complete({ extendTo: Date.now() + 60000 });
+      } else {
+        await store.sandboxes.transition(id, op);
+      }
+      result = { ok: true };
+    } catch (err) {
+      result = { ok: false, kind: err.kind, message: err.message };
+    }
+    await store.close();
+    process.stdout.write(JSON.stringify(result));
+  `;
+
+  async function race(id: string, ops: string[]): Promise<Array<{ ok: boolean; kind?: string; message?: string }>> {
+    // Late enough that every process has loaded and opened the file.
+    const at = Date.now() + 2500;
+    return Promise.all(
+      ops.map(
+        (op) =>
+          new Promise<{ ok: boolean; kind?: string; message?: string }>((resolve, reject) => {
+            const child = spawn(process.execPath, ['--input-type=module', '-e', racer, file, id, op, String(at)], { stdio: ['ignore', 'pipe', 'inherit'] });
+            let out = '';
+            child.stdout.on('data', (d: Buffer) => (out += d));
+            child.once('exit', (code) => (code === 0 ? resolve(JSON.parse(out) as { ok: boolean }) : reject(new Error(`racer exited with ${code}: ${out}`))));
+          }),
+      ),
+    );
   }
-  expect(store.route('paused1')).toEqual({ id: 'paused1', state: 'paused', autoResume: true, trafficAccessToken: 'traffic' });
+
+  test('four processes resuming one paused sandbox: one resumes it, the others are refused', async () => {
+    await store.sandboxes.insert(sandbox('race1'));
+    await store.sandboxes.transition('race1', 'paused');
+    const results = await race('race1', ['resume', 'resume', 'resume', 'resume']);
+    expect(results.filter((r) => r.ok)).toHaveLength(1);
+    for (const r of results.filter((x) => !x.ok)) {
+      expect(r.kind).toBe('conflict');
+      expect(["sandbox 'race1' is being resumed by another request", "sandbox 'race1' is running, not paused"]).toContain(r.message);
+    }
+    expect(await store.sandboxes.get('race1')).toMatchObject({ state: 'running', pendingChange: null });
+  }, 30_000);
+
+  test('processes pausing and killing one running sandbox: each change is made at most once, and they agree', async () => {
+    await store.sandboxes.insert(sandbox('race2'));
+    const results = await race('race2', ['paused', 'paused', 'killed', 'killed']);
+    const made = results.map((r, i) => (r.ok ? ['paused', 'paused', 'killed', 'killed'][i] : undefined)).filter(Boolean);
+    // A pause may come before the kill; no change is made twice, and the kill is made.
+    expect(made.filter((m) => m === 'killed')).toEqual(['killed']);
+    expect(made.filter((m) => m === 'paused').length).toBeLessThanOrEqual(1);
+    expect((await store.sandboxes.get('race2'))?.state).toBe('killed');
+  }, 30_000);
+
+  test('two processes opening a new file at once both find it migrated, each migration applied once', async () => {
+    await store.close();
+    opened.length = 0;
+    removeFile();
+    const opener = `
+      const { openSqliteStore } = await import(${JSON.stringify(sqlite)});
+      const [file, at] = process.argv.slice(1);
+      while (Date.now() < Number(at));
+      const store = openSqliteStore(file);
+      process.stdout.write(String(await store.apiKeys.count()));
+      await store.close();
+    `;
+    const at = String(Date.now() + 2000);
+    const outs = await Promise.all(
+      [0, 1].map(
+        () =>
+          new Promise<string>((resolve, reject) => {
+            const child = spawn(process.execPath, ['--input-type=module', '-e', opener, file, at], { stdio: ['ignore', 'pipe', 'inherit'] });
+            let out = '';
+            child.stdout.on('data', (d: Buffer) => (out += d));
+            child.once('exit', (code) => (code === 0 ? resolve(out) : reject(new Error(`opener exited with ${code}`))));
+          }),
+      ),
+    );
+    expect(outs).toEqual(['0', '0']);
+    store = another();
+  }, 30_000);
 });
 
-test('route finds no sandbox that was killed or never existed, as live does', () => {
-  store.insert(record('gone1'));
-  store.setState('gone1', 'killed');
-  expect(store.live('gone1')).toBeUndefined();
-  expect(store.route('gone1')).toBeUndefined();
-  expect(store.route('nosuch')).toBeUndefined();
+describe('an existing database of the first schema', () => {
+  test('opens, keeps what it had, and works', async () => {
+    await store.close();
+    opened.length = 0;
+    removeFile();
+    const old = new Database(file);
+    expect(migrate(old, 1)).toBe(1);
+    old
+      .prepare(
+        `INSERT INTO sandboxes (id, template_id, alias, state, paused_with_memory, started_at, end_at, cpu_count, memory_mb, disk_size_mb, envd_version, metadata)
+         VALUES ('old1', 'base', 'base', 'paused', 1, 1000, 2000, 2, 512, 1024, '0.5.7', '{"a":"b"}')`,
+      )
+      .run();
+    old.prepare("INSERT INTO api_keys (id, name, hash, mask, created_at) VALUES ('k1', 'default', 'h', 'e2b_1234…abcd', 5)").run();
+    old.close();
+
+    store = another();
+    expect(await store.sandboxes.get('old1')).toMatchObject({ state: 'paused', pausedWithMemory: true, pendingChange: null, metadata: { a: 'b' } });
+    expect((await store.sandboxes.transition('old1', 'running')).state).toBe('running');
+    expect(await store.apiKeys.list()).toEqual([
+      {
+        id: 'k1',
+        name: 'default',
+        mask: 'e2b_1234…abcd',
+        maskParts: { prefix: 'e2b_', valueLength: 40, maskedValuePrefix: '1234', maskedValueSuffix: 'abcd' },
+        createdAt: 5,
+        lastUsedAt: null,
+      },
+    ]);
+    const v = new Database(file, { readonly: true });
+    expect(v.pragma('user_version', { simple: true })).toBe(2);
+    v.close();
+  });
+
+  test('a file newer than this server is refused, naming both versions', async () => {
+    await store.close();
+    opened.length = 0;
+    const db = new Database(file);
+    db.pragma('user_version = 99');
+    db.close();
+    expect(() => openSqliteStore(file)).toThrow('the database is at schema version 99, newer than this server knows (2); upgrade Paddock');
+    removeFile();
+    store = another();
+  });
 });
 
-test('route sees a change of state at once', () => {
-  store.insert(record('flip1'));
-  expect(store.route('flip1')?.state).toBe('running');
-  store.setState('flip1', 'paused', true);
-  expect(store.route('flip1')?.state).toBe('paused');
+describe('templates', () => {
+  const base = { kind: 'snapshot' as const, public: false, cpuCount: 2, memoryMB: 512, diskSizeMB: 1024, envdVersion: '0.5.7' };
+
+  test('insert, get, by name, resolve by id, name and name:tag; one ready build', async () => {
+    const t = store.templates;
+    const made = await t.insert({ ...base, id: 'tpl1', names: ['app'], sourceSandboxId: 'sbx1' });
+    expect(made).toMatchObject({ id: 'tpl1', kind: 'snapshot', names: ['app'], sourceSandboxId: 'sbx1', spawnCount: 0, lastSpawnedAt: null });
+    expect(made.builds).toEqual([expect.objectContaining({ templateId: 'tpl1', status: 'ready', cpuCount: 2, memoryMB: 512 })]);
+    expect(await t.get('tpl1')).toEqual(made);
+    expect(await t.byName('app')).toEqual(made);
+    expect(await t.resolve('tpl1')).toEqual(made);
+    expect(await t.resolve('app')).toEqual(made);
+    expect(await t.resolve('app:v1')).toBeUndefined();
+    await t.assignTags('tpl1', made.builds[0]!.id, ['v1']);
+    expect((await t.resolve('app:v1'))?.id).toBe('tpl1');
+    expect(await t.nameTaken('app')).toBe(true);
+    expect(await t.nameTaken('other')).toBe(false);
+  });
+
+  test('a taken name refuses the whole insert', async () => {
+    const t = store.templates;
+    await t.insert({ ...base, id: 'tpl1', names: ['app'] });
+    expect(await refusal(t.insert({ ...base, id: 'tpl2', names: ['app'] }))).toEqual({ kind: 'conflict', message: "the name 'app' is already taken" });
+    expect(await t.get('tpl2')).toBeUndefined();
+  });
+
+  test('snapshots are listed oldest first, filtered, one window at a time', async () => {
+    const t = store.templates;
+    await t.insert({ ...base, kind: 'base', id: 'base', names: ['base'] });
+    for (let i = 0; i < 4; i++) await t.insert({ ...base, id: `s${i}`, names: i === 2 ? ['named'] : [], sourceSandboxId: i % 2 ? 'sbxB' : 'sbxA' });
+    const ids = async (f: Parameters<typeof t.listSnapshots>[0]) => (await t.listSnapshots(f)).map((x) => x.id);
+    expect(await ids({ limit: 10 })).toEqual(['s0', 's1', 's2', 's3']);
+    expect(await ids({ limit: 10, sourceSandboxId: 'sbxB' })).toEqual(['s1', 's3']);
+    expect(await ids({ limit: 10, name: 'named' })).toEqual(['s2']);
+    const first = (await t.listSnapshots({ limit: 2 })).at(-1)!;
+    expect(await ids({ limit: 2, after: { key: first.createdAt, id: first.id } })).toEqual(['s2', 's3']);
+  });
+
+  test('tags: assign, move, list; delete is all or none', async () => {
+    const t = store.templates;
+    const { builds } = await t.insert({ ...base, id: 'tpl1', names: ['app'] });
+    await t.assignTags('tpl1', builds[0]!.id, ['b', 'a']);
+    await t.assignTags('tpl1', 'other-build', ['b']);
+    expect((await t.tags('tpl1')).map((x) => [x.tag, x.buildId])).toEqual([
+      ['a', builds[0]!.id],
+      ['b', 'other-build'],
+    ]);
+    expect(await t.deleteTags('tpl1', ['a', 'missing'])).toEqual({ missing: ['missing'] });
+    expect((await t.tags('tpl1')).map((x) => x.tag)).toEqual(['a', 'b']);
+    expect(await t.deleteTags('tpl1', ['a', 'b'])).toEqual({ missing: [] });
+    expect(await t.tags('tpl1')).toEqual([]);
+  });
+
+  test('spawns are counted; visibility changes; removal takes names, builds and tags with it', async () => {
+    const t = store.templates;
+    const { builds } = await t.insert({ ...base, id: 'tpl1', names: ['app'] });
+    await t.assignTags('tpl1', builds[0]!.id, ['v1']);
+    await t.recordSpawn('tpl1');
+    await t.recordSpawn('tpl1');
+    await t.setPublic('tpl1', true);
+    expect(await t.get('tpl1')).toMatchObject({ spawnCount: 2, public: true, lastSpawnedAt: expect.any(Number) });
+    await t.remove('tpl1');
+    expect(await t.get('tpl1')).toBeUndefined();
+    expect(await t.nameTaken('app')).toBe(false);
+    expect(await t.tags('tpl1')).toEqual([]);
+    expect(await t.list()).toEqual([]);
+  });
 });
 
-test('route is kept between reads, and never outlives a write that changes it', () => {
-  store.insert(record('kept1', { trafficAccessToken: 'traffic' }));
-  const first = store.route('kept1');
-  expect(store.route('kept1')).toBe(first);
-  // Killed after it was read: gone, not served from what was read before.
-  store.setState('kept1', 'killed');
-  expect(store.route('kept1')).toBeUndefined();
-  // Unknown when asked, inserted afterwards: found.
-  expect(store.route('late1')).toBeUndefined();
-  store.insert(record('late1', { state: 'paused', autoResume: true }));
-  expect(store.route('late1')).toEqual({ id: 'late1', state: 'paused', autoResume: true, trafficAccessToken: null });
-  store.setState('late1', 'running');
-  expect(store.route('late1')?.state).toBe('running');
+describe('API keys', () => {
+  test('a created key is returned once, stored as its hash, and verified', async () => {
+    const k = store.apiKeys;
+    const { record, key } = await k.create('ci');
+    expect(key).toMatch(/^e2b_[0-9a-f]{40}$/);
+    expect(record).toMatchObject({
+      name: 'ci',
+      mask: `${key.slice(0, 8)}…${key.slice(-4)}`,
+      maskParts: { prefix: 'e2b_', valueLength: 40, maskedValuePrefix: key.slice(4, 8), maskedValueSuffix: key.slice(-4) },
+      lastUsedAt: null,
+    });
+    expect(await k.verify(key)).toBe(record.id);
+    expect(await k.verify(newApiKey())).toBeUndefined();
+    expect(await k.verify(undefined)).toBeUndefined();
+    expect(readFileSync(file).includes(key)).toBe(false);
+  });
+
+  test('a key of another form keeps its length in the mask', async () => {
+    const { record } = await store.apiKeys.create('custom', 'my-own-secret-key-0123');
+    expect(record.maskParts).toEqual({ prefix: '', valueLength: 22, maskedValuePrefix: 'my-own-s', maskedValueSuffix: '0123' });
+  });
+
+  test('createFirst makes a key only when there is none', async () => {
+    const k = store.apiKeys;
+    const first = await k.createFirst('default', 'e2b_00000000000000000000000000000000000000aa');
+    expect(first?.key).toBe('e2b_00000000000000000000000000000000000000aa');
+    expect(await k.createFirst('default')).toBeUndefined();
+    expect(await another().apiKeys.createFirst('default')).toBeUndefined();
+    expect(await k.count()).toBe(1);
+  });
+
+  test('touch records the last use, at most once a minute', async () => {
+    const k = store.apiKeys;
+    const { record } = await k.create('a');
+    await k.touch(record.id);
+    const used = (await k.list())[0]!.lastUsedAt;
+    expect(used).toEqual(expect.any(Number));
+    await k.touch(record.id);
+    expect((await k.list())[0]!.lastUsedAt).toBe(used);
+  });
+
+  test('rename and remove; unknown ids and the last key are refused', async () => {
+    const k = store.apiKeys;
+    const a = await k.create('a');
+    const b = await k.create('b');
+    expect((await k.rename(a.record.id, 'renamed')).name).toBe('renamed');
+    expect(await refusal(k.rename('nosuch', 'x'))).toEqual({ kind: 'not_found', message: "no API key has id 'nosuch'" });
+    expect(await refusal(k.remove('nosuch'))).toMatchObject({ kind: 'not_found' });
+    await k.remove(a.record.id);
+    expect(await k.verify(a.key)).toBeUndefined();
+    expect(await refusal(k.remove(b.record.id))).toEqual({ kind: 'conflict', message: `API key '${b.record.id}' is the last one; create another before deleting it` });
+    expect((await k.list()).map((x) => x.name)).toEqual(['b']);
+  });
+});
+
+describe('telemetry', () => {
+  const sample = (ts: number) => ({ ts, cpuCount: 2, cpuUsedPct: 10, memUsed: 1, memTotal: 2, memCache: 0, diskUsed: 3, diskTotal: 4 });
+
+  test('samples by time range, the latest, and purge', async () => {
+    const t = store.telemetry;
+    for (const ts of [1000, 2000, 3000]) await t.addSample('s1', sample(ts));
+    await t.addSample('s2', sample(5000));
+    expect((await t.samples('s1', 1500, 3000)).map((s) => s.ts)).toEqual([2000, 3000]);
+    expect((await t.latest('s1'))?.ts).toBe(3000);
+    expect(await t.latest('none')).toBeUndefined();
+    await t.purge(2500);
+    expect((await t.samples('s1', 0, 10_000)).map((s) => s.ts)).toEqual([3000]);
+  });
+
+  test('logs in either direction, by level and search', async () => {
+    const t = store.telemetry;
+    await t.log('s1', 'info', 'sandbox created', { templateID: 'base' });
+    await t.log('s1', 'warn', 'Something Odd');
+    await t.log('s1', 'error', 'it broke');
+    await t.log('s2', 'info', 'other');
+    const messages = async (q: Parameters<typeof t.logs>[1]) => (await t.logs('s1', q)).map((e) => e.message);
+    expect(await messages({ limit: 10, direction: 'forward' })).toEqual(['sandbox created', 'Something Odd', 'it broke']);
+    expect(await messages({ limit: 2, direction: 'backward' })).toEqual(['it broke', 'Something Odd']);
+    expect(await messages({ limit: 10, direction: 'forward', levels: ['warn', 'error'] })).toEqual(['Something Odd', 'it broke']);
+    expect(await messages({ limit: 10, direction: 'forward', search: 'odd' })).toEqual(['Something Odd']);
+    expect((await t.logs('s1', { limit: 1, direction: 'forward' }))[0]).toMatchObject({ level: 'info', fields: { templateID: 'base' } });
+  });
 });

@@ -27,6 +27,12 @@ test('a snapshot is a template: new sandboxes from it have the files; it is list
   expect(listed.items).toEqual([{ snapshotID: snap.snapshotID, names: ['my-app'] }]);
   expect((await t.control.listSnapshots({ name: 'my-app' })).items).toHaveLength(1);
   expect((await t.control.listSnapshots({ name: 'other' })).items).toEqual([]);
+  // Pages of one, oldest first, each snapshot once.
+  const second = await t.control.createSnapshot(s.sandboxID, {});
+  const pages: string[][] = [];
+  for await (const page of t.control.paginateSnapshots({ sandboxID: s.sandboxID, limit: 1 }).pages()) pages.push(page.items.map((x) => x.snapshotID));
+  expect(pages).toEqual([[snap.snapshotID], [second.snapshotID]]);
+  await t.control.deleteTemplate(second.snapshotID);
   const child = await t.control.createSandbox({ templateID: 'my-app' });
   expect(child.templateID).toBe(snap.snapshotID);
   expect((await run(t.server, child.sandboxID, child.envdAccessToken, 'cat ~/app/version')).stdout).toBe('v1\n');

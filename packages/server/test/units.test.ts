@@ -1,10 +1,13 @@
-// The server's pure pieces: egress validation, list queries, the spec loader,
-// the data directory's lock.
+// The server's pure pieces: egress validation, list queries and pages, the
+// conversion of errors, the spec loader, the data directory's lock.
+import { RuntimeError } from '@paddock/runtime';
 import { validateEgress } from '../src/network.js';
-import { decodeCursor, encodeCursor, parseMetadataFilter } from '../src/list-query.js';
+import { ApiError, toApiError } from '../src/errors.js';
+import { parseMetadataFilter } from '../src/metadata-filter.js';
+import { decodePageToken, encodePageToken, readPage, windowOf } from '../src/pagination.js';
 import { loadOperations } from '../src/openapi.js';
-import { resolveConfig } from '../src/config.js';
-import { newApiKey } from '../src/store/keys.js';
+import { resolveServerConfig } from '../src/config.js';
+import { newApiKey, StoreError } from '../src/store/repositories.js';
 import { lockHome } from '../src/home-lock.js';
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -37,17 +40,68 @@ test('the metadata filter is a query string of URL-encoded keys and values', () 
   expect(() => parseMetadataFilter('a=%E0%A4%A')).toThrow('is not a URL-encoded query string');
 });
 
-test('cursors round trip and forged ones are refused', () => {
-  const c = { startedAt: 1700000000000, id: 'abc' };
-  expect(decodeCursor(encodeCursor(c))).toEqual(c);
-  expect(decodeCursor(undefined)).toBeUndefined();
-  expect(() => decodeCursor('nonsense')).toThrow("nextToken 'nonsense' is not a cursor this server issued");
+test('page tokens round trip, read as before, and forged ones are refused naming nextToken', () => {
+  const p = { key: 1700000000000, id: 'abc' };
+  expect(decodePageToken(encodePageToken(p))).toEqual(p);
+  // The form the sandbox list issued before: still read.
+  expect(decodePageToken(Buffer.from('[1700000000000,"abc"]').toString('base64url'))).toEqual(p);
+  expect(decodePageToken(undefined)).toBeUndefined();
+  expect(decodePageToken('')).toBeUndefined();
+  for (const forged of ['nonsense', Buffer.from('{}').toString('base64url'), Buffer.from('["1","a"]').toString('base64url')]) {
+    expect(() => decodePageToken(forged)).toThrow(`nextToken '${forged}' is not a cursor this server issued`);
+  }
+});
+
+test('readPage: windows one longer than the page, a token only when more follow, every item once', async () => {
+  const items = Array.from({ length: 7 }, (_, i) => ({ key: 1000 + Math.floor(i / 2), id: `i${i}` }));
+  const windows: Array<{ limit: number; after?: unknown }> = [];
+  const read = (w: { limit: number; after?: { key: number; id: string } }) => {
+    windows.push(w);
+    return windowOf(items, w, (x) => x, 'asc');
+  };
+  const seen: string[] = [];
+  let token: string | undefined;
+  let pages = 0;
+  do {
+    const page = await readPage({ limit: 3, nextToken: token }, read, (x) => x);
+    seen.push(...page.items.map((x) => x.id));
+    token = page.nextToken;
+    pages++;
+  } while (token && pages < 10);
+  expect(seen).toEqual(items.map((x) => x.id));
+  expect(pages).toBe(3);
+  expect(windows.map((w) => w.limit)).toEqual([4, 4, 4]);
+  expect(windows[0]).toEqual({ limit: 4 });
+  // A list that ends exactly at a page's end has no next token.
+  expect((await readPage({ limit: 7 }, read, (x) => x)).nextToken).toBeUndefined();
+  // No limit: the spec's default of 100.
+  await readPage({}, read, (x) => x);
+  expect(windows.at(-1)?.limit).toBe(101);
+  const desc = [...items].reverse();
+  expect(windowOf(desc, { limit: 2, after: { key: 1002, id: 'i4' } }, (x) => x, 'desc').map((x) => x.id)).toEqual(['i3', 'i2']);
+  expect(windowOf(items, { limit: 2, after: { key: 9999, id: 'z' } }, (x) => x, 'asc')).toEqual([]);
+});
+
+test("one conversion of failures to API errors: ours, the store's, the runtime's, fastify's; the rest is a 500", () => {
+  const pairs = (e: ApiError) => [e.status, e.message];
+  expect(pairs(toApiError(new ApiError(418, 'teapot')))).toEqual([418, 'teapot']);
+  expect(pairs(toApiError(new StoreError('not_found', "sandbox 'x' not found")))).toEqual([404, "sandbox 'x' not found"]);
+  expect(pairs(toApiError(new StoreError('conflict', "sandbox 'x' is paused, not running")))).toEqual([409, "sandbox 'x' is paused, not running"]);
+  expect(pairs(toApiError(new RuntimeError('invalid', 'bad port')))).toEqual([400, 'bad port']);
+  expect(pairs(toApiError(new RuntimeError('unavailable', 'no capacity')))).toEqual([503, 'no capacity']);
+  const validation = Object.assign(new Error('body/templateID must be string'), { validation: [{}], statusCode: 400 });
+  expect(pairs(toApiError(validation))).toEqual([400, 'body/templateID must be string']);
+  const tooLarge = Object.assign(new Error('Request body is too large'), { statusCode: 413 });
+  expect(pairs(toApiError(tooLarge))).toEqual([413, 'Request body is too large']);
+  // A 5xx code on a foreign error is not trusted to be the client's doing.
+  expect(pairs(toApiError(Object.assign(new Error('db closed'), { statusCode: 503 })))).toEqual([500, 'internal error: db closed']);
+  expect(pairs(toApiError('thrown string'))).toEqual([500, 'internal error: thrown string']);
 });
 
 test('every operation of the spec becomes a route; `state` is a comma list; /health is public', () => {
   const ops = loadOperations();
-  expect(ops.length).toBe(36);
-  expect(new Set(ops.map((o) => o.operationId)).size).toBe(36);
+  expect(ops.length).toBe(40);
+  expect(new Set(ops.map((o) => o.operationId)).size).toBe(40);
   const list = ops.find((o) => o.operationId === 'getV2Sandboxes')!;
   expect(list).toMatchObject({ method: 'GET', routePath: '/v2/sandboxes', commaArrays: ['state'] });
   expect(list.schema.querystring?.properties).toHaveProperty('limit');
@@ -56,6 +110,12 @@ test('every operation of the spec becomes a route; `state` is a comma list; /hea
   expect(connect.schema.body).toMatchObject({ type: 'object', required: ['timeout'] });
   expect(connect.bodyRequired).toBe(true);
   expect(ops.filter((o) => o.public).map((o) => o.operationId)).toEqual(['getHealth']);
+  expect(ops.filter((o) => o.path.startsWith('/api-keys')).map((o) => `${o.method} ${o.routePath}`)).toEqual([
+    'GET /api-keys',
+    'POST /api-keys',
+    'PATCH /api-keys/:apiKeyID',
+    'DELETE /api-keys/:apiKeyID',
+  ]);
   expect(JSON.stringify(ops)).not.toContain('$ref');
 });
 
@@ -66,7 +126,7 @@ test('configuration: options over PADDOCK_* variables over defaults', () => {
     delete process.env.PADDOCK_PROXY_HOST;
     process.env.PADDOCK_API_PORT = '4000';
     process.env.PADDOCK_HOME = '/srv/paddock';
-    const c = resolveConfig({ proxyPort: 4001 });
+    const c = resolveServerConfig({ proxyPort: 4001 });
     expect(c).toMatchObject({
       apiPort: 4000,
       proxyPort: 4001,
@@ -78,13 +138,13 @@ test('configuration: options over PADDOCK_* variables over defaults', () => {
     });
     // Either address opens up only when asked to.
     process.env.PADDOCK_PROXY_HOST = '0.0.0.0';
-    expect(resolveConfig()).toMatchObject({ apiHost: '127.0.0.1', proxyHost: '0.0.0.0' });
-    expect(resolveConfig({ proxyHost: '::1' }).proxyHost).toBe('::1');
+    expect(resolveServerConfig()).toMatchObject({ apiHost: '127.0.0.1', proxyHost: '0.0.0.0' });
+    expect(resolveServerConfig({ proxyHost: '::1' }).proxyHost).toBe('::1');
     delete process.env.PADDOCK_PROXY_HOST;
     process.env.PADDOCK_API_PORT = 'many';
-    expect(() => resolveConfig()).toThrow("PADDOCK_API_PORT='many' is not a non-negative number");
+    expect(() => resolveServerConfig()).toThrow("PADDOCK_API_PORT='many' is not a non-negative number");
     delete process.env.PADDOCK_API_PORT;
-    expect(() => resolveConfig({ defaultTimeoutSeconds: 100, maxTimeoutSeconds: 10 })).toThrow('longer than the maximum');
+    expect(() => resolveServerConfig({ defaultTimeoutSeconds: 100, maxTimeoutSeconds: 10 })).toThrow('longer than the maximum');
   } finally {
     process.env = saved;
   }
@@ -94,15 +154,15 @@ test('configuration: limits on client connections, by option, PADDOCK_* variable
   const saved = { ...process.env };
   try {
     for (const name of ['HEADER_TIMEOUT_MS', 'BODY_TIMEOUT_MS', 'IDLE_TIMEOUT_MS', 'MAX_CONNECTIONS_PER_ADDRESS']) delete process.env[`PADDOCK_${name}`];
-    expect(resolveConfig()).toMatchObject({ headerTimeoutMs: 20_000, bodyTimeoutMs: 30_000, idleTimeoutMs: 65_000, maxConnectionsPerAddress: 512 });
+    expect(resolveServerConfig()).toMatchObject({ headerTimeoutMs: 20_000, bodyTimeoutMs: 30_000, idleTimeoutMs: 65_000, maxConnectionsPerAddress: 512 });
     process.env.PADDOCK_HEADER_TIMEOUT_MS = '5000';
     process.env.PADDOCK_BODY_TIMEOUT_MS = '6000';
     process.env.PADDOCK_IDLE_TIMEOUT_MS = '7000';
     process.env.PADDOCK_MAX_CONNECTIONS_PER_ADDRESS = '64';
-    expect(resolveConfig({ idleTimeoutMs: 8000 })).toMatchObject({ headerTimeoutMs: 5000, bodyTimeoutMs: 6000, idleTimeoutMs: 8000, maxConnectionsPerAddress: 64 });
+    expect(resolveServerConfig({ idleTimeoutMs: 8000 })).toMatchObject({ headerTimeoutMs: 5000, bodyTimeoutMs: 6000, idleTimeoutMs: 8000, maxConnectionsPerAddress: 64 });
     process.env.PADDOCK_MAX_CONNECTIONS_PER_ADDRESS = '0';
-    expect(() => resolveConfig()).toThrow('maxConnectionsPerAddress (PADDOCK_MAX_CONNECTIONS_PER_ADDRESS) is 0; it must be at least 1');
-    expect(() => resolveConfig({ maxConnectionsPerAddress: 1, bodyTimeoutMs: 0 })).toThrow('bodyTimeoutMs (PADDOCK_BODY_TIMEOUT_MS) is 0; it must be at least 1');
+    expect(() => resolveServerConfig()).toThrow('maxConnectionsPerAddress (PADDOCK_MAX_CONNECTIONS_PER_ADDRESS) is 0; it must be at least 1');
+    expect(() => resolveServerConfig({ maxConnectionsPerAddress: 1, bodyTimeoutMs: 0 })).toThrow('bodyTimeoutMs (PADDOCK_BODY_TIMEOUT_MS) is 0; it must be at least 1');
   } finally {
     process.env = saved;
   }

@@ -1,45 +1,68 @@
-// `paddock keys`: API keys of the local server, kept as hashes in its store.
-import { ApiKeys, openDb } from '@paddock/server';
-import { existsSync } from 'node:fs';
-import { join } from 'node:path';
+// `paddock keys`: API keys of a Paddock server, through its control API (the
+// server keeps them as hashes; a key's value is shown once, when created).
+import type { Command } from 'commander';
+import { Option } from 'commander';
+import type { TeamAPIKey } from '@paddock/control-client';
+import { controlCommands } from '../control.js';
 import { readCredentials } from '../credentials.js';
 import { CliError, EXIT, printJson, table } from '../output.js';
 
-function withKeys<T>(home: string, fn: (keys: ApiKeys) => T): T {
-  const file = join(home, 'paddock.db');
-  if (!existsSync(file)) throw new CliError(`no Paddock data in ${home}`, EXIT.notFound, 'run `paddock start` first, or set PADDOCK_HOME');
-  const db = openDb(file);
-  try {
-    return fn(new ApiKeys(db));
-  } finally {
-    db.close();
-  }
-}
+const masked = (k: TeamAPIKey) => `${k.mask.prefix}${k.mask.maskedValuePrefix}…${k.mask.maskedValueSuffix}`;
 
-export function createKey(home: string, name: string, json?: boolean): void {
-  const { id, key } = withKeys(home, (k) => k.create(name));
-  if (json) printJson({ id, name, key });
-  else process.stdout.write(`${key}\n`);
-  if (!json) process.stderr.write(`created key ${id} ('${name}'); it is shown only now\n`);
-}
+export function registerKeyCommands(root: Command, home: () => string): void {
+  const keys = root.command('keys').description('API keys of a Paddock server (it must be running)');
+  const run = controlCommands(keys, home);
 
-export function listKeys(home: string, json?: boolean): void {
-  const keys = withKeys(home, (k) => k.list());
-  if (json) return printJson(keys);
-  process.stdout.write(
-    table(
-      ['id', 'name', 'key', 'created', 'last used'],
-      keys.map((k) => [k.id, k.name, k.mask, new Date(k.createdAt).toISOString(), k.lastUsedAt ? new Date(k.lastUsedAt).toISOString() : '-']),
-    ),
-  );
-}
+  keys
+    .command('create')
+    .description('Create an API key and print it (once)')
+    .addOption(new Option('--name <name>', 'a label for the key').default('cli'))
+    .option('--json', 'print as JSON')
+    .action((o: { name: string; json?: boolean }) =>
+      run(async (control) => {
+        const created = await control.createApiKey({ name: o.name });
+        if (o.json) return printJson({ id: created.id, name: created.name, key: created.key });
+        process.stdout.write(`${created.key}\n`);
+        process.stderr.write(`created key ${created.id} ('${created.name}'); it is shown only now\n`);
+      }),
+    );
 
-export function revokeKey(home: string, id: string): void {
-  if (!withKeys(home, (k) => k.remove(id))) throw new CliError(`no API key has id '${id}'`, EXIT.notFound, 'see `paddock keys list`');
-}
+  keys
+    .command('list')
+    .description('List API keys (their ids and masked values)')
+    .option('--json', 'print as JSON')
+    .action((o: { json?: boolean }) =>
+      run(async (control) => {
+        const list = await control.listApiKeys();
+        if (o.json) return printJson(list);
+        process.stdout.write(table(['id', 'name', 'key', 'created', 'last used'], list.map((k) => [k.id, k.name, masked(k), k.createdAt, k.lastUsed ?? '-'])));
+      }),
+    );
 
-export function currentKey(home: string): void {
-  const key = readCredentials(home).apiKey;
-  if (!key) throw new CliError(`no key is saved in ${home}/credentials.json`, EXIT.notFound, 'run `paddock start` (the first start saves one) or `paddock keys create`');
-  process.stdout.write(`${key}\n`);
+  keys
+    .command('rename <id> <name>')
+    .description('Give an API key a new name')
+    .action((id: string, name: string) => run((control) => control.renameApiKey(id, { name })));
+
+  keys
+    .command('revoke <id>')
+    .description('Delete an API key (the last one cannot be)')
+    .action((id: string) =>
+      run(async (control) => {
+        await control.deleteApiKey(id).catch((err: unknown) => {
+          if ((err as { status?: number }).status === 404) throw new CliError(`no API key has id '${id}'`, EXIT.notFound, 'see `paddock keys list`');
+          throw err;
+        });
+      }),
+    );
+
+  keys
+    .command('current')
+    .description('Print the key the local CLI uses (saved by the first start); needs no server')
+    .action(() => {
+      const h = home();
+      const key = readCredentials(h).apiKey;
+      if (!key) throw new CliError(`no key is saved in ${h}/credentials.json`, EXIT.notFound, 'run `paddock start` (the first start saves one) or `paddock keys create`');
+      process.stdout.write(`${key}\n`);
+    });
 }

@@ -2,47 +2,9 @@
 import type { Command } from 'commander';
 import { InvalidArgumentError } from 'commander';
 import { ControlClient } from '@paddock/control-client';
-import {
-  AuthenticationError,
-  CommandExitError,
-  NotFoundError,
-  Sandbox,
-  SandboxError,
-  type ConnectionOpts,
-  type SandboxInfo,
-} from '@paddock/sdk';
-import { readCredentials } from '../credentials.js';
+import { CommandExitError, Sandbox, type SandboxInfo } from '@paddock/sdk';
+import { cliError, connection, controlError, type ClientFlags } from '../control.js';
 import { CliError, EXIT, printJson, style, table } from '../output.js';
-
-interface ClientFlags {
-  apiUrl?: string;
-  apiKey?: string;
-  sandboxUrl?: string;
-}
-
-/** Where the server is: flags, then PADDOCK_* variables, then what `paddock start` saved. */
-export function connection(home: string, flags: ClientFlags): ConnectionOpts & { apiUrl: string; apiKey: string } {
-  const saved = readCredentials(home);
-  const apiUrl = flags.apiUrl ?? process.env.PADDOCK_API_URL ?? saved.apiUrl ?? 'http://127.0.0.1:3000';
-  const apiKey = flags.apiKey ?? process.env.PADDOCK_API_KEY ?? saved.apiKey;
-  if (!apiKey) throw new CliError('no API key', EXIT.unreachable, 'pass --api-key, set PADDOCK_API_KEY, or run `paddock start` here once (it saves one)');
-  const sandboxUrl = flags.sandboxUrl ?? process.env.PADDOCK_SANDBOX_URL ?? saved.sandboxUrl;
-  return { apiUrl, apiKey, ...(sandboxUrl ? { sandboxUrl } : {}) };
-}
-
-/** Turns SDK and network failures into messages with the exit code they mean. */
-export function cliError(err: unknown, apiUrl: string): CliError {
-  if (err instanceof CliError) return err;
-  if (err instanceof NotFoundError) return new CliError(err.message, EXIT.notFound);
-  if (err instanceof AuthenticationError) return new CliError(err.message, EXIT.unreachable, 'check the API key (`paddock keys current`, or PADDOCK_API_KEY)');
-  const cause = (err as { cause?: { code?: string } } | null)?.cause;
-  const text = err instanceof Error ? err.message : String(err);
-  if (cause?.code === 'ECONNREFUSED' || /ECONNREFUSED|fetch failed/.test(text)) {
-    return new CliError(`cannot reach the Paddock server at ${apiUrl}`, EXIT.unreachable, 'is `paddock start` running? (PADDOCK_API_URL or --api-url point elsewhere)');
-  }
-  if (err instanceof SandboxError) return new CliError(text, EXIT.failure);
-  return new CliError(text, EXIT.failure);
-}
 
 function keyValues(flag: string) {
   return (value: string, previous: Record<string, string> = {}): Record<string, string> => {
@@ -269,13 +231,4 @@ export class ExitWith extends CliError {
   constructor(code: number) {
     super('', code);
   }
-}
-
-/** control-client errors carry the server's status; 404 means not found. */
-export function controlError(err: unknown): unknown {
-  const status = (err as { status?: number } | null)?.status;
-  const message = (err as { serverMessage?: string; message?: string } | null)?.serverMessage ?? (err as Error)?.message;
-  if (status === 404) return new CliError(message ?? 'not found', EXIT.notFound);
-  if (status === 401) return new CliError(message ?? 'unauthorized', EXIT.unreachable, 'check the API key (`paddock keys current`, or PADDOCK_API_KEY)');
-  return err;
 }

@@ -1,29 +1,11 @@
 // `paddock template ...`: templates of a Paddock server.
 import type { Command } from 'commander';
-import { ControlClient } from '@paddock/control-client';
-import { CliError, printJson, style, table } from '../output.js';
-import { cliError, connection, controlError } from './sandbox.js';
+import { controlCommands } from '../control.js';
+import { printJson, style, table } from '../output.js';
 
 export function registerTemplateCommands(root: Command, home: () => string): void {
-  const template = root
-    .command('template')
-    .description('Inspect templates (sandboxes start from them; snapshots make new ones)')
-    .option('--api-url <url>', 'control API (default: $PADDOCK_API_URL, or the local server)')
-    .option('--api-key <key>', 'API key (default: $PADDOCK_API_KEY, or the one the local server saved)');
-
-  const client = () => {
-    const c = connection(home(), template.opts<{ apiUrl?: string; apiKey?: string }>());
-    return { c, control: new ControlClient({ apiUrl: c.apiUrl, apiKey: c.apiKey }) };
-  };
-  const run = async (fn: (control: ControlClient) => Promise<void>) => {
-    const { c, control } = client();
-    try {
-      await fn(control);
-    } catch (err) {
-      const mapped = controlError(err);
-      throw mapped instanceof CliError ? mapped : cliError(mapped, c.apiUrl);
-    }
-  };
+  const template = root.command('template').description('Inspect templates (sandboxes start from them; snapshots make new ones)');
+  const run = controlCommands(template, home);
 
   template
     .command('list')

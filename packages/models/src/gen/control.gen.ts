@@ -760,6 +760,61 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api-keys": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List API keys
+         * @description Returns every API key of the server, each with its value masked; a key's full value is shown only when it is created.
+         */
+        get: operations["getApiKeys"];
+        put?: never;
+        /**
+         * Create an API key
+         * @description Creates a new random API key. Its value is in this answer and nowhere else; the server keeps only its hash.
+         */
+        post: operations["postApiKeys"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api-keys/{apiKeyID}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description ID of the API key (not its value). */
+                apiKeyID: components["parameters"]["apiKeyID"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Delete an API key
+         * @description Revokes the key: requests with it are refused from now on.
+         *
+         *     Paddock note: the server's last key cannot be deleted (409), since no
+         *     request could then reach the server until it restarts; create another
+         *     first.
+         */
+        delete: operations["deleteApiKeysApiKeyID"];
+        options?: never;
+        head?: never;
+        /**
+         * Rename an API key
+         * @description Gives the key a new name; its value does not change.
+         */
+        patch: operations["patchApiKeysApiKeyID"];
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -1650,6 +1705,75 @@ export interface components {
              */
             memory?: boolean;
         };
+        /** @description What may be shown of a secret without revealing it. */
+        IdentifierMaskingDetails: {
+            /** @description The fixed prefix that marks the kind of secret (`e2b_` for API keys). */
+            prefix: string;
+            /** @description Number of characters after the prefix. */
+            valueLength: number;
+            /** @description The first characters after the prefix. */
+            maskedValuePrefix: string;
+            /** @description The last characters of the value. */
+            maskedValueSuffix: string;
+        };
+        /** @description An API key as listed, its value masked. */
+        TeamAPIKey: {
+            /**
+             * Format: uuid
+             * @description ID of the key.
+             */
+            id: string;
+            /** @description Name given to the key. */
+            name: string;
+            mask: components["schemas"]["IdentifierMaskingDetails"];
+            /**
+             * Format: date-time
+             * @description When the key was created.
+             */
+            createdAt: string;
+            /** @description Who created the key; null on Paddock, which has no user accounts. */
+            createdBy?: components["schemas"]["TeamUser"] | null;
+            /**
+             * Format: date-time
+             * @description When a request last used the key (recorded at most once a minute); null if never.
+             */
+            lastUsed?: string | null;
+        };
+        /** @description A key just created, with its value, which is shown this once. */
+        CreatedTeamAPIKey: {
+            /**
+             * Format: uuid
+             * @description ID of the key.
+             */
+            id: string;
+            /** @description The key itself, to send as `X-API-Key`. */
+            key: string;
+            mask: components["schemas"]["IdentifierMaskingDetails"];
+            /** @description Name given to the key. */
+            name: string;
+            /**
+             * Format: date-time
+             * @description When the key was created.
+             */
+            createdAt: string;
+            /** @description Who created the key; null on Paddock, which has no user accounts. */
+            createdBy?: components["schemas"]["TeamUser"] | null;
+            /**
+             * Format: date-time
+             * @description When a request last used the key; null for a new key.
+             */
+            lastUsed?: string | null;
+        };
+        /** @description A key to create. */
+        NewTeamAPIKey: {
+            /** @description A name to tell the key by. */
+            name: string;
+        };
+        /** @description A new name for a key. */
+        UpdateTeamAPIKey: {
+            /** @description The key's new name. */
+            name: string;
+        };
     };
     responses: {
         /** @description The request is malformed or a field is invalid; the message names the problem. */
@@ -1741,6 +1865,8 @@ export interface components {
         templateID: string;
         /** @description ID of the build. */
         buildID: string;
+        /** @description ID of the API key (not its value). */
+        apiKeyID: string;
         /**
          * @description Only return sandboxes whose metadata contains all of these pairs.
          *     The value is itself a URL-encoded query string (`k=v&k2=v2`) in which
@@ -2878,6 +3004,109 @@ export interface operations {
             };
             400: components["responses"]["400"];
             403: components["responses"]["403"];
+            404: components["responses"]["404"];
+            500: components["responses"]["500"];
+        };
+    };
+    getApiKeys: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The API keys, oldest first. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TeamAPIKey"][];
+                };
+            };
+            401: components["responses"]["401"];
+            500: components["responses"]["500"];
+        };
+    };
+    postApiKeys: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["NewTeamAPIKey"];
+            };
+        };
+        responses: {
+            /** @description The new key, with its value. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CreatedTeamAPIKey"];
+                };
+            };
+            400: components["responses"]["400"];
+            401: components["responses"]["401"];
+            500: components["responses"]["500"];
+        };
+    };
+    deleteApiKeysApiKeyID: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description ID of the API key (not its value). */
+                apiKeyID: components["parameters"]["apiKeyID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The key was deleted. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            401: components["responses"]["401"];
+            404: components["responses"]["404"];
+            409: components["responses"]["409"];
+            500: components["responses"]["500"];
+        };
+    };
+    patchApiKeysApiKeyID: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description ID of the API key (not its value). */
+                apiKeyID: components["parameters"]["apiKeyID"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["UpdateTeamAPIKey"];
+            };
+        };
+        responses: {
+            /** @description The key was renamed. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["400"];
+            401: components["responses"]["401"];
             404: components["responses"]["404"];
             500: components["responses"]["500"];
         };

@@ -1,5 +1,6 @@
-// The server's state in one SQLite file. Migrations run in order inside a
-// transaction each; the applied version is SQLite's user_version.
+// The SQLite file the embedded store keeps the server's state in. Migrations
+// run in order inside a transaction each; the applied version is SQLite's
+// user_version. A migration only adds: a file of an older version opens.
 import Database from 'better-sqlite3';
 import { chmodSync, existsSync } from 'node:fs';
 
@@ -103,6 +104,14 @@ const MIGRATIONS: string[] = [
   );
   CREATE INDEX sandbox_logs_sandbox ON sandbox_logs(sandbox_id, id);
   `,
+  // 2: a change of a sandbox's state claimed by a server process while the
+  // runtime does it; the length of each API key after its prefix (for its mask)
+  `
+  ALTER TABLE sandboxes ADD COLUMN pending_change TEXT CHECK (pending_change IN ('pausing', 'resuming'));
+  ALTER TABLE sandboxes ADD COLUMN claim_token TEXT;
+  ALTER TABLE sandboxes ADD COLUMN claimed_at INTEGER;
+  ALTER TABLE api_keys ADD COLUMN value_length INTEGER;
+  `,
 ];
 
 const prepared = new WeakMap<Db, Map<string, Database.Statement>>();
@@ -129,20 +138,32 @@ export function openDb(file: string): Db {
   db.pragma('synchronous = FULL');
   db.pragma('foreign_keys = ON');
   db.pragma('busy_timeout = 5000');
-  migrate(db);
+  try {
+    migrate(db);
+  } catch (err) {
+    db.close();
+    throw err;
+  }
   return db;
 }
 
-export function migrate(db: Db): number {
-  const current = db.pragma('user_version', { simple: true }) as number;
-  if (current > MIGRATIONS.length) {
-    throw new Error(`the database is at schema version ${current}, newer than this server knows (${MIGRATIONS.length}); upgrade Paddock`);
-  }
-  for (let v = current; v < MIGRATIONS.length; v++) {
-    db.transaction(() => {
-      db.exec(MIGRATIONS[v]!);
-      db.pragma(`user_version = ${v + 1}`);
-    })();
-  }
-  return MIGRATIONS.length;
+/**
+ * Applies the migrations up to `target` (all of them unless told); the
+ * version reached. Each step re-reads the version under the write lock, so
+ * that two processes opening the file at once apply each migration once.
+ */
+export function migrate(db: Db, target = MIGRATIONS.length): number {
+  const version = () => db.pragma('user_version', { simple: true }) as number;
+  const step = db.transaction(() => {
+    const v = version();
+    if (v > MIGRATIONS.length) {
+      throw new Error(`the database is at schema version ${v}, newer than this server knows (${MIGRATIONS.length}); upgrade Paddock`);
+    }
+    if (v >= target) return false;
+    db.exec(MIGRATIONS[v]!);
+    db.pragma(`user_version = ${v + 1}`);
+    return true;
+  });
+  while (step.immediate());
+  return version();
 }

@@ -1,0 +1,356 @@
+// What the server keeps, behind interfaces that a store on another database
+// (PostgreSQL, for several server processes) can implement as well as the
+// embedded SQLite one (./sqlite.ts). Every method is async. A change of a
+// sandbox's state is an operation of its repository, which checks the state
+// it finds and refuses a change the state does not allow, atomically: two
+// processes on one database cannot both pause, resume or kill one sandbox.
+import { randomBytes } from 'node:crypto';
+
+// ---------------------------------------------------------------- refusals
+
+/**
+ * A repository operation refused: the record does not exist (`not_found`), or
+ * its present state does not allow the change (`conflict`). The message
+ * names the record and what it is now.
+ */
+export class StoreError extends Error {
+  constructor(
+    readonly kind: 'not_found' | 'conflict',
+    message: string,
+  ) {
+    super(message);
+    this.name = 'StoreError';
+  }
+}
+
+// ---------------------------------------------------------------- sandboxes
+
+export type SandboxRecordState = 'running' | 'paused' | 'killed';
+
+/** A change of state that takes time (the runtime pauses or resumes the sandbox) and is claimed first. */
+export type SandboxChange = 'pausing' | 'resuming';
+
+export interface NetworkRules {
+  allowOut?: string[];
+  denyOut?: string[];
+  allowPublicTraffic?: boolean;
+  maskRequestHost?: string;
+}
+
+export interface SandboxRecord {
+  id: string;
+  templateId: string;
+  alias: string | null;
+  state: SandboxRecordState;
+  /** The change under way, claimed by some server process; null when none. */
+  pendingChange: SandboxChange | null;
+  pausedWithMemory: boolean;
+  startedAt: number;
+  endAt: number;
+  endedAt: number | null;
+  cpuCount: number;
+  memoryMB: number;
+  diskSizeMB: number;
+  envdVersion: string;
+  metadata: Record<string, string>;
+  envVars: Record<string, string>;
+  envdAccessToken: string | null;
+  trafficAccessToken: string | null;
+  autoPause: boolean;
+  autoPauseMemory: boolean;
+  autoResume: boolean;
+  allowInternetAccess: boolean | null;
+  network: NetworkRules;
+}
+
+/** A new sandbox: running, with no change under way. */
+export type NewSandboxRecord = Omit<SandboxRecord, 'state' | 'pendingChange' | 'pausedWithMemory' | 'endedAt'>;
+
+/** The part of a sandbox's record that routes requests to it. */
+export type SandboxRoute = Pick<SandboxRecord, 'id' | 'state' | 'autoResume' | 'trafficAccessToken'>;
+
+/** The fields of a live sandbox that may change without a change of state. */
+export type SandboxUpdate = Partial<Pick<SandboxRecord, 'endAt' | 'network' | 'allowInternetAccess'>>;
+
+/** Where a page of a list starts: after the item with this sort key (a time, ms) and id. */
+export interface PagePosition {
+  key: number;
+  id: string;
+}
+
+/** One window of an ordered list: up to `limit` items after `after`. */
+export interface ListWindow {
+  limit: number;
+  after?: PagePosition;
+}
+
+export interface SandboxListFilter extends ListWindow {
+  states: Array<'running' | 'paused'>;
+  metadata?: Record<string, string>;
+  startedAfter?: number;
+  templateIds?: string[];
+  /** By start time, then id. */
+  order: 'asc' | 'desc';
+}
+
+export interface TransitionOptions {
+  /** Only a sandbox whose expiry is at or before this time (ms) may change: expiry uses it. */
+  expiredBy?: number;
+  /** Moving to paused: whether its memory was kept. */
+  pausedWithMemory?: boolean;
+  /** Moving to running: the expiry becomes at least this (ms). */
+  extendTo?: number;
+}
+
+/**
+ * A claimed change of one sandbox, made while the runtime does the work.
+ * While it is held, every other claim, and a kill, of the sandbox is refused.
+ */
+export interface SandboxClaim {
+  /** The sandbox as it was when claimed. */
+  readonly record: SandboxRecord;
+  /** The work is done: the sandbox takes its new state, and the claim ends. */
+  complete(options?: Omit<TransitionOptions, 'expiredBy'>): Promise<SandboxRecord>;
+  /** The work failed: the claim ends and the state stays what it was. */
+  abandon(): Promise<void>;
+}
+
+/** What the runtime reports of a sandbox on the host. */
+export type HostSandboxStatus = 'running' | 'paused' | 'stopped';
+
+/** What a reconcile found and recorded; the runtime work it calls for is the caller's. */
+export interface ReconcileOutcome {
+  /** Live records the host agrees with. */
+  adopted: string[];
+  /** Live records with nothing on the host: now killed. */
+  lost: string[];
+  /** Recorded running, found paused or stopped: now paused. */
+  markedPaused: Array<{ id: string; found: HostSandboxStatus }>;
+  /** Recorded paused, found running: the runtime should pause them again. */
+  toFreeze: string[];
+  /** On the host with no live record: the runtime should remove them. */
+  strays: string[];
+}
+
+export interface SandboxRepository {
+  /** Records a new sandbox, running. */
+  insert(record: NewSandboxRecord): Promise<SandboxRecord>;
+  /** A sandbox in any state, killed ones included (their logs and metrics stay readable). */
+  get(id: string): Promise<SandboxRecord | undefined>;
+  /** A sandbox that exists for clients: not killed. */
+  live(id: string): Promise<SandboxRecord | undefined>;
+  /** What the proxy needs of a live sandbox to route a request to it. */
+  route(id: string): Promise<SandboxRoute | undefined>;
+  /** Running and paused sandboxes. */
+  allLive(): Promise<SandboxRecord[]>;
+  running(): Promise<SandboxRecord[]>;
+  countRunning(): Promise<number>;
+  /** One window of sandboxes, ordered by start time then id. */
+  list(filter: SandboxListFilter): Promise<SandboxRecord[]>;
+  /** The earliest expiry of a running sandbox. */
+  nextExpiry(): Promise<number | undefined>;
+  /** Running sandboxes whose expiry is at or before `now`. */
+  expired(now: number): Promise<SandboxRecord[]>;
+
+  /**
+   * Changes fields of a live sandbox from what they are now, in one step:
+   * `change` is given the current record and returns the fields to set.
+   * Refused (`not_found`) for a sandbox that is killed or unknown.
+   */
+  update(id: string, change: (current: SandboxRecord) => SandboxUpdate): Promise<SandboxRecord>;
+  /**
+   * Moves a sandbox to `to` at once (running ⇄ paused, either to killed),
+   * checking the state it is in. Refused (`conflict`) when the state does not
+   * allow it, the sandbox is not expired by `expiredBy`, or a change is
+   * claimed; `not_found` when it is killed or unknown.
+   */
+  transition(id: string, to: SandboxRecordState, options?: TransitionOptions): Promise<SandboxRecord>;
+  /**
+   * Claims the move to `to` for work that takes time: checked as
+   * `transition` is, then held until completed or abandoned.
+   */
+  claim(id: string, to: 'running' | 'paused', options?: Pick<TransitionOptions, 'expiredBy'>): Promise<SandboxClaim>;
+  /**
+   * Makes the records agree with what the host has, in one step, when a
+   * server starts: claims left by a process that died are dropped, and see
+   * `ReconcileOutcome` for the rest.
+   */
+  reconcile(onHost: ReadonlyMap<string, HostSandboxStatus>): Promise<ReconcileOutcome>;
+  /** Forgets killed sandboxes that ended before `before`; how many. */
+  purgeKilled(before: number): Promise<number>;
+}
+
+// ---------------------------------------------------------------- templates
+
+export interface BuildRecord {
+  id: string;
+  templateId: string;
+  status: 'building' | 'waiting' | 'ready' | 'error';
+  createdAt: number;
+  updatedAt: number;
+  finishedAt: number | null;
+  cpuCount: number;
+  memoryMB: number;
+  diskSizeMB: number;
+  envdVersion: string;
+}
+
+export interface TemplateRecord {
+  id: string;
+  kind: 'base' | 'snapshot';
+  public: boolean;
+  createdAt: number;
+  updatedAt: number;
+  lastSpawnedAt: number | null;
+  spawnCount: number;
+  sourceSandboxId: string | null;
+  names: string[];
+  /** Newest first. */
+  builds: BuildRecord[];
+}
+
+export interface NewTemplate {
+  id: string;
+  kind: 'base' | 'snapshot';
+  public: boolean;
+  names: string[];
+  sourceSandboxId?: string;
+  cpuCount: number;
+  memoryMB: number;
+  diskSizeMB: number;
+  envdVersion: string;
+}
+
+export interface TemplateTagRecord {
+  tag: string;
+  buildId: string;
+  createdAt: number;
+}
+
+export interface SnapshotFilter extends ListWindow {
+  sourceSandboxId?: string;
+  name?: string;
+}
+
+/**
+ * Template records: the built-in base template and snapshots, their names
+ * (aliases), builds and tags. (The runtime's template store holds their
+ * files; this holds what the control API says of them.)
+ */
+export interface TemplateRepository {
+  get(id: string): Promise<TemplateRecord | undefined>;
+  byName(name: string): Promise<TemplateRecord | undefined>;
+  /** By id, by name, or `name:tag` (the tag must exist on the template). */
+  resolve(ref: string): Promise<TemplateRecord | undefined>;
+  list(): Promise<TemplateRecord[]>;
+  /** One window of snapshots, oldest first. */
+  listSnapshots(filter: SnapshotFilter): Promise<TemplateRecord[]>;
+  nameTaken(name: string): Promise<boolean>;
+  /** Records a template with one ready build; refused (`conflict`) when a name is taken. */
+  insert(template: NewTemplate): Promise<TemplateRecord>;
+  remove(id: string): Promise<void>;
+  setPublic(id: string, isPublic: boolean): Promise<void>;
+  /** Counts a sandbox started from the template. */
+  recordSpawn(id: string): Promise<void>;
+  tag(templateId: string, tag: string): Promise<TemplateTagRecord | undefined>;
+  tags(templateId: string): Promise<TemplateTagRecord[]>;
+  /** Points each tag at the build, moving those that pointed elsewhere. */
+  assignTags(templateId: string, buildId: string, tags: string[]): Promise<void>;
+  /** Deletes the tags, all or none: the ones missing are returned, and then nothing is deleted. */
+  deleteTags(templateId: string, tags: string[]): Promise<{ missing: string[] }>;
+}
+
+// ---------------------------------------------------------------- API keys
+
+/** `e2b_` + 40 hex characters: the form every version of the official SDK accepts. */
+export const API_KEY_PREFIX = 'e2b_';
+export function newApiKey(): string {
+  return `${API_KEY_PREFIX}${randomBytes(20).toString('hex')}`;
+}
+
+export interface ApiKeyRecord {
+  id: string;
+  name: string;
+  /** The key with its middle hidden, `e2b_1234…abcd`. */
+  mask: string;
+  /** The parts of the mask: the key's prefix, the length of the rest, and what shows of the rest's start and end. */
+  maskParts: { prefix: string; valueLength: number; maskedValuePrefix: string; maskedValueSuffix: string };
+  createdAt: number;
+  lastUsedAt: number | null;
+}
+
+/**
+ * API keys, kept as hashes: a key is in clear only in what `create` returns.
+ */
+export interface ApiKeyRepository {
+  count(): Promise<number>;
+  /** Stores a new key (`key`, or a new random one). */
+  create(name: string, key?: string): Promise<{ record: ApiKeyRecord; key: string }>;
+  /** Stores the first key only when there is none, in one step; undefined when there was one. */
+  createFirst(name: string, key?: string): Promise<{ record: ApiKeyRecord; key: string } | undefined>;
+  /** The id of the key, or undefined. */
+  verify(key: string | undefined): Promise<string | undefined>;
+  /** Notes that the key was used (not more often than once a minute). */
+  touch(id: string): Promise<void>;
+  list(): Promise<ApiKeyRecord[]>;
+  /** Refused (`not_found`) for an unknown id. */
+  rename(id: string, name: string): Promise<ApiKeyRecord>;
+  /**
+   * Refused: `not_found` for an unknown id; `conflict` for the last key, which
+   * would leave the server with no way in until it restarts.
+   */
+  remove(id: string): Promise<void>;
+}
+
+// ---------------------------------------------------------------- telemetry
+
+export interface MetricSample {
+  ts: number;
+  cpuCount: number;
+  cpuUsedPct: number;
+  memUsed: number;
+  memTotal: number;
+  memCache: number;
+  diskUsed: number;
+  diskTotal: number;
+}
+
+export type LogLevel = 'debug' | 'info' | 'warn' | 'error';
+
+export interface LogEntry {
+  id: number;
+  ts: number;
+  level: LogLevel;
+  message: string;
+  fields: Record<string, string>;
+}
+
+export interface LogQuery {
+  fromTs?: number;
+  limit: number;
+  direction: 'forward' | 'backward';
+  levels?: string[];
+  search?: string;
+}
+
+/** Metric samples and lifecycle logs of sandboxes. */
+export interface TelemetryRepository {
+  addSample(sandboxId: string, sample: MetricSample): Promise<void>;
+  /** Samples with `from <= ts <= to` (ms), oldest first. */
+  samples(sandboxId: string, from: number, to: number): Promise<MetricSample[]>;
+  latest(sandboxId: string): Promise<MetricSample | undefined>;
+  log(sandboxId: string, level: LogLevel, message: string, fields?: Record<string, string>): Promise<void>;
+  logs(sandboxId: string, query: LogQuery): Promise<LogEntry[]>;
+  /** Drops samples and logs older than `before`. */
+  purge(before: number): Promise<void>;
+}
+
+// ---------------------------------------------------------------- all of them
+
+export interface Repositories {
+  sandboxes: SandboxRepository;
+  templates: TemplateRepository;
+  apiKeys: ApiKeyRepository;
+  telemetry: TelemetryRepository;
+  close(): Promise<void>;
+}

@@ -1,0 +1,778 @@
+// The repositories on one SQLite file (better-sqlite3, WAL). Each operation
+// that reads a state and changes it runs in one IMMEDIATE transaction, which
+// takes the file's write lock first: another connection, in this process or
+// another, waits for it (busy_timeout) and then sees the change.
+import { createHash, randomUUID, timingSafeEqual } from 'node:crypto';
+import type Database from 'better-sqlite3';
+import { openDb, statement, type Db } from './db.js';
+import {
+  API_KEY_PREFIX,
+  newApiKey,
+  StoreError,
+  type ApiKeyRecord,
+  type ApiKeyRepository,
+  type BuildRecord,
+  type HostSandboxStatus,
+  type LogEntry,
+  type LogLevel,
+  type LogQuery,
+  type MetricSample,
+  type NetworkRules,
+  type NewSandboxRecord,
+  type NewTemplate,
+  type ReconcileOutcome,
+  type Repositories,
+  type SandboxChange,
+  type SandboxClaim,
+  type SandboxListFilter,
+  type SandboxRecord,
+  type SandboxRecordState,
+  type SandboxRepository,
+  type SandboxRoute,
+  type SandboxUpdate,
+  type SnapshotFilter,
+  type TelemetryRepository,
+  type TemplateRecord,
+  type TemplateRepository,
+  type TemplateTagRecord,
+  type TransitionOptions,
+} from './repositories.js';
+
+/** The repositories on the SQLite file `file`, created and migrated as needed. */
+export function openSqliteStore(file: string): Repositories {
+  const db = openDb(file);
+  return {
+    sandboxes: new SqliteSandboxRepository(db),
+    templates: new SqliteTemplateRepository(db),
+    apiKeys: new SqliteApiKeyRepository(db),
+    telemetry: new SqliteTelemetryRepository(db),
+    close: async () => {
+      db.close();
+    },
+  };
+}
+
+const flag = (b: boolean) => (b ? 1 : 0);
+const optionalFlag = (b: boolean | null) => (b === null ? null : flag(b));
+
+// ---------------------------------------------------------------- sandboxes
+
+interface SandboxRow {
+  id: string;
+  template_id: string;
+  alias: string | null;
+  state: SandboxRecordState;
+  pending_change: SandboxChange | null;
+  paused_with_memory: number;
+  started_at: number;
+  end_at: number;
+  ended_at: number | null;
+  cpu_count: number;
+  memory_mb: number;
+  disk_size_mb: number;
+  envd_version: string;
+  metadata: string;
+  env_vars: string;
+  envd_access_token: string | null;
+  traffic_access_token: string | null;
+  auto_pause: number;
+  auto_pause_memory: number;
+  auto_resume: number;
+  allow_internet_access: number | null;
+  network: string;
+}
+
+function sandboxFromRow(r: SandboxRow): SandboxRecord {
+  return {
+    id: r.id,
+    templateId: r.template_id,
+    alias: r.alias,
+    state: r.state,
+    pendingChange: r.pending_change,
+    pausedWithMemory: r.paused_with_memory === 1,
+    startedAt: r.started_at,
+    endAt: r.end_at,
+    endedAt: r.ended_at,
+    cpuCount: r.cpu_count,
+    memoryMB: r.memory_mb,
+    diskSizeMB: r.disk_size_mb,
+    envdVersion: r.envd_version,
+    metadata: JSON.parse(r.metadata) as Record<string, string>,
+    envVars: JSON.parse(r.env_vars) as Record<string, string>,
+    envdAccessToken: r.envd_access_token,
+    trafficAccessToken: r.traffic_access_token,
+    autoPause: r.auto_pause === 1,
+    autoPauseMemory: r.auto_pause_memory === 1,
+    autoResume: r.auto_resume === 1,
+    allowInternetAccess: r.allow_internet_access === null ? null : r.allow_internet_access === 1,
+    network: JSON.parse(r.network) as NetworkRules,
+  };
+}
+
+/** The states a sandbox may move to each state from. */
+const MOVES_TO: Record<SandboxRecordState, SandboxRecordState[]> = {
+  running: ['paused'],
+  paused: ['running'],
+  killed: ['running', 'paused'],
+};
+
+const CHANGE_OF: Record<'running' | 'paused', SandboxChange> = { running: 'resuming', paused: 'pausing' };
+const DOING: Record<SandboxChange, string> = { pausing: 'being paused', resuming: 'being resumed' };
+
+/** Why a move of `row` to `to` is refused, or undefined when it is allowed. */
+function refusal(id: string, row: SandboxRow | undefined, to: SandboxRecordState, expiredBy: number | undefined): StoreError | undefined {
+  if (!row || row.state === 'killed') return new StoreError('not_found', `sandbox '${id}' not found`);
+  if (row.pending_change) return new StoreError('conflict', `sandbox '${id}' is ${DOING[row.pending_change]} by another request`);
+  if (!MOVES_TO[to].includes(row.state)) return new StoreError('conflict', `sandbox '${id}' is ${row.state}, not ${MOVES_TO[to].join(' or ')}`);
+  if (expiredBy !== undefined && row.end_at > expiredBy) {
+    return new StoreError('conflict', `sandbox '${id}' has not expired: it ends at ${new Date(row.end_at).toISOString()}`);
+  }
+  return undefined;
+}
+
+export class SqliteSandboxRepository implements SandboxRepository {
+  /**
+   * Routes of live sandboxes read so far, by id. The proxy asks on every
+   * request, and the query with its locks costs many times a map lookup.
+   * A write through this connection drops the entries it changes; a write
+   * by any other connection changes SQLite's data_version, which empties
+   * the whole map before the next lookup.
+   */
+  private readonly routes = new Map<string, SandboxRoute>();
+  private routesVersion = -1;
+  private readonly dataVersion: Database.Statement;
+
+  constructor(private readonly db: Db) {
+    this.dataVersion = db.prepare('PRAGMA data_version').pluck();
+  }
+
+  private row(id: string): SandboxRow | undefined {
+    return statement(this.db, 'SELECT * FROM sandboxes WHERE id = ?').get(id) as SandboxRow | undefined;
+  }
+
+  private rows(sql: string, ...args: unknown[]): SandboxRecord[] {
+    return (statement(this.db, sql).all(...args) as SandboxRow[]).map(sandboxFromRow);
+  }
+
+  async insert(s: NewSandboxRecord): Promise<SandboxRecord> {
+    statement(
+      this.db,
+      `INSERT INTO sandboxes (id, template_id, alias, state, paused_with_memory, started_at, end_at, cpu_count, memory_mb,
+           disk_size_mb, envd_version, metadata, env_vars, envd_access_token, traffic_access_token, auto_pause, auto_pause_memory,
+           auto_resume, allow_internet_access, network)
+         VALUES (@id, @templateId, @alias, 'running', 0, @startedAt, @endAt, @cpuCount, @memoryMB,
+           @diskSizeMB, @envdVersion, @metadata, @envVars, @envdAccessToken, @trafficAccessToken, @autoPause, @autoPauseMemory,
+           @autoResume, @allowInternetAccess, @network)`,
+    ).run({
+      id: s.id,
+      templateId: s.templateId,
+      alias: s.alias,
+      startedAt: s.startedAt,
+      endAt: s.endAt,
+      cpuCount: s.cpuCount,
+      memoryMB: s.memoryMB,
+      diskSizeMB: s.diskSizeMB,
+      envdVersion: s.envdVersion,
+      metadata: JSON.stringify(s.metadata),
+      envVars: JSON.stringify(s.envVars),
+      envdAccessToken: s.envdAccessToken,
+      trafficAccessToken: s.trafficAccessToken,
+      autoPause: flag(s.autoPause),
+      autoPauseMemory: flag(s.autoPauseMemory),
+      autoResume: flag(s.autoResume),
+      allowInternetAccess: optionalFlag(s.allowInternetAccess),
+      network: JSON.stringify(s.network),
+    });
+    this.routes.delete(s.id);
+    return sandboxFromRow(this.row(s.id)!);
+  }
+
+  async get(id: string): Promise<SandboxRecord | undefined> {
+    const r = this.row(id);
+    return r && sandboxFromRow(r);
+  }
+
+  async live(id: string): Promise<SandboxRecord | undefined> {
+    const r = this.row(id);
+    return r && r.state !== 'killed' ? sandboxFromRow(r) : undefined;
+  }
+
+  async route(id: string): Promise<SandboxRoute | undefined> {
+    const version = this.dataVersion.get() as number;
+    if (version !== this.routesVersion) {
+      this.routes.clear();
+      this.routesVersion = version;
+    }
+    const known = this.routes.get(id);
+    if (known) return known;
+    const r = statement(this.db, "SELECT id, state, auto_resume, traffic_access_token FROM sandboxes WHERE id = ? AND state != 'killed'").get(id) as
+      | Pick<SandboxRow, 'id' | 'state' | 'auto_resume' | 'traffic_access_token'>
+      | undefined;
+    // Ids with no live sandbox are not kept: anyone may send any id.
+    if (!r) return undefined;
+    const route = { id: r.id, state: r.state, autoResume: r.auto_resume === 1, trafficAccessToken: r.traffic_access_token };
+    this.routes.set(id, route);
+    return route;
+  }
+
+  async allLive(): Promise<SandboxRecord[]> {
+    return this.rows("SELECT * FROM sandboxes WHERE state != 'killed'");
+  }
+
+  async running(): Promise<SandboxRecord[]> {
+    return this.rows("SELECT * FROM sandboxes WHERE state = 'running'");
+  }
+
+  async countRunning(): Promise<number> {
+    return (statement(this.db, "SELECT COUNT(*) AS n FROM sandboxes WHERE state = 'running'").get() as { n: number }).n;
+  }
+
+  async list(f: SandboxListFilter): Promise<SandboxRecord[]> {
+    const where = [`state IN (${f.states.map(() => '?').join(', ')})`];
+    const args: Array<string | number> = [...f.states];
+    if (f.startedAfter !== undefined) {
+      where.push('started_at >= ?');
+      args.push(f.startedAfter);
+    }
+    if (f.templateIds) {
+      where.push(`template_id IN (${f.templateIds.map(() => '?').join(', ') || "''"})`);
+      args.push(...f.templateIds);
+    }
+    for (const [k, v] of Object.entries(f.metadata ?? {})) {
+      where.push('json_extract(metadata, ?) = ?');
+      args.push(`$."${k.replace(/"/g, '""')}"`, v);
+    }
+    const dir = f.order === 'asc' ? 'ASC' : 'DESC';
+    if (f.after) {
+      where.push(f.order === 'asc' ? '(started_at, id) > (?, ?)' : '(started_at, id) < (?, ?)');
+      args.push(f.after.key, f.after.id);
+    }
+    const sql = `SELECT * FROM sandboxes WHERE ${where.join(' AND ')} ORDER BY started_at ${dir}, id ${dir} LIMIT ?`;
+    return (this.db.prepare(sql).all(...args, f.limit) as SandboxRow[]).map(sandboxFromRow);
+  }
+
+  async nextExpiry(): Promise<number | undefined> {
+    const r = statement(this.db, "SELECT MIN(end_at) AS t FROM sandboxes WHERE state = 'running'").get() as { t: number | null };
+    return r.t ?? undefined;
+  }
+
+  async expired(now: number): Promise<SandboxRecord[]> {
+    return this.rows("SELECT * FROM sandboxes WHERE state = 'running' AND end_at <= ?", now);
+  }
+
+  async update(id: string, change: (current: SandboxRecord) => SandboxUpdate): Promise<SandboxRecord> {
+    return this.db
+      .transaction(() => {
+        const r = this.row(id);
+        if (!r || r.state === 'killed') throw new StoreError('not_found', `sandbox '${id}' not found`);
+        const u = change(sandboxFromRow(r));
+        statement(
+          this.db,
+          `UPDATE sandboxes SET end_at = COALESCE(@endAt, end_at), network = COALESCE(@network, network),
+             allow_internet_access = CASE WHEN @setInternet THEN @internet ELSE allow_internet_access END WHERE id = @id`,
+        ).run({
+          id,
+          endAt: u.endAt ?? null,
+          network: u.network === undefined ? null : JSON.stringify(u.network),
+          setInternet: flag(u.allowInternetAccess !== undefined),
+          internet: u.allowInternetAccess === undefined ? null : optionalFlag(u.allowInternetAccess),
+        });
+        return sandboxFromRow(this.row(id)!);
+      })
+      .immediate();
+  }
+
+  /** Sets the state, and the fields that go with it, of a row that was checked. */
+  private setState(id: string, to: SandboxRecordState, options: TransitionOptions, claimToken: string | null): number {
+    const changes = statement(
+      this.db,
+      `UPDATE sandboxes SET state = @to, paused_with_memory = @memory,
+         ended_at = CASE WHEN @to = 'killed' THEN @now ELSE ended_at END,
+         end_at = CASE WHEN @extendTo IS NULL THEN end_at ELSE MAX(end_at, @extendTo) END,
+         pending_change = NULL, claim_token = NULL, claimed_at = NULL
+       WHERE id = @id AND claim_token IS @claimToken`,
+    ).run({
+      id,
+      to,
+      memory: flag(to === 'paused' && options.pausedWithMemory === true),
+      now: Date.now(),
+      extendTo: to === 'running' ? (options.extendTo ?? null) : null,
+      claimToken,
+    }).changes;
+    this.routes.delete(id);
+    return changes;
+  }
+
+  async transition(id: string, to: SandboxRecordState, options: TransitionOptions = {}): Promise<SandboxRecord> {
+    return this.db
+      .transaction(() => {
+        const refused = refusal(id, this.row(id), to, options.expiredBy);
+        if (refused) throw refused;
+        this.setState(id, to, options, null);
+        return sandboxFromRow(this.row(id)!);
+      })
+      .immediate();
+  }
+
+  async claim(id: string, to: 'running' | 'paused', options: Pick<TransitionOptions, 'expiredBy'> = {}): Promise<SandboxClaim> {
+    const token = randomUUID();
+    const record = this.db
+      .transaction(() => {
+        const r = this.row(id);
+        const refused = refusal(id, r, to, options.expiredBy);
+        if (refused) throw refused;
+        statement(this.db, 'UPDATE sandboxes SET pending_change = ?, claim_token = ?, claimed_at = ? WHERE id = ?').run(CHANGE_OF[to], token, Date.now(), id);
+        return sandboxFromRow(r!);
+      })
+      .immediate();
+    const lost = () => new StoreError('conflict', `the claim to move sandbox '${id}' to ${to} was given up (a restart dropped it)`);
+    return {
+      record,
+      complete: async (done = {}) =>
+        this.db
+          .transaction(() => {
+            if (this.setState(id, to, done, token) === 0) throw lost();
+            return sandboxFromRow(this.row(id)!);
+          })
+          .immediate(),
+      abandon: async () => {
+        const n = statement(this.db, 'UPDATE sandboxes SET pending_change = NULL, claim_token = NULL, claimed_at = NULL WHERE id = ? AND claim_token = ?').run(id, token).changes;
+        if (n === 0) throw lost();
+      },
+    };
+  }
+
+  async reconcile(onHost: ReadonlyMap<string, HostSandboxStatus>): Promise<ReconcileOutcome> {
+    const outcome: ReconcileOutcome = { adopted: [], lost: [], markedPaused: [], toFreeze: [], strays: [] };
+    this.db
+      .transaction(() => {
+        statement(this.db, 'UPDATE sandboxes SET pending_change = NULL, claim_token = NULL, claimed_at = NULL WHERE claim_token IS NOT NULL').run();
+        const live = new Set<string>();
+        for (const s of this.rows("SELECT * FROM sandboxes WHERE state != 'killed'")) {
+          live.add(s.id);
+          const found = onHost.get(s.id);
+          if (found === undefined) {
+            this.setState(s.id, 'killed', {}, null);
+            outcome.lost.push(s.id);
+          } else if (s.state === 'running' && found !== 'running') {
+            // Its processes are gone (a host restart) or it is frozen: it keeps its files and can be resumed.
+            this.setState(s.id, 'paused', { pausedWithMemory: found === 'paused' }, null);
+            outcome.markedPaused.push({ id: s.id, found });
+          } else {
+            if (s.state === 'paused' && found === 'running') outcome.toFreeze.push(s.id);
+            outcome.adopted.push(s.id);
+          }
+        }
+        outcome.strays = [...onHost.keys()].filter((id) => !live.has(id));
+      })
+      .immediate();
+    this.routes.clear();
+    return outcome;
+  }
+
+  async purgeKilled(before: number): Promise<number> {
+    return statement(this.db, "DELETE FROM sandboxes WHERE state = 'killed' AND ended_at < ?").run(before).changes;
+  }
+}
+
+// ---------------------------------------------------------------- templates
+
+interface TemplateRow {
+  id: string;
+  kind: 'base' | 'snapshot';
+  public: number;
+  created_at: number;
+  updated_at: number;
+  last_spawned_at: number | null;
+  spawn_count: number;
+  source_sandbox_id: string | null;
+}
+
+interface BuildRow {
+  id: string;
+  template_id: string;
+  status: BuildRecord['status'];
+  created_at: number;
+  updated_at: number;
+  finished_at: number | null;
+  cpu_count: number;
+  memory_mb: number;
+  disk_size_mb: number;
+  envd_version: string;
+}
+
+const buildFromRow = (b: BuildRow): BuildRecord => ({
+  id: b.id,
+  templateId: b.template_id,
+  status: b.status,
+  createdAt: b.created_at,
+  updatedAt: b.updated_at,
+  finishedAt: b.finished_at,
+  cpuCount: b.cpu_count,
+  memoryMB: b.memory_mb,
+  diskSizeMB: b.disk_size_mb,
+  envdVersion: b.envd_version,
+});
+
+const tagFromRow = (r: { tag: string; build_id: string; created_at: number }): TemplateTagRecord => ({ tag: r.tag, buildId: r.build_id, createdAt: r.created_at });
+
+const isUniqueViolation = (err: unknown) => (err as { code?: string } | null)?.code === 'SQLITE_CONSTRAINT_PRIMARYKEY' || (err as { code?: string } | null)?.code === 'SQLITE_CONSTRAINT_UNIQUE';
+
+export class SqliteTemplateRepository implements TemplateRepository {
+  constructor(private readonly db: Db) {}
+
+  private hydrate(r: TemplateRow): TemplateRecord {
+    const names = (statement(this.db, 'SELECT name FROM template_names WHERE template_id = ? ORDER BY name').all(r.id) as Array<{ name: string }>).map((n) => n.name);
+    const builds = (statement(this.db, 'SELECT * FROM builds WHERE template_id = ? ORDER BY created_at DESC, id DESC').all(r.id) as BuildRow[]).map(buildFromRow);
+    return {
+      id: r.id,
+      kind: r.kind,
+      public: r.public === 1,
+      createdAt: r.created_at,
+      updatedAt: r.updated_at,
+      lastSpawnedAt: r.last_spawned_at,
+      spawnCount: r.spawn_count,
+      sourceSandboxId: r.source_sandbox_id,
+      names,
+      builds,
+    };
+  }
+
+  private byId(id: string): TemplateRecord | undefined {
+    const r = statement(this.db, 'SELECT * FROM templates WHERE id = ?').get(id) as TemplateRow | undefined;
+    return r && this.hydrate(r);
+  }
+
+  private named(name: string): TemplateRecord | undefined {
+    const r = statement(this.db, 'SELECT template_id FROM template_names WHERE name = ?').get(name) as { template_id: string } | undefined;
+    return r && this.byId(r.template_id);
+  }
+
+  private tagOf(templateId: string, tag: string): TemplateTagRecord | undefined {
+    const r = statement(this.db, 'SELECT tag, build_id, created_at FROM template_tags WHERE template_id = ? AND tag = ?').get(templateId, tag) as
+      | { tag: string; build_id: string; created_at: number }
+      | undefined;
+    return r && tagFromRow(r);
+  }
+
+  async get(id: string): Promise<TemplateRecord | undefined> {
+    return this.byId(id);
+  }
+
+  async byName(name: string): Promise<TemplateRecord | undefined> {
+    return this.named(name);
+  }
+
+  async resolve(ref: string): Promise<TemplateRecord | undefined> {
+    const direct = this.byId(ref) ?? this.named(ref);
+    if (direct) return direct;
+    const colon = ref.lastIndexOf(':');
+    if (colon <= 0) return undefined;
+    const t = this.byId(ref.slice(0, colon)) ?? this.named(ref.slice(0, colon));
+    return t && this.tagOf(t.id, ref.slice(colon + 1)) ? t : undefined;
+  }
+
+  async list(): Promise<TemplateRecord[]> {
+    return (statement(this.db, 'SELECT * FROM templates ORDER BY created_at, id').all() as TemplateRow[]).map((r) => this.hydrate(r));
+  }
+
+  async listSnapshots(f: SnapshotFilter): Promise<TemplateRecord[]> {
+    const where = ["kind = 'snapshot'"];
+    const args: Array<string | number> = [];
+    if (f.sourceSandboxId !== undefined) {
+      where.push('source_sandbox_id = ?');
+      args.push(f.sourceSandboxId);
+    }
+    if (f.name !== undefined) {
+      where.push('id IN (SELECT template_id FROM template_names WHERE name = ?)');
+      args.push(f.name);
+    }
+    if (f.after) {
+      where.push('(created_at, id) > (?, ?)');
+      args.push(f.after.key, f.after.id);
+    }
+    const rows = this.db.prepare(`SELECT * FROM templates WHERE ${where.join(' AND ')} ORDER BY created_at, id LIMIT ?`).all(...args, f.limit) as TemplateRow[];
+    return rows.map((r) => this.hydrate(r));
+  }
+
+  async nameTaken(name: string): Promise<boolean> {
+    return statement(this.db, 'SELECT 1 FROM template_names WHERE name = ?').get(name) !== undefined;
+  }
+
+  async insert(t: NewTemplate): Promise<TemplateRecord> {
+    const now = Date.now();
+    return this.db
+      .transaction(() => {
+        statement(this.db, 'INSERT INTO templates (id, kind, public, created_at, updated_at, source_sandbox_id) VALUES (?, ?, ?, ?, ?, ?)').run(
+          t.id,
+          t.kind,
+          flag(t.public),
+          now,
+          now,
+          t.sourceSandboxId ?? null,
+        );
+        for (const name of t.names) {
+          try {
+            statement(this.db, 'INSERT INTO template_names (name, template_id) VALUES (?, ?)').run(name, t.id);
+          } catch (err) {
+            if (isUniqueViolation(err)) throw new StoreError('conflict', `the name '${name}' is already taken`);
+            throw err;
+          }
+        }
+        statement(
+          this.db,
+          `INSERT INTO builds (id, template_id, status, created_at, updated_at, finished_at, cpu_count, memory_mb, disk_size_mb, envd_version)
+           VALUES (?, ?, 'ready', ?, ?, ?, ?, ?, ?, ?)`,
+        ).run(randomUUID(), t.id, now, now, now, t.cpuCount, t.memoryMB, t.diskSizeMB, t.envdVersion);
+        return this.byId(t.id)!;
+      })
+      .immediate();
+  }
+
+  async remove(id: string): Promise<void> {
+    statement(this.db, 'DELETE FROM templates WHERE id = ?').run(id);
+  }
+
+  async setPublic(id: string, isPublic: boolean): Promise<void> {
+    statement(this.db, 'UPDATE templates SET public = ?, updated_at = ? WHERE id = ?').run(flag(isPublic), Date.now(), id);
+  }
+
+  async recordSpawn(id: string): Promise<void> {
+    statement(this.db, 'UPDATE templates SET spawn_count = spawn_count + 1, last_spawned_at = ? WHERE id = ?').run(Date.now(), id);
+  }
+
+  async tag(templateId: string, tag: string): Promise<TemplateTagRecord | undefined> {
+    return this.tagOf(templateId, tag);
+  }
+
+  async tags(templateId: string): Promise<TemplateTagRecord[]> {
+    return (statement(this.db, 'SELECT tag, build_id, created_at FROM template_tags WHERE template_id = ? ORDER BY tag').all(templateId) as Array<{
+      tag: string;
+      build_id: string;
+      created_at: number;
+    }>).map(tagFromRow);
+  }
+
+  async assignTags(templateId: string, buildId: string, tags: string[]): Promise<void> {
+    const now = Date.now();
+    const upsert = statement(
+      this.db,
+      'INSERT INTO template_tags (template_id, tag, build_id, created_at) VALUES (?, ?, ?, ?) ON CONFLICT (template_id, tag) DO UPDATE SET build_id = excluded.build_id, created_at = excluded.created_at',
+    );
+    this.db
+      .transaction(() => {
+        for (const t of tags) upsert.run(templateId, t, buildId, now);
+      })
+      .immediate();
+  }
+
+  async deleteTags(templateId: string, tags: string[]): Promise<{ missing: string[] }> {
+    const remove = statement(this.db, 'DELETE FROM template_tags WHERE template_id = ? AND tag = ?');
+    return this.db
+      .transaction(() => {
+        const missing = tags.filter((t) => !this.tagOf(templateId, t));
+        if (missing.length === 0) for (const t of tags) remove.run(templateId, t);
+        return { missing };
+      })
+      .immediate();
+  }
+}
+
+// ---------------------------------------------------------------- API keys
+
+const hashOf = (key: string) => createHash('sha256').update(key).digest('hex');
+
+/** How often a key's last use is written: at most once a minute, not on every request. */
+const TOUCH_INTERVAL_MS = 60_000;
+
+/**
+ * The length after the prefix of keys stored before it was recorded: every
+ * key then had `newApiKey`'s form, but for one given to the first start.
+ */
+const LENGTH_BEFORE_RECORDED = 40;
+
+interface ApiKeyRow {
+  id: string;
+  name: string;
+  mask: string;
+  value_length: number | null;
+  created_at: number;
+  last_used_at: number | null;
+}
+
+function apiKeyFromRow(r: ApiKeyRow): ApiKeyRecord {
+  const prefix = r.mask.startsWith(API_KEY_PREFIX) ? API_KEY_PREFIX : '';
+  const cut = r.mask.indexOf('…');
+  return {
+    id: r.id,
+    name: r.name,
+    mask: r.mask,
+    maskParts: {
+      prefix,
+      valueLength: r.value_length ?? LENGTH_BEFORE_RECORDED,
+      maskedValuePrefix: r.mask.slice(prefix.length, cut),
+      maskedValueSuffix: r.mask.slice(cut + 1),
+    },
+    createdAt: r.created_at,
+    lastUsedAt: r.last_used_at,
+  };
+}
+
+export class SqliteApiKeyRepository implements ApiKeyRepository {
+  private readonly touched = new Map<string, number>();
+
+  constructor(private readonly db: Db) {}
+
+  private byId(id: string): ApiKeyRecord | undefined {
+    const r = statement(this.db, 'SELECT id, name, mask, value_length, created_at, last_used_at FROM api_keys WHERE id = ?').get(id) as ApiKeyRow | undefined;
+    return r && apiKeyFromRow(r);
+  }
+
+  private countNow(): number {
+    return (statement(this.db, 'SELECT COUNT(*) AS n FROM api_keys').get() as { n: number }).n;
+  }
+
+  private insert(name: string, key: string): { record: ApiKeyRecord; key: string } {
+    const id = randomUUID();
+    const mask = `${key.slice(0, 8)}…${key.slice(-4)}`;
+    const valueLength = key.length - (key.startsWith(API_KEY_PREFIX) ? API_KEY_PREFIX.length : 0);
+    statement(this.db, 'INSERT INTO api_keys (id, name, hash, mask, value_length, created_at) VALUES (?, ?, ?, ?, ?, ?)').run(id, name, hashOf(key), mask, valueLength, Date.now());
+    return { record: this.byId(id)!, key };
+  }
+
+  async count(): Promise<number> {
+    return this.countNow();
+  }
+
+  async create(name: string, key = newApiKey()): Promise<{ record: ApiKeyRecord; key: string }> {
+    return this.insert(name, key);
+  }
+
+  async createFirst(name: string, key = newApiKey()): Promise<{ record: ApiKeyRecord; key: string } | undefined> {
+    return this.db.transaction(() => (this.countNow() === 0 ? this.insert(name, key) : undefined)).immediate();
+  }
+
+  async verify(key: string | undefined): Promise<string | undefined> {
+    if (!key) return undefined;
+    const hash = hashOf(key);
+    const row = statement(this.db, 'SELECT id, hash FROM api_keys WHERE hash = ?').get(hash) as { id: string; hash: string } | undefined;
+    // Found by its hash; the compare that decides is constant-time.
+    if (!row || !timingSafeEqual(Buffer.from(row.hash, 'hex'), Buffer.from(hash, 'hex'))) return undefined;
+    return row.id;
+  }
+
+  async touch(id: string): Promise<void> {
+    const now = Date.now();
+    if (now - (this.touched.get(id) ?? 0) < TOUCH_INTERVAL_MS) return;
+    this.touched.set(id, now);
+    statement(this.db, 'UPDATE api_keys SET last_used_at = ? WHERE id = ?').run(now, id);
+  }
+
+  async list(): Promise<ApiKeyRecord[]> {
+    return (statement(this.db, 'SELECT id, name, mask, value_length, created_at, last_used_at FROM api_keys ORDER BY created_at, id').all() as ApiKeyRow[]).map(apiKeyFromRow);
+  }
+
+  async rename(id: string, name: string): Promise<ApiKeyRecord> {
+    if (statement(this.db, 'UPDATE api_keys SET name = ? WHERE id = ?').run(name, id).changes === 0) {
+      throw new StoreError('not_found', `no API key has id '${id}'`);
+    }
+    return this.byId(id)!;
+  }
+
+  async remove(id: string): Promise<void> {
+    this.db
+      .transaction(() => {
+        if (!this.byId(id)) throw new StoreError('not_found', `no API key has id '${id}'`);
+        if (this.countNow() === 1) throw new StoreError('conflict', `API key '${id}' is the last one; create another before deleting it`);
+        statement(this.db, 'DELETE FROM api_keys WHERE id = ?').run(id);
+      })
+      .immediate();
+    this.touched.delete(id);
+  }
+}
+
+// ---------------------------------------------------------------- telemetry
+
+interface SampleRow {
+  ts: number;
+  cpu_count: number;
+  cpu_used_pct: number;
+  mem_used: number;
+  mem_total: number;
+  mem_cache: number;
+  disk_used: number;
+  disk_total: number;
+}
+
+const sampleFromRow = (r: SampleRow): MetricSample => ({
+  ts: r.ts,
+  cpuCount: r.cpu_count,
+  cpuUsedPct: r.cpu_used_pct,
+  memUsed: r.mem_used,
+  memTotal: r.mem_total,
+  memCache: r.mem_cache,
+  diskUsed: r.disk_used,
+  diskTotal: r.disk_total,
+});
+
+export class SqliteTelemetryRepository implements TelemetryRepository {
+  constructor(private readonly db: Db) {}
+
+  async addSample(sandboxId: string, s: MetricSample): Promise<void> {
+    statement(
+      this.db,
+      `INSERT OR REPLACE INTO metric_samples (sandbox_id, ts, cpu_count, cpu_used_pct, mem_used, mem_total, mem_cache, disk_used, disk_total)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+    ).run(sandboxId, s.ts, s.cpuCount, s.cpuUsedPct, s.memUsed, s.memTotal, s.memCache, s.diskUsed, s.diskTotal);
+  }
+
+  async samples(sandboxId: string, from: number, to: number): Promise<MetricSample[]> {
+    return (statement(this.db, 'SELECT * FROM metric_samples WHERE sandbox_id = ? AND ts >= ? AND ts <= ? ORDER BY ts').all(sandboxId, from, to) as SampleRow[]).map(
+      sampleFromRow,
+    );
+  }
+
+  async latest(sandboxId: string): Promise<MetricSample | undefined> {
+    const r = statement(this.db, 'SELECT * FROM metric_samples WHERE sandbox_id = ? ORDER BY ts DESC LIMIT 1').get(sandboxId) as SampleRow | undefined;
+    return r && sampleFromRow(r);
+  }
+
+  async log(sandboxId: string, level: LogLevel, message: string, fields: Record<string, string> = {}): Promise<void> {
+    statement(this.db, 'INSERT INTO sandbox_logs (sandbox_id, ts, level, message, fields) VALUES (?, ?, ?, ?, ?)').run(sandboxId, Date.now(), level, message, JSON.stringify(fields));
+  }
+
+  async logs(sandboxId: string, q: LogQuery): Promise<LogEntry[]> {
+    const where = ['sandbox_id = ?'];
+    const args: Array<string | number> = [sandboxId];
+    if (q.fromTs !== undefined) {
+      where.push(q.direction === 'forward' ? 'ts >= ?' : 'ts <= ?');
+      args.push(q.fromTs);
+    }
+    if (q.levels) {
+      where.push(`level IN (${q.levels.map(() => '?').join(', ')})`);
+      args.push(...q.levels);
+    }
+    if (q.search) {
+      where.push('instr(lower(message), lower(?)) > 0');
+      args.push(q.search);
+    }
+    const order = q.direction === 'forward' ? 'ASC' : 'DESC';
+    const rows = this.db.prepare(`SELECT * FROM sandbox_logs WHERE ${where.join(' AND ')} ORDER BY id ${order} LIMIT ?`).all(...args, q.limit) as Array<{
+      id: number;
+      ts: number;
+      level: LogLevel;
+      message: string;
+      fields: string;
+    }>;
+    return rows.map((r) => ({ id: r.id, ts: r.ts, level: r.level, message: r.message, fields: JSON.parse(r.fields) as Record<string, string> }));
+  }
+
+  async purge(before: number): Promise<void> {
+    this.db
+      .transaction(() => {
+        statement(this.db, 'DELETE FROM metric_samples WHERE ts < ?').run(before);
+        statement(this.db, 'DELETE FROM sandbox_logs WHERE ts < ?').run(before);
+      })
+      .immediate();
+  }
+}
