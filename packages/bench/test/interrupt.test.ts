@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const root = fileURLToPath(new URL('../../..', import.meta.url));
-const kept = ['tools/bench/results/latest.json', 'tools/bench/results/previous.json', 'docs/performance.md'].map((f) => join(root, f));
+const kept = ['tools/bench/results/latest.json', 'tools/bench/results/samples.json', 'docs/performance.md'].map((f) => join(root, f));
 
 /** The temporary directories the bench makes. */
 function benchDirs(): string[] {
