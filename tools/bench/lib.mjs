@@ -127,6 +127,21 @@ export function settleDisk() {
   execFileSync('sync');
 }
 
+/**
+ * Pairs the sample that waits for an event with the event: `expect(name)`
+ * resolves once `saw(name)` is called, and rejects once `end(err)` was (the
+ * stream of events ended), also for samples that start after.
+ */
+export function eventWaiter() {
+  let waiting = null;
+  let ended = null;
+  return {
+    expect: (name) => new Promise((resolve, reject) => (ended ? reject(ended) : (waiting = { name, resolve, reject }))),
+    saw: (name) => name === waiting?.name && waiting.resolve(),
+    end: (err) => waiting?.reject((ended = err)),
+  };
+}
+
 /** A stack of closings, run newest first; every one runs, and the first failure is thrown after. */
 export function closings() {
   const stack = [];

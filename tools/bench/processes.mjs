@@ -15,10 +15,12 @@ import { createReadStream, createWriteStream, lstatSync, mkdirSync, mkdtempSync,
 import { createServer } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { fileURLToPath } from 'node:url';
 import { exitCodeOf, removeUnmounted, STOP_SIGNALS, undoOnInterrupt } from './interrupt.mjs';
-import { benchNodeFlags, loopbackTcp, MiB, timedHere } from './lib.mjs';
+import { benchNodeFlags, eventWaiter, loopbackTcp, MiB, timedHere } from './lib.mjs';
 
 const self = fileURLToPath(import.meta.url);
 
@@ -119,23 +121,18 @@ export async function startBaselines() {
       const url = `http://127.0.0.1:${await mover.call('serveWatch', dir)}`;
       const abort = new AbortController();
       const res = await fetch(`${url}/watch`, { signal: abort.signal });
-      let waiting = null;
-      let ended = null;
+      const events = eventWaiter();
       const reading = (async () => {
-        let text = '';
-        for await (const chunk of res.body.pipeThrough(new TextDecoderStream())) {
-          text += chunk;
-          for (let i; (i = text.indexOf('\n')) >= 0; text = text.slice(i + 1)) if (waiting && text.slice(0, i) === `change ${waiting.name}`) waiting.resolve();
-        }
+        for await (const line of createInterface({ input: Readable.fromWeb(res.body) })) events.saw(line);
       })()
         .then(() => new Error('the local watch stream ended'), (err) => err)
-        .then((err) => waiting?.reject((ended = err)));
+        .then(events.end);
       let written = 0;
       return {
         async sample(write) {
           const name = `l${written++}`;
-          const seen = new Promise((resolve, reject) => (ended ? reject(ended) : (waiting = { name, resolve, reject })));
-          await Promise.all([write ? write(name) : fetch(`${url}/files/${name}`, { method: 'PUT', body: 'x' }).then((r) => r.arrayBuffer()), seen]);
+          // The write's `change`, after its creation's `rename`.
+          await Promise.all([write ? write(name) : fetch(`${url}/files/${name}`, { method: 'PUT', body: 'x' }).then((r) => r.arrayBuffer()), events.expect(`change ${name}`)]);
         },
         async close() {
           abort.abort();

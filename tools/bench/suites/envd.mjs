@@ -9,7 +9,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { startLocalEnvd } from '../../testing/local-envd.mjs';
 import { undoOnInterrupt } from '../interrupt.mjs';
-import { closings, MiB, pair, row, settleDisk } from '../lib.mjs';
+import { closings, eventWaiter, MiB, pair, row, settleDisk } from '../lib.mjs';
 import { startBaselines } from '../processes.mjs';
 
 /** Runs a command through envd; resolves with its stdout byte count once it ended. */
@@ -100,15 +100,15 @@ async function watchEvents(fs, dir) {
   const abort = new AbortController();
   const events = fs.watchDir({ path: dir }, { signal: abort.signal })[Symbol.asyncIterator]();
   await events.next(); // the stream's start
-  let waiting = null;
+  const waiter = eventWaiter();
   const pump = (async () => {
-    for (let r; !(r = await events.next()).done; ) if (r.value.event.case === 'filesystem' && r.value.event.value.name === waiting?.name) waiting.resolve();
-  })().catch(() => {}); // ends with the abort
+    for (let r; !(r = await events.next()).done; ) if (r.value.event.case === 'filesystem') waiter.saw(r.value.event.value.name);
+  })().then(() => waiter.end(new Error('the watch ended')), waiter.end);
   let written = 0;
   return {
     async sample() {
       const name = `f${written++}`;
-      const seen = new Promise((resolve) => (waiting = { name, resolve }));
+      const seen = waiter.expect(name);
       writeFileSync(join(dir, name), 'x');
       await seen;
     },
