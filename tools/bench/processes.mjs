@@ -8,7 +8,6 @@
 //   its parent has mapped, so the commands whose run is the baseline start
 //   from a process that does nothing else, and whatever moves data (pipes,
 //   loopback TCP, fs copies, the watch service) runs in the other.
-import { serverNodeFlags } from '@paddock/server';
 import { fork, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { createReadStream, createWriteStream, lstatSync, mkdirSync, mkdtempSync, readdirSync, rmSync, watch, writeFileSync } from 'node:fs';
@@ -69,6 +68,8 @@ async function startHelper(role, arg, { execArgv = benchNodeFlags, env } = {}) {
 
 /** The service on a fresh temporary home; `close` stops it and removes the home, also on interruption. */
 export async function serverInHome(prefix, options) {
+  // Loaded here, not at the top: the baseline processes, forked from this file, stay small.
+  const { serverNodeFlags } = await import('@paddock/server');
   const home = mkdtempSync(join(tmpdir(), prefix));
   const starting = startHelper('server', { apiPort: 0, proxyPort: 0, ...options, home }, { execArgv: serverNodeFlags });
   const close = undoOnInterrupt(async () => {
