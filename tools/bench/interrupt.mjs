@@ -1,36 +1,26 @@
-// What a bench process made on the host must not outlive it when the run is
-// stopped (Ctrl-C, `kill`): running containers, overlay mounts, temporary
-// directories. Node's default on SIGINT and SIGTERM is to end at once, which
-// left all three behind. Whatever makes such a thing registers its undoing
-// here and uses the function it gets back as its normal `close`:
+// What a bench process makes on the host (containers, overlay mounts,
+// temporary directories) must not outlive it when the run is stopped
+// (Ctrl-C, `kill`); Node's default on SIGINT and SIGTERM is to end at once.
+// Whatever makes such a thing registers its undoing and uses the function it
+// gets back as its normal `close`:
 //
 //   const close = undoOnInterrupt(async () => { ...unmount, remove... });
-//   try { ... } finally { await close(); }
 //
-// `undoAllOnSignals()` (once per process) makes SIGINT and SIGTERM run every
-// undoing not yet run, newest first, and then end the process with 128 + the
-// signal's number. Signals that come while it undoes are ignored, and the
-// stopped code's failures that nothing catches are reported and survived:
-// cut short, the undoing would leave what it is there to remove.
+// After `undoAllOnSignals()`, SIGINT and SIGTERM run every undoing not yet
+// run, newest first, then end the process with 128 + the signal's number.
 import { rmSync } from 'node:fs';
 import { constants } from 'node:os';
 import { resolve } from 'node:path';
 
-/** The signals that stop a run: Ctrl-C, and `kill`'s default. */
 export const STOP_SIGNALS = ['SIGINT', 'SIGTERM'];
 
 /** The exit code of a process that ends because of `signal`, as a shell reports it. */
 export const exitCodeOf = (signal) => 128 + constants.signals[signal];
 
-/** The undoings not yet finished: not started, or started and running. */
 const undos = new Set();
 let unwinding = null;
 
-/**
- * Registers `fn` to run should the process be interrupted; returns a function
- * that runs it (once: later calls, and an interruption after, get the same
- * promise) for the normal path.
- */
+/** Registers `fn` to run on interruption; returns a function that runs it once (later calls get the same promise). */
 export function undoOnInterrupt(fn) {
   let done = null;
   const once = () => (done ??= Promise.resolve().then(fn).finally(() => undos.delete(once)));
@@ -38,7 +28,6 @@ export function undoOnInterrupt(fn) {
   return once;
 }
 
-/** Makes SIGINT and SIGTERM undo what is registered, then end the process. */
 export function undoAllOnSignals() {
   for (const signal of STOP_SIGNALS) process.on(signal, () => void (unwinding ??= unwind(signal)));
 }
@@ -48,26 +37,18 @@ export const interrupted = () => unwinding;
 
 async function unwind(signal) {
   process.stderr.write(`[bench] ${signal}: removing what this run made before it ends\n`);
-  // The stopped code fails wherever it was, at times where nothing catches
-  // it (an event handler, a promise no one awaits any more). Such a failure
-  // is reported; it must not end the process before the undoing is done.
+  // The stopped code fails wherever it was, often where nothing catches it;
+  // such a failure must not end the process before the undoing is done.
   const report = (err) => process.stderr.write(`[bench] after ${signal}: ${err?.message ?? err}\n`);
   process.on('uncaughtException', report).on('unhandledRejection', report);
-  // What the interrupted code registers meanwhile is undone too, and what
-  // its own cleanup already started is waited for.
-  while (undos.size) {
-    const newest = [...undos].at(-1);
-    await newest().catch((err) => process.stderr.write(`[bench] ${err.message}\n`));
-  }
+  // What the stopped code registers meanwhile is undone too.
+  while (undos.size) await [...undos].at(-1)().catch((err) => process.stderr.write(`[bench] ${err.message}\n`));
   process.exit(exitCodeOf(signal));
 }
 
-/**
- * Removes `dir` and all in it, unless something is mounted at or below it:
- * then it fails and names the mounts. The runtime's module loads only here:
- * the helper processes that import this file for its signals stay small.
- */
+/** Removes `dir` unless something is mounted at or below it; then it fails and names the mounts. */
 export async function removeUnmounted(dir) {
+  // Loaded here only: helper processes that import this file for its signals stay small.
   const { mountPoints } = await import('@paddock/runtime');
   const root = resolve(dir);
   const mounted = [...mountPoints()].filter((mp) => mp === root || mp.startsWith(root + '/'));

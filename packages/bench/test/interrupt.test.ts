@@ -3,21 +3,32 @@
 // A Ctrl-C reaches every process of the run at once (here: SIGINT to its
 // process group); `kill` reaches run.mjs alone (SIGTERM to it). Each is sent
 // while the run has sandboxes running and creates in flight. Needs root and
-// runc, as the bench does.
+// runc, as the bench does. The run gets a temporary directory of its own
+// (TMPDIR), so that another bench running on the same machine meanwhile is
+// not taken for what this one left.
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdtempSync, readFileSync, readdirSync, rmdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const root = fileURLToPath(new URL('../../..', import.meta.url));
-const kept = ['tools/bench/results/latest.json', 'tools/bench/results/previous.json', 'docs/performance.md'].map((f) => join(root, f));
+const kept = ['tools/bench/results/latest.json', 'tools/bench/results/samples.json', 'docs/performance.md'].map((f) => join(root, f));
+
+let runTmp: string;
+beforeAll(() => {
+  runTmp = mkdtempSync(join(tmpdir(), 'pbi-'));
+  // Short, as sandbox socket paths below it must be; and open as /tmp is, for the sandbox user's homes below it.
+  chmodSync(runTmp, 0o755);
+});
+// Only when empty: what a failed test left is named in its failure, and mounts may still be below it.
+afterAll(() => rmdirSync(runTmp));
 
 /** The temporary directories the bench makes. */
 function benchDirs(): string[] {
-  return readdirSync(tmpdir())
+  return readdirSync(runTmp)
     .filter((name) => name.startsWith('paddock-bench-') || name.startsWith('bench-envd-'))
-    .map((name) => join(tmpdir(), name));
+    .map((name) => join(runTmp, name));
 }
 
 function mountsUnder(dirs: string[]): string[] {
@@ -74,7 +85,8 @@ interface Run {
 
 /** Starts `node tools/bench/run.mjs ARGS` in a process group of its own. */
 function startBench(args: string[]): Run {
-  const child = spawn(process.execPath, ['tools/bench/run.mjs', ...args], { cwd: root, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
+  const env = { ...process.env, TMPDIR: runTmp };
+  const child = spawn(process.execPath, ['tools/bench/run.mjs', ...args], { cwd: root, env, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   child.stdout!.on('data', (b: Buffer) => (out += b.toString()));
   child.stderr!.on('data', (b: Buffer) => (out += b.toString()));
