@@ -4,7 +4,8 @@
 // carry neither are matched by their signature. Port 49983 reaches envd's
 // socket (connections are kept and reused), any other port the sandbox's own
 // TCP port through the runtime's tunnel (one per request). The relay in
-// ./relay moves the bytes; WebSocket upgrades are spliced through. A sandbox
+// ./relay carries requests and answers; WebSocket upgrades are spliced
+// through. A sandbox
 // that is not running answers 502. A request the proxy refuses itself (400,
 // 401, 403, 502) closes its connection: a client refused holds none.
 import {
@@ -22,12 +23,12 @@ import {
   parseSandboxHost,
 } from '@paddock/protocol';
 import type { Runtime } from '@paddock/runtime';
+import { createHash, timingSafeEqual } from 'node:crypto';
+import type { IncomingMessage } from 'node:http';
 import { connect } from 'node:net';
 import type { Duplex } from 'node:stream';
-import { createHash, timingSafeEqual } from 'node:crypto';
 import type { ConnectionLimits } from './config.js';
-import { HttpError, field, type RequestHead } from './relay/http1.js';
-import { Relay, type Destination } from './relay/relay.js';
+import { ProxyError, Relay, type Destination } from './relay/relay.js';
 import type { Sandboxes } from './sandboxes.js';
 import type { SandboxRecord, SandboxRoute, SandboxRepository } from './store/repositories.js';
 
@@ -35,6 +36,12 @@ import type { SandboxRecord, SandboxRoute, SandboxRepository } from './store/rep
 interface Target {
   sandbox: SandboxRoute;
   port: number;
+}
+
+/** A field's value; Node joins a repeated one with commas, which no id, port or token holds. */
+function field(req: IncomingMessage, name: string): string | undefined {
+  const v = req.headers[name.toLowerCase()];
+  return Array.isArray(v) ? v.join(', ') : v;
 }
 
 function sameSecret(a: string, b: string): boolean {
@@ -64,52 +71,53 @@ export function createProxy({ runtime, store, sandboxes }: ProxyDeps, limits: Co
     return (await store.allLive()).find((s) => s.envdAccessToken !== null && sameSecret(signed(s.envdAccessToken), signature));
   }
 
-  async function target(head: RequestHead): Promise<Target> {
+  async function target(req: IncomingMessage): Promise<Target> {
     let id: string | undefined;
     let port: number | undefined;
-    const byHost = parseSandboxHost(field(head, 'host') ?? '');
+    const byHost = parseSandboxHost(req.headers.host ?? '');
     if (byHost) {
       port = byHost.port;
       id = byHost.sandboxId;
-    } else if (field(head, SANDBOX_ID_HEADER)) {
-      id = field(head, SANDBOX_ID_HEADER);
-      port = Number(field(head, SANDBOX_PORT_HEADER) ?? ENVD_PORT);
+    } else if (field(req, SANDBOX_ID_HEADER)) {
+      id = field(req, SANDBOX_ID_HEADER);
+      port = Number(field(req, SANDBOX_PORT_HEADER) ?? ENVD_PORT);
     } else {
+      const target = req.url ?? '';
       let url: URL;
       try {
-        url = new URL(head.target, 'http://proxy');
+        url = new URL(target, 'http://proxy');
       } catch {
-        throw new HttpError(400, `request target '${head.target.slice(0, 64)}' is not a valid URL`);
+        throw new ProxyError(400, `request target '${target.slice(0, 64)}' is not a valid URL`);
       }
-      const signed = await bySignature(head.method, url);
+      const signed = await bySignature(req.method ?? '', url);
       if (signed) return resolveState(signed, ENVD_PORT);
-      if (url.pathname === '/files' && url.searchParams.has(FILE_SIGNATURE_PARAM)) throw new HttpError(401, 'invalid signature');
-      throw new HttpError(400, "the request names no sandbox: use the host '{port}-{sandboxID}.{domain}' or the E2b-Sandbox-Id and E2b-Sandbox-Port headers");
+      if (url.pathname === '/files' && url.searchParams.has(FILE_SIGNATURE_PARAM)) throw new ProxyError(401, 'invalid signature');
+      throw new ProxyError(400, "the request names no sandbox: use the host '{port}-{sandboxID}.{domain}' or the E2b-Sandbox-Id and E2b-Sandbox-Port headers");
     }
-    if (!isTcpPort(port!)) throw new HttpError(400, `sandbox port '${port}' is not a TCP port`);
+    if (!isTcpPort(port!)) throw new ProxyError(400, `sandbox port '${port}' is not a TCP port`);
     const s = isSandboxId(id) ? await store.route(id) : undefined;
-    if (!s) throw new HttpError(502, `sandbox '${id}' is not running`);
+    if (!s) throw new ProxyError(502, `sandbox '${id}' is not running`);
     return resolveState(s, port!);
   }
 
   async function resolveState(s: SandboxRoute, port: number): Promise<Target> {
     if (s.state === 'paused') {
-      if (!s.autoResume) throw new HttpError(502, `sandbox '${s.id}' is paused`);
+      if (!s.autoResume) throw new ProxyError(502, `sandbox '${s.id}' is paused`);
       await sandboxes.connect(s.id, undefined).catch((err: Error) => {
-        throw new HttpError(502, `sandbox '${s.id}' is paused and could not be resumed: ${err.message}`);
+        throw new ProxyError(502, `sandbox '${s.id}' is paused and could not be resumed: ${err.message}`);
       });
       const resumed = await store.route(s.id);
-      if (!resumed) throw new HttpError(502, `sandbox '${s.id}' is not running`);
+      if (!resumed) throw new ProxyError(502, `sandbox '${s.id}' is not running`);
       return { sandbox: resumed, port };
     }
     return { sandbox: s, port };
   }
 
-  function checkTraffic(t: Target, head: RequestHead): void {
+  function checkTraffic(t: Target, req: IncomingMessage): void {
     if (t.port === ENVD_PORT || t.sandbox.trafficAccessToken === null) return;
-    const given = field(head, TRAFFIC_ACCESS_TOKEN_HEADER);
+    const given = field(req, TRAFFIC_ACCESS_TOKEN_HEADER);
     if (!given || !sameSecret(given, t.sandbox.trafficAccessToken)) {
-      throw new HttpError(403, `sandbox '${t.sandbox.id}' takes traffic only with its ${TRAFFIC_ACCESS_TOKEN_HEADER} header`);
+      throw new ProxyError(403, `sandbox '${t.sandbox.id}' takes traffic only with its ${TRAFFIC_ACCESS_TOKEN_HEADER} header`);
     }
   }
 
@@ -124,9 +132,9 @@ export function createProxy({ runtime, store, sandboxes }: ProxyDeps, limits: Co
     });
   }
 
-  async function route(head: RequestHead): Promise<Destination> {
-    const t = await target(head);
-    checkTraffic(t, head);
+  async function route(req: IncomingMessage): Promise<Destination> {
+    const t = await target(req);
+    checkTraffic(t, req);
     const name = `sandbox '${t.sandbox.id}' on port ${t.port}`;
     if (t.port !== ENVD_PORT) return { name, open: () => runtime.openTunnel(t.sandbox.id, t.port) };
     const endpoint = runtime.envdEndpoint(t.sandbox.id);

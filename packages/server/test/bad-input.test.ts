@@ -155,12 +155,14 @@ test('the proxy answers what it cannot route with a 4xx and a JSON body naming t
   const port = Number(new URL(t.server.proxyUrl).port);
   const ask = async (bytes: string) => (await rawExchange(port, bytes, (text) => text.includes('"}'))).text;
   const bodyOf = (text: string) => JSON.parse(text.slice(text.indexOf('\r\n\r\n') + 4)) as { code: number; message: string };
-  const target = await ask('GET http://[x HTTP/1.1\r\n\r\n');
+  const target = await ask('GET http://[x HTTP/1.1\r\nHost: x\r\n\r\n');
   expect(bodyOf(target)).toEqual({ code: 400, message: "request target 'http://[x' is not a valid URL" });
-  const port0 = await ask(`GET /health HTTP/1.1\r\nE2b-Sandbox-Id: ${sandboxId}\r\nE2b-Sandbox-Port: 0\r\n\r\n`);
+  const port0 = await ask(`GET /health HTTP/1.1\r\nHost: x\r\nE2b-Sandbox-Id: ${sandboxId}\r\nE2b-Sandbox-Port: 0\r\n\r\n`);
   expect(bodyOf(port0)).toEqual({ code: 400, message: "sandbox port '0' is not a TCP port" });
-  const smuggle = await ask('POST / HTTP/1.1\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n');
-  expect(bodyOf(smuggle)).toEqual({ code: 400, message: 'the request has both content-length and transfer-encoding' });
+  const noHost = await ask(`GET /health HTTP/1.1\r\nE2b-Sandbox-Id: ${sandboxId}\r\n\r\n`);
+  expect(bodyOf(noHost)).toEqual({ code: 400, message: 'an HTTP/1.1 request must have a Host header' });
+  const smuggle = await ask('POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n');
+  expect(bodyOf(smuggle)).toEqual({ code: 400, message: "the request is not valid HTTP/1.1: Transfer-Encoding can't be present with Content-Length" });
 });
 
 test('a well-formed template build request answers 501 with a JSON body, by design', async () => {

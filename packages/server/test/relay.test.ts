@@ -1,17 +1,15 @@
-// The byte relay behind the sandbox proxy, against real HTTP servers on
+// The relay behind the sandbox proxy, against real HTTP servers on
 // loopback: framing (lengths, chunks, HEAD, 1xx, 204/304, close-delimited),
 // keep-alive and pooling, pipelining, upgrades, back-pressure, failures on
-// either side, and the answers to malformed requests.
+// either side, and the answers to malformed requests and responses
+// (request smuggling among them).
 import { createHash, randomBytes } from 'node:crypto';
 import { Agent, createServer, request, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { connect, createServer as createNetServer, type AddressInfo, type Server as NetServer, type Socket } from 'node:net';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { PassThrough } from 'node:stream';
-import { BodyCounter, HeadChunks, HttpError, headEnd, parseRequestHead, requestFraming, responseFraming, parseResponseHead } from '../src/relay/http1.js';
-import { pumpable, startPump } from '../src/relay/pump.js';
-import { Relay, type Destination, type RelayOptions } from '../src/relay/relay.js';
+import { ProxyError, Relay, type Destination, type RelayOptions } from '../src/relay/relay.js';
 import { answeredConnection, rawExchange, untilClosed } from './raw-http.js';
 
 const listening = async <T extends NetServer>(s: T): Promise<number> => {
@@ -53,12 +51,12 @@ beforeEach(async () => {
   gate = Promise.resolve();
   relay = new Relay({
     poolIdleMs: 5_000,
-    async route(head): Promise<Destination> {
-      const to = head.fields.find((f) => f.lower === 'x-to')?.value ?? '';
+    async route(req): Promise<Destination> {
+      const to = String(req.headers['x-to'] ?? '');
       await gate;
-      if (to === 'forbidden') throw new HttpError(403, 'not for you');
+      if (to === 'forbidden') throw new ProxyError(403, 'not for you');
       const u = upstreams.get(to);
-      if (!u) throw new HttpError(502, `no upstream '${to}'`);
+      if (!u) throw new ProxyError(502, `no upstream '${to}'`);
       return {
         name: `upstream '${to}'`,
         poolKey: u.pooled ? to : undefined,
@@ -109,6 +107,22 @@ function send(path: string, opts: { to: string; method?: string; body?: Buffer |
     );
     req.on('error', reject);
     req.end(opts.body);
+  });
+}
+
+/** GETs `/` from upstream `to`, and gives the body that arrived and whether the response was complete. */
+function receive(to: string): Promise<{ status: number; body: Buffer; complete: boolean }> {
+  return new Promise((resolve, reject) => {
+    const req = request({ port: relayPort, host: '127.0.0.1', path: '/', agent: false, headers: { 'x-to': to } }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      const done = () => resolve({ status: res.statusCode!, body: Buffer.concat(chunks), complete: res.complete });
+      res.on('end', done);
+      // A response cut off mid-body.
+      res.on('error', done);
+    });
+    req.on('error', reject);
+    req.end();
   });
 }
 
@@ -210,7 +224,7 @@ describe('messages pass through whole', () => {
       res.setHeader('x-kept', 'yes');
       echo(req, res);
     });
-    const r = await raw('GET / HTTP/1.1\r\nHost: h\r\nx-to: a\r\nConnection: keep-alive, x-private\r\nx-private: 1\r\nTE: trailers\r\nx-public: 2\r\n\r\n', (t) => {
+    const r = await raw('GET / HTTP/1.1\r\nHost: h\r\nx-to: a\r\nConnection: x-private, TE\r\nx-private: 1\r\nTE: trailers\r\nx-public: 2\r\n\r\n', (t) => {
       const end = t.indexOf('\r\n\r\n');
       return end > 0 && t.length >= end + 4 + Number(/content-length: (\d+)/i.exec(t)?.[1] ?? 0);
     });
@@ -218,13 +232,14 @@ describe('messages pass through whole', () => {
     expect(seen['x-public']).toBe('2');
     expect(seen['x-private']).toBeUndefined();
     expect(seen['te']).toBeUndefined();
-    expect(seen['connection']).toBeUndefined();
+    // The relay's own, for its own connection.
+    expect(seen['connection']).toBe('keep-alive');
     expect(r.text).toMatch(/x-kept: yes/i);
-    expect(r.text).not.toMatch(/keep-alive: timeout/i);
+    expect(r.text).not.toMatch(/keep-alive: timeout=5/i);
     expect(r.text).not.toMatch(/x-secret/i);
   });
 
-  test('a chunked request body, with an extension and a trailer, arrives as sent', async () => {
+  test('a chunked request body, with an extension and a trailer, arrives whole; the trailer stays behind', async () => {
     await upstream('a', (req, res) => {
       const chunks: Buffer[] = [];
       req.on('data', (c: Buffer) => chunks.push(c));
@@ -232,7 +247,7 @@ describe('messages pass through whole', () => {
     });
     const r = await raw('POST / HTTP/1.1\r\nHost: h\r\nx-to: a\r\nTransfer-Encoding: chunked\r\n\r\n5;ext=1\r\nhello\r\n6\r\n world\r\n0\r\nx-check: ok\r\n\r\n', (t) => t.includes('}'));
     expect(r.text).toMatch(/^HTTP\/1\.1 200 /);
-    expect(JSON.parse(r.text.slice(r.text.indexOf('{')))).toEqual({ body: 'hello world', trailers: { 'x-check': 'ok' } });
+    expect(JSON.parse(r.text.slice(r.text.indexOf('{')))).toEqual({ body: 'hello world', trailers: {} });
   });
 
   test('8 MiB each way, through back-pressure on both sides, arrives intact', async () => {
@@ -249,15 +264,11 @@ describe('messages pass through whole', () => {
     gate = new Promise((r) => (open = r));
     const body = randomBytes(6 * 1024 * 1024);
     const reply = send('/held', { to: 'a', method: 'PUT', body });
-    // Far more than the relay holds (1 MiB) is on its way before the route is known.
+    // Far more than the relay reads ahead is on its way before the route is known.
     setTimeout(open, 300);
     const r = await reply;
     expect(r.headers['x-sha']).toBe(sha(body));
     expect(r.body.equals(body)).toBe(true);
-    // It waited in the kernel, not in the relay: all of it but what came with the head
-    // and one more read went through the pump, and so did the whole answer.
-    expect(relay.pumped.bodies).toBe(2);
-    expect(relay.pumped.bytes).toBeGreaterThan(2 * body.length - 256 * 1024);
   });
 
   test('a streamed response reaches the client piece by piece, before the upstream ends it', async () => {
@@ -322,14 +333,12 @@ describe('messages pass through whole', () => {
     expect(got).toMatch(/^HTTP\/1\.1 100 Continue\r\n\r\nHTTP\/1\.1 200 OK\r\n/);
   });
 
-  test('a response delimited by the end of the connection is passed on whole, and the client connection closes after it', async () => {
+  test('a response delimited by the end of the connection is passed on whole', async () => {
     await rawUpstream('old', (sock) => {
       sock.once('data', () => sock.end('HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\n\r\nuntil the end'));
     });
-    const r = await raw('GET / HTTP/1.1\r\nHost: h\r\nx-to: old\r\n\r\n');
-    expect(r.closed).toBe(true);
-    expect(r.text).toMatch(/connection: close\r\n/);
-    expect(r.text.endsWith('\r\n\r\nuntil the end')).toBe(true);
+    const r = await send('/', { to: 'old' });
+    expect([r.status, r.body.toString()]).toEqual([200, 'until the end']);
   });
 
   test('an HTTP/1.0 request is answered and its connection closed', async () => {
@@ -347,7 +356,7 @@ describe('messages pass through whole', () => {
         sock.on('data', (d: Buffer) => {
           if (!head.includes('\r\n\r\n')) {
             head += d.toString();
-            if (head.includes('\r\n\r\n')) sock.write(`HTTP/1.1 101 Switching Protocols\r\nUpgrade: echo\r\nConnection: Upgrade\r\nx-saw: ${head.includes('Upgrade: echo') ? 'upgrade' : 'none'}\r\n\r\n`);
+            if (head.includes('\r\n\r\n')) sock.write(`HTTP/1.1 101 Switching Protocols\r\nUpgrade: echo\r\nConnection: Upgrade\r\nx-saw: ${/\r\nupgrade: echo\r\n/i.test(head) ? 'upgrade' : 'none'}\r\n\r\n`);
             return;
           }
           sock.write(d);
@@ -373,8 +382,8 @@ describe('messages pass through whole', () => {
   });
 });
 
-describe('bodies of known length go through the pump', () => {
-  test('a large upload and its answer arrive intact, the connections stay usable, and the pump moved both', async () => {
+describe('large bodies', () => {
+  test('large uploads and their answers arrive intact, and the connections stay usable', async () => {
     const sockets = await echoUpstream('a');
     const agent = new Agent({ keepAlive: true, maxSockets: 1 });
     for (const size of [3 * 1024 * 1024, 5 * 1024 * 1024 + 17]) {
@@ -388,37 +397,7 @@ describe('bodies of known length go through the pump', () => {
     expect(small.body.toString()).toBe('tail');
     expect(sockets.size).toBe(1);
     expect(opened).toEqual(['a']);
-    // Each of the four large bodies (two requests, two answers) went through the pump.
-    expect(relay.pumped.bodies).toBe(4);
-    expect(relay.pumped.bytes).toBeGreaterThan(12 * 1024 * 1024);
     agent.destroy();
-  });
-
-  test('a pump that cannot start leaves the sockets as they were, and the relay moves the body itself', () => {
-    const started: string[] = [];
-    class FakeHandle {
-      reading = true;
-      constructor(readonly fd: number) {}
-      readStart() {
-        started.push('start');
-        return 0;
-      }
-      readStop() {
-        started.push('stop');
-        return 0;
-      }
-    }
-    const withHandle = (fd: number) => Object.assign(new PassThrough(), { _handle: new FakeHandle(fd) });
-    // Descriptors that are not open: the native start fails at its first dup.
-    const from = withHandle(2_000_000);
-    from.resume();
-    const to = withHandle(2_000_001);
-    expect(pumpable(from, to)).toBe(true);
-    expect(startPump(from, to, 1 << 20, 0, () => started.push('done'))).toBeUndefined();
-    // Reading stopped for the attempt and started again after it, through the handle's own readStart.
-    expect(started).toEqual(['stop', 'start']);
-    expect(Object.hasOwn(from._handle, 'readStart')).toBe(false);
-    expect(from._handle.reading).toBe(true);
   });
 
   test("to and from an upstream on a unix socket, as envd's is", async () => {
@@ -452,62 +431,11 @@ describe('bodies of known length go through the pump', () => {
       });
       expect(r.headers['x-sha']).toBe(sha(body));
       expect(r.body.equals(body)).toBe(true);
-      expect(viaUnix.pumped.bodies).toBe(2);
     } finally {
       viaUnix.destroyConnections();
       await closing(viaUnix.server);
       s.closeAllConnections();
       await closing(s);
-      rmSync(dir, { recursive: true, force: true });
-    }
-  });
-
-  test('a body pumped into a unix socket is taken whole while the other end has read none of it, as far as net.core.wmem_max lets the send buffer grow', async () => {
-    // The pump raises a unix destination's send buffer to hold the body. Left
-    // at net.core.wmem_default (208 KiB on most hosts), this pump would wait
-    // for the reader after about that much, and never end here. On a host
-    // whose wmem_max is no larger than its wmem_default the body is that
-    // small, and the test shows little.
-    const length = Math.min(1 << 20, Number(readFileSync('/proc/sys/net/core/wmem_max', 'utf8')));
-    const dir = mkdtempSync(join(tmpdir(), 'relay-sndbuf-'));
-    const path = join(dir, 'up.sock');
-    const sockets: Socket[] = [];
-    const accepted = (server: NetServer) => new Promise<Socket>((resolve) => server.once('connection', (s: Socket) => resolve(s)));
-    // Neither server reads what it accepts until told to.
-    const reader = createNetServer({ pauseOnConnect: true });
-    const source = createNetServer({ pauseOnConnect: true });
-    try {
-      await new Promise<void>((r) => reader.listen(path, () => r()));
-      const port = await listening(source);
-      const readerSide = accepted(reader);
-      const to = connect(path);
-      const fromSide = accepted(source);
-      const sender = connect(port, '127.0.0.1');
-      const [r, from] = await Promise.all([readerSide, fromSide]);
-      sockets.push(r, from, to, sender);
-      await new Promise<void>((resolve) => (to.connecting ? to.once('connect', () => resolve()) : resolve()));
-      const body = randomBytes(length);
-      sender.end(body);
-      expect(pumpable(from, to)).toBe(true);
-      const ended = new Promise((resolve) => startPump(from, to, length, 0, resolve));
-      // Only a guard against waiting forever for a pump that stalled; not a measure of speed.
-      const stalled = new Promise((resolve) => setTimeout(() => resolve('stalled: the reader was never asked for room'), 10_000).unref());
-      expect(await Promise.race([ended, stalled])).toEqual({ code: null, moved: length, side: null });
-      // And it all arrives, in order, once the reader reads.
-      const got: Buffer[] = [];
-      let have = 0;
-      await new Promise<void>((resolve) => {
-        r.on('data', (c: Buffer) => {
-          got.push(c);
-          if ((have += c.length) === length) resolve();
-        });
-        r.resume();
-      });
-      expect(Buffer.concat(got).equals(body)).toBe(true);
-    } finally {
-      for (const s of sockets) s.destroy();
-      await closing(reader);
-      await closing(source);
       rmSync(dir, { recursive: true, force: true });
     }
   });
@@ -520,8 +448,7 @@ describe('bodies of known length go through the pump', () => {
       (t) => t.includes('x-method: GET') && t.endsWith('\r\n\r\n'),
     );
     expect(r.text).toContain(`x-sha: ${sha(body)}`);
-    expect(r.text).toMatch(/x-method: GET\r\n[^]*Content-Length: 0\r\n\r\n$/);
-    expect(relay.pumped.bodies).toBeGreaterThanOrEqual(1);
+    expect(r.text).toMatch(/x-method: GET\r\n[^]*content-length: 0\r\n[^]*\r\n\r\n$/i);
   });
 
   test('a client that goes away mid-upload ends the request upstream, and the relay goes on', async () => {
@@ -555,15 +482,15 @@ describe('bodies of known length go through the pump', () => {
       }),
     );
     const body = Buffer.alloc(16 * 1024 * 1024, 'x');
-    const r = await raw(Buffer.concat([Buffer.from(`PUT / HTTP/1.1\r\nHost: h\r\nx-to: early\r\nContent-Length: ${body.length}\r\n\r\n`), body]), (t) => t.endsWith('too big!'));
-    expect(r.text).toMatch(/^HTTP\/1\.1 413 Payload Too Large\r\ncontent-length: 8\r\n\r\ntoo big!$/);
-    // The pump was stopped mid-body, and the relay closed that upstream connection.
-    expect(relay.pumped.bodies).toBe(0);
+    // The client goes on sending, and never closes: the relay closes the connection after the answer.
+    const text = await untilClosed(relayPort, Buffer.concat([Buffer.from(`PUT / HTTP/1.1\r\nHost: h\r\nx-to: early\r\nContent-Length: ${body.length}\r\n\r\n`), body]));
+    expect(text).toMatch(/^HTTP\/1\.1 413 Payload Too Large\r\n[^]*content-length: 8\r\n[^]*\r\n\r\ntoo big!$/);
+    // The relay closed that upstream connection: the rest of the body was not passed on.
     upstreamSide!.resume();
     await new Promise((r) => upstreamSide!.once('close', r));
   });
 
-  test('an upload that stalls while the pump has it is cut off after the body timeout', async () => {
+  test('a large upload that stalls mid-body is cut off after the body timeout', async () => {
     const head = `POST / HTTP/1.1\r\nHost: h\r\nx-to: a\r\nContent-Length: ${4 * 1024 * 1024}\r\n\r\n`;
     expect(await stalledUpload(head, Buffer.alloc(512 * 1024, 2))).toBe('');
   });
@@ -577,9 +504,12 @@ describe('bodies of known length go through the pump', () => {
     );
     const r = await raw('GET / HTTP/1.1\r\nHost: h\r\nx-to: short\r\n\r\n');
     expect(r.closed).toBe(true);
+    expect(r.text).toMatch(/^HTTP\/1\.1 200 OK\r\n[^]*content-length: 8388608\r\n/);
     const body = r.text.slice(r.text.indexOf('\r\n\r\n') + 4);
-    expect(body.length).toBe(2 * 1024 * 1024);
-    expect(relay.pumped.bodies).toBe(0);
+    expect(body.length).toBeLessThanOrEqual(2 * 1024 * 1024);
+    // The connection the upstream ended is not pooled: the next request opens another.
+    await rawExchange(relayPort, 'GET / HTTP/1.1\r\nHost: h\r\nx-to: short\r\n\r\n');
+    expect(opened).toEqual(['short', 'short']);
   });
 
   test('a client that goes away mid-download ends the response upstream', async () => {
@@ -588,28 +518,31 @@ describe('bodies of known length go through the pump', () => {
   });
 });
 
-describe('chunked responses go through the pump from inside a large chunk', () => {
+describe('chunked responses', () => {
   /** One chunk as it goes on the wire: its size (as written) and extension, then its data and CRLF. */
   const chunk = (data: Buffer, size = data.length.toString(16), ext = '') => Buffer.concat([Buffer.from(`${size}${ext}\r\n`, 'latin1'), data, Buffer.from('\r\n')]);
   const fill = (n: number, seed: number) => Buffer.from(Array.from({ length: n }, (_, i) => (i * 7 + seed) & 0xff));
-  const bodyOf = (text: string) => text.slice(text.indexOf('\r\n\r\n') + 4);
   const pause = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-  test('the framing arrives byte for byte as sent: small and large chunks, sizes in any case with leading zeros, an extension, a size line cut in two, a trailer', async () => {
-    // Sent piece by piece, so that the chunk boundaries fall both where the pump reads the framing and where the relay does.
+  test('the data arrives whole and in order: small and large chunks, sizes in any case with leading zeros, an extension, a size line cut in two, a trailer', async () => {
+    // Sent piece by piece, so that chunk boundaries fall anywhere in what the relay reads.
     const pieces: Buffer[] = [];
+    const data: Buffer[] = [];
+    const add = (d: Buffer, size?: string, ext?: string) => {
+      data.push(d);
+      return chunk(d, size, ext);
+    };
     for (let i = 0; i < 24; i++) {
-      pieces.push(chunk(fill(20, i)), chunk(fill(64 * 1024 + i, i)));
+      pieces.push(add(fill(20, i)), add(fill(64 * 1024 + i, i)));
       // 0x1900A, written 0001900A.
-      if (i === 6) pieces.push(chunk(fill(100 * 1024 + 10, 1), `000${(100 * 1024 + 10).toString(16).toUpperCase()}`));
-      if (i === 9) pieces.push(chunk(fill(16, 2), '10', ';name=value'));
+      if (i === 6) pieces.push(add(fill(100 * 1024 + 10, 1), `000${(100 * 1024 + 10).toString(16).toUpperCase()}`));
+      if (i === 9) pieces.push(add(fill(16, 2), '10', ';name=value'));
       if (i === 13) {
-        const c = chunk(fill(40 * 1024, 3));
+        const c = add(fill(40 * 1024, 3));
         pieces.push(c.subarray(0, 2), c.subarray(2));
       }
     }
     pieces.push(Buffer.from('0\r\nx-trailer: t\r\n\r\n', 'latin1'));
-    const sent = Buffer.concat(pieces);
     await rawUpstream('chunks', (sock) =>
       sock.once('data', async () => {
         sock.write('HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n');
@@ -619,10 +552,9 @@ describe('chunked responses go through the pump from inside a large chunk', () =
         }
       }),
     );
-    const r = await raw('GET / HTTP/1.1\r\nHost: h\r\nx-to: chunks\r\n\r\n', (t) => t.endsWith('x-trailer: t\r\n\r\n'));
-    expect(Buffer.from(bodyOf(r.text), 'latin1').equals(sent)).toBe(true);
-    expect(relay.pumped.chunkRuns).toBeGreaterThanOrEqual(1);
-    expect(relay.pumped.bytes).toBeGreaterThan(sent.length / 2);
+    const r = await receive('chunks');
+    expect(r.complete).toBe(true);
+    expect(r.body.equals(Buffer.concat(data))).toBe(true);
   });
 
   test('streamed output reaches a client that reads slowly whole, and both connections serve the next request', async () => {
@@ -648,7 +580,7 @@ describe('chunked responses go through the pump from inside a large chunk', () =
     const body = await new Promise<Buffer>((resolve, reject) => {
       const req = request({ port: relayPort, host: '127.0.0.1', path: '/out', agent, headers: { 'x-to': 'stream' } }, (res) => {
         const got: Buffer[] = [];
-        // Nothing is read for a while: the upstream feels it, through the pump.
+        // Nothing is read for a while: the upstream feels it, through the relay.
         res.pause();
         setTimeout(() => res.resume(), 200);
         res.on('data', (c: Buffer) => got.push(c));
@@ -663,15 +595,14 @@ describe('chunked responses go through the pump from inside a large chunk', () =
     expect(small.body.toString()).toBe('tail');
     expect(sockets.size).toBe(1);
     expect(opened).toEqual(['stream']);
-    expect(relay.pumped.chunkRuns).toBeGreaterThanOrEqual(1);
-    expect(relay.pumped.bytes).toBeGreaterThan(whole.length / 2);
     agent.destroy();
   });
 
-  test('bytes other than CRLF after the data of a chunk the pump took cut the client off there, even with good framing after them', async () => {
+  test('bytes other than CRLF after the data of a chunk cut the client off there, even with good framing after them', async () => {
     let upstreamClosed!: () => void;
     const closed = new Promise<void>((r) => (upstreamClosed = r));
     // The second chunk's data is followed by 'XX', where its CRLF belongs, and then by framing that would parse.
+    const data = Buffer.concat([fill(64 * 1024, 1), fill(64 * 1024, 2)]);
     const good = Buffer.concat([chunk(fill(64 * 1024, 1)), Buffer.from(`${(64 * 1024).toString(16)}\r\n`), fill(64 * 1024, 2)]);
     const rest = Buffer.from('XX10\r\n0123456789abcdef\r\n0\r\n\r\n', 'latin1');
     await rawUpstream('bad', (sock) => {
@@ -681,28 +612,29 @@ describe('chunked responses go through the pump from inside a large chunk', () =
         sock.write(Buffer.concat([good, rest]));
       });
     });
-    const r = await raw('GET / HTTP/1.1\r\nHost: h\r\nx-to: bad\r\n\r\n');
-    expect(r.closed).toBe(true);
-    expect(Buffer.from(bodyOf(r.text), 'latin1').equals(good)).toBe(true);
+    const r = await receive('bad');
+    expect(r.complete).toBe(false);
+    // What arrived is a part of the good chunks' data, and nothing after them.
+    expect(data.subarray(0, r.body.length).equals(r.body)).toBe(true);
     await closed;
   });
 
-  test('an upstream that ends inside a chunk the pump is moving cuts the client off', async () => {
+  test('an upstream that ends inside a chunk cuts the client off', async () => {
     await rawUpstream('short', (sock) =>
       sock.once('data', () => {
         sock.write('HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n');
         sock.end(Buffer.concat([Buffer.from(`${(1024 * 1024).toString(16)}\r\n`), fill(300 * 1024, 5)]));
       }),
     );
-    const r = await raw('GET / HTTP/1.1\r\nHost: h\r\nx-to: short\r\n\r\n');
-    expect(r.closed).toBe(true);
-    expect(bodyOf(r.text).length).toBe(`${(1024 * 1024).toString(16)}\r\n`.length + 300 * 1024);
+    const r = await receive('short');
+    expect(r.complete).toBe(false);
+    expect(r.body.length).toBeLessThanOrEqual(300 * 1024);
+    expect(r.body.equals(fill(300 * 1024, 5).subarray(0, r.body.length))).toBe(true);
   });
 
   test('a client that goes away mid-stream ends the response upstream', async () => {
     const part = Buffer.alloc(128 * 1024, 'z');
     await clientLeavesMidResponse(part, {}, 4 * part.length);
-    expect(relay.pumped.bytes).toBeGreaterThan(0);
   });
 });
 
@@ -782,15 +714,16 @@ describe('what a client cannot do', () => {
   });
 
   test('answers a client does not read do not pile up: the next request waits', async () => {
-    // Far more than the kernel's buffers hold, in answers the relay moves itself (not through the pump).
+    // Far more than the kernel's buffers hold.
     const count = 2_000;
     await upstream('a', (_req, res) => res.end(`${'y'.repeat(16 * 1024)}END.`));
+    const accepted = new Promise<Socket>((r) => relay.server.once('connection', r));
     const sock = connect(relayPort, '127.0.0.1');
     await new Promise((r) => sock.once('connect', r));
+    const serverSide = await accepted;
     sock.pause();
     sock.write('GET / HTTP/1.1\r\nHost: h\r\nx-to: a\r\n\r\n'.repeat(count));
     // Everything the relay has not sent yet sits in its side of the connection.
-    const [serverSide] = [...(relay as unknown as { clients: Set<Socket> }).clients];
     let most = 0;
     for (let i = 0; i < 50; i++) {
       most = Math.max(most, serverSide!.writableLength);
@@ -832,7 +765,8 @@ describe('what a client cannot do', () => {
     await upstream('a', (_req, res) => res.writeHead(426, { 'content-type': 'text/plain' }).end('no'), false);
     const r = await raw('GET /ws HTTP/1.1\r\nHost: h\r\nx-to: a\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\nNOT HTTP');
     expect(r.closed).toBe(true);
-    expect(r.text).toMatch(/^HTTP\/1\.1 426 Upgrade Required\r\n[^]*connection: close\r\n\r\n2\r\nno\r\n0\r\n\r\n$/);
+    // Its body is passed on as the data it carries, ended by the connection's end.
+    expect(r.text).toMatch(/^HTTP\/1\.1 426 Upgrade Required\r\n[^]*connection: close\r\n\r\nno$/);
   });
 });
 
@@ -926,18 +860,18 @@ describe('limits on clients', () => {
 });
 
 describe('what an upstream cannot do', () => {
-  test('a response with both Transfer-Encoding and Content-Length reaches the client without the length', async () => {
+  test('a response with both Transfer-Encoding and Content-Length that disagree is a bad response', async () => {
     await rawUpstream('both', (sock) =>
       sock.once('data', () => sock.write('HTTP/1.1 200 OK\r\ncontent-length: 3\r\ntransfer-encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n')),
     );
     const r = await send('/', { to: 'both' });
-    expect([r.status, r.body.toString(), r.headers['content-length']]).toEqual([200, 'hello', undefined]);
+    expect([r.status, JSON.parse(r.body.toString()).message]).toEqual([502, "upstream 'both' sent a bad response: Response body length does not match content-length header"]);
   });
 
-  test('a response head sent a byte at a time, after a 100 Continue, is read whole', async () => {
+  test('a response head sent a byte at a time, after an interim answer, is read whole', async () => {
     await rawUpstream('slow', (sock) =>
       sock.once('data', async () => {
-        const bytes = Buffer.from('HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok');
+        const bytes = Buffer.from('HTTP/1.1 103 Early Hints\r\nlink: </s.css>\r\n\r\nHTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok');
         for (let i = 0; i < bytes.length; i++) {
           sock.write(bytes.subarray(i, i + 1));
           await new Promise((r) => setImmediate(r));
@@ -945,14 +879,14 @@ describe('what an upstream cannot do', () => {
       }),
     );
     const r = await raw('GET / HTTP/1.1\r\nHost: h\r\nx-to: slow\r\n\r\n', (t) => t.endsWith('ok'));
-    expect(r.text).toMatch(/^HTTP\/1\.1 100 Continue\r\n\r\nHTTP\/1\.1 200 OK\r\ncontent-length: 2\r\n\r\nok$/);
+    expect(r.text).toMatch(/^HTTP\/1\.1 200 OK\r\n[^]*content-length: 2\r\n[^]*\r\n\r\nok$/);
   });
 
   test('a status outside 100-999 is a bad response', async () => {
     await rawUpstream('odd', (sock) => sock.once('data', () => sock.write('HTTP/1.1 099 Odd\r\ncontent-length: 0\r\n\r\n')));
     const r = await send('/', { to: 'odd' });
     expect(r.status).toBe(502);
-    expect(JSON.parse(r.body.toString()).message).toBe("upstream 'odd' sent a bad response: malformed status line 'HTTP/1.1 099 Odd'");
+    expect(JSON.parse(r.body.toString()).message).toMatch(/^upstream 'odd' failed: /);
   });
 });
 
@@ -990,14 +924,14 @@ describe('failures', () => {
     await rawUpstream('half', (sock) => sock.once('data', () => sock.end('HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\nonly ten..')));
     const half = await raw('GET / HTTP/1.1\r\nHost: h\r\nx-to: half\r\n\r\n');
     expect(half.closed).toBe(true);
-    expect(half.text).toMatch(/content-length: 100\r\n\r\nonly ten\.\.$/);
+    expect(half.text).toMatch(/content-length: 100\r\n[^]*\r\n\r\nonly ten\.\.$/);
   });
 
   test('a malformed response head is a 502', async () => {
     await rawUpstream('garbage', (sock) => sock.once('data', () => sock.write('HTTP/1.1 200 OK\r\nbad header line\r\n\r\n')));
     const r = await send('/', { to: 'garbage' });
     expect(r.status).toBe(502);
-    expect(JSON.parse(r.body.toString()).message).toBe("upstream 'garbage' sent a bad response: the response has a malformed header line 'bad header line'");
+    expect(JSON.parse(r.body.toString()).message).toBe("upstream 'garbage' sent a bad response: Response does not match the HTTP/1.1 protocol (Invalid header token)");
   });
 
   test('a client that goes away mid-response ends the request upstream', async () => {
@@ -1014,18 +948,36 @@ describe('failures', () => {
 });
 
 describe('malformed requests get a clear error and a closed connection', () => {
+  // Each is a way a front end and the server behind it could disagree about
+  // where a request ends, or a request the relay will not pass on.
   const cases: [string, string, number, RegExp][] = [
-    ['a bad request line', 'GET /\r\nHost: h\r\n\r\n', 400, /malformed request line 'GET \/'/],
+    ['a request line without a version', 'GET /\r\nHost: h\r\n\r\n', 505, /HTTP\/0\.9 is not supported/],
     ['HTTP/2.0', 'GET / HTTP/2.0\r\nHost: h\r\n\r\n', 505, /HTTP\/2\.0 is not supported/],
-    ['a bare LF', 'GET / HTTP/1.1\nHost: h\r\n\r\n', 400, /does not end in CRLF/],
-    ['a folded header', 'GET / HTTP/1.1\r\nHost: h\r\nx-a: 1\r\n  2\r\n\r\n', 400, /folded header line/],
-    ['space before the colon', 'GET / HTTP/1.1\r\nHost : h\r\n\r\n', 400, /malformed header line 'Host : h'/],
-    ['two content-lengths', 'POST / HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab', 400, /two different content-lengths/],
-    ['a bad content-length', 'POST / HTTP/1.1\r\nContent-Length: -1\r\n\r\n', 400, /content-length '-1' is not a number/],
-    ['content-length with chunked', 'POST / HTTP/1.1\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n', 400, /both content-length and transfer-encoding/],
-    ['gzip transfer-encoding', 'POST / HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n', 501, /transfer-encoding 'gzip, chunked' is not supported/],
+    ['a lowercase version', 'GET / http/1.1\r\nHost: h\r\n\r\n', 400, /Expected HTTP\//],
+    ['a space in the target', 'GET /a b HTTP/1.1\r\nHost: h\r\n\r\n', 400, /Expected HTTP\//],
+    ['a NUL in the target', 'GET /\x00 HTTP/1.1\r\nHost: h\r\n\r\n', 400, /Invalid char in url path/],
+    ['a bare LF after the request line', 'GET / HTTP/1.1\nHost: h\r\n\r\n', 400, /Expected CRLF after version/],
+    ['a bare LF after a header', 'GET / HTTP/1.1\r\nHost: h\nx: y\r\n\r\n', 400, /Missing expected CR after header value/],
+    ['a bare CR after a header', 'GET / HTTP/1.1\r\nHost: h\rx: y\r\n\r\n', 400, /Missing expected LF after header value/],
+    ['a folded header', 'GET / HTTP/1.1\r\nHost: h\r\nx-a: 1\r\n  2\r\n\r\n', 400, /Unexpected whitespace after header value/],
+    ['space before the colon', 'GET / HTTP/1.1\r\nHost : h\r\n\r\n', 400, /Invalid header token/],
+    ['space before the colon of transfer-encoding, with a content-length', 'POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding : chunked\r\nContent-Length: 3\r\n\r\nabc', 400, /Invalid header field char/],
+    ['two content-lengths', 'POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab', 400, /Duplicate Content-Length/],
+    ['the same content-length twice', 'POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\nab', 400, /Duplicate Content-Length/],
+    ['a list as content-length', 'POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 3, 3\r\n\r\nabc', 400, /Invalid character in Content-Length/],
+    ['a negative content-length', 'POST / HTTP/1.1\r\nHost: h\r\nContent-Length: -1\r\n\r\n', 400, /Invalid character in Content-Length/],
+    ['a signed content-length', 'POST / HTTP/1.1\r\nHost: h\r\nContent-Length: +3\r\n\r\nabc', 400, /Invalid character in Content-Length/],
+    ['content-length with chunked', 'POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n', 400, /Transfer-Encoding can't be present with Content-Length/],
+    ['chunked twice', 'POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n', 400, /Invalid `Transfer-Encoding` header value/],
+    ['chunked, chunked', 'POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked, chunked\r\n\r\n0\r\n\r\n', 400, /Invalid `Transfer-Encoding` header value/],
+    ['a transfer-encoding that is not chunked', 'POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: xchunked\r\n\r\n', 400, /Request has invalid `Transfer-Encoding`/],
+    ['gzip transfer-encoding', 'POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n', 501, /transfer-encoding 'gzip, chunked' is not supported/],
+    ['a vertical tab before chunked', 'POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding:\x0bchunked\r\n\r\n', 400, /Invalid header value char/],
+    ['a chunked HTTP/1.0 request', 'POST / HTTP/1.0\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n', 400, /an HTTP\/1\.0 request cannot be chunked/],
+    ['two Host headers', 'GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n', 400, /more than one Host header/],
+    ['no Host header', 'GET / HTTP/1.1\r\n\r\n', 400, /must have a Host header/],
     ['CONNECT', 'CONNECT h:443 HTTP/1.1\r\nHost: h\r\n\r\n', 405, /CONNECT is not supported/],
-    ['a control character', 'GET / HTTP/1.1\r\nx-a: a\x01b\r\n\r\n', 400, /header 'x-a' has a control character/],
+    ['a control character', 'GET / HTTP/1.1\r\nHost: h\r\nx-a: a\x01b\r\n\r\n', 400, /Invalid header value char/],
   ];
   test.each(cases)('%s', async (_what, bytes, status, message) => {
     const r = await raw(bytes);
@@ -1033,117 +985,84 @@ describe('malformed requests get a clear error and a closed connection', () => {
     expect(r.text).toMatch(new RegExp(`^HTTP/1\\.1 ${status} `));
     expect(r.text).toMatch(/connection: close\r\n/);
     expect(JSON.parse(r.text.slice(r.text.indexOf('{'))).message).toMatch(message);
+    expect(opened).toEqual([]);
   });
 
-  test('a bad chunk in a body that is under way', async () => {
+  // A chunked body that breaks once the request has been passed on.
+  const badBodies: [string, string, RegExp][] = [
+    ['a chunk size that is not hex', 'zz\r\n', /Invalid character in chunk size/],
+    ['chunk data longer than its size', '5\r\nhello!\r\n0\r\n\r\n', /Expected LF after chunk data/],
+    ['a bare LF after a chunk size', '5\nhello\r\n0\r\n\r\n', /Missing expected CR after chunk size/],
+    ['a chunk size too large', 'fffffffffffffffff\r\n', /Chunk size overflow/],
+    ['a space after a chunk size', '5 \r\nhello\r\n0\r\n\r\n', /Invalid character in chunk size/],
+    ['a bare LF in a trailer', '0\r\nx: 1\n\r\n', /Missing expected CR after header value/],
+    ['a request hidden behind a bare LF after the last chunk', '0\r\n\nGET / HTTP/1.1\r\n\r\n', /Invalid header field char/],
+  ];
+  test.each(badBodies)('%s', async (_what, body, message) => {
     await upstream('a', echo);
-    const r = await raw('POST / HTTP/1.1\r\nHost: h\r\nx-to: a\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n');
+    const r = await raw(`POST / HTTP/1.1\r\nHost: h\r\nx-to: a\r\nTransfer-Encoding: chunked\r\n\r\n${body}`);
     expect(r.closed).toBe(true);
-    expect(r.text).toMatch(/^HTTP\/1\.1 400 [^]*bad chunked body: chunk size is not a hex number/);
+    expect(r.text).toMatch(/^HTTP\/1\.1 400 [^]*connection: close\r\n/);
+    expect(JSON.parse(r.text.slice(r.text.indexOf('{'))).message).toMatch(message);
   });
 
   test('a head larger than 64 KiB', async () => {
-    const r = await raw(`GET / HTTP/1.1\r\nx-big: ${'a'.repeat(70 * 1024)}\r\n\r\n`);
+    const r = await raw(`GET / HTTP/1.1\r\nHost: h\r\nx-big: ${'a'.repeat(70 * 1024)}\r\n\r\n`);
     expect(r.text).toMatch(/^HTTP\/1\.1 431 [^]*larger than 65536 bytes/);
   });
 });
 
 describe('framing, piece by piece', () => {
-  const chunked = Buffer.from('4;a=b\r\nwiki\r\n5\r\npedia\r\nE\r\n in\r\n\r\nchunks.\r\n0\r\nx-t: 1\r\n\r\nNEXT');
-  test('a chunked body ends at the same byte however it is split', () => {
-    for (let size = 1; size <= chunked.length; size++) {
-      const c = new BodyCounter({ kind: 'chunked' }, 400);
-      let taken = 0;
-      for (let at = 0; at < chunked.length && !c.done; at += size) taken += c.take(chunked.subarray(at, at + size));
-      expect([size, taken, c.done]).toEqual([size, chunked.length - 'NEXT'.length, true]);
+  test('a chunked body ends at the same byte however it is split, and the request after it is read as one', async () => {
+    await upstream('a', echo);
+    const bytes = Buffer.from(
+      'POST /one HTTP/1.1\r\nHost: h\r\nx-to: a\r\nTransfer-Encoding: Chunked\r\n\r\n4;a=b\r\nwiki\r\n5\r\npedia\r\nE\r\n in\r\n\r\nchunks.\r\n0\r\nx-t: 1\r\n\r\n' +
+        'POST /two HTTP/1.1\r\nHost: h\r\nx-to: a\r\nContent-Length: 4\r\n\r\nNEXT',
+    );
+    for (const size of [1, 2, 3, 5, 7, 16, bytes.length]) {
+      const text = await new Promise<string>((resolve, reject) => {
+        const sock = connect(relayPort, '127.0.0.1');
+        sock.setNoDelay(true);
+        let got = '';
+        sock.on('data', (d: Buffer) => {
+          got += d.toString('latin1');
+          if (got.endsWith('NEXT')) {
+            sock.destroy();
+            resolve(got);
+          }
+        });
+        sock.on('error', reject);
+        let at = 0;
+        const next = () => {
+          if (at < bytes.length) sock.write(bytes.subarray(at, (at += size)), () => setImmediate(next));
+        };
+        next();
+      });
+      expect([size, text.match(/\r\n\r\n(wikipedia in\r\n\r\nchunks\.|NEXT)/g)]).toEqual([size, ['\r\n\r\nwikipedia in\r\n\r\nchunks.', '\r\n\r\nNEXT']]);
     }
   });
 
-  test('the end of a head is noticed in the chunk that completes it, however it is split', () => {
-    const bytes = Buffer.from('GET / HTTP/1.1\r\nHost: h\r\n\r\nBODY');
-    const end = bytes.indexOf('\r\n\r\n') + 4;
-    for (let size = 1; size <= bytes.length; size++) {
-      const chunks = new HeadChunks();
-      let seenAfter = -1;
-      for (let at = 0; at < bytes.length; at += size) {
-        if (chunks.push(bytes.subarray(at, at + size)) && seenAfter < 0) seenAfter = Math.min(at + size, bytes.length);
-      }
-      expect([size, seenAfter]).toEqual([size, Math.min(Math.ceil(end / size) * size, bytes.length)]);
-      expect(headEnd(chunks.take())).toBe(end);
-    }
-  });
-
-  test('broken chunked bodies are refused with what is wrong', () => {
-    const bad: [string, RegExp][] = [
-      ['5\r\nhello!\r\n', /chunk data is longer than its size/],
-      ['5\nhello\r\n', /chunk size line does not end in CRLF/],
-      ['fffffffffffffff\r\n', /chunk size is too large/],
-      ['5 \r\n', /unexpected byte after chunk size/],
-      ['0\r\nx: 1\n\r\n', /trailer line does not end in CRLF/],
-      ['0\r\n\nGET / HTTP/1.1\r\n\r\n', /trailer section has a line that does not end in CRLF/],
-    ];
-    for (const [body, message] of bad) {
-      const c = new BodyCounter({ kind: 'chunked' }, 400);
-      expect(() => c.take(Buffer.from(body))).toThrow(message);
-    }
-  });
-
-  test('bytes of a body of known length that moved elsewhere are counted by skip', () => {
-    const b = new BodyCounter({ kind: 'length', length: 10 }, 400);
-    expect(b.take(Buffer.from('abc'))).toBe(3);
-    expect(b.lengthLeft).toBe(7);
-    b.skip(5);
-    expect([b.lengthLeft, b.done]).toEqual([2, false]);
-    expect(() => b.skip(3)).toThrow('cannot skip 3 bytes of this body');
-    b.skip(2);
-    expect(b.done).toBe(true);
-    expect(new BodyCounter({ kind: 'chunked' }, 400).lengthLeft).toBeUndefined();
-  });
-
-  test("the counter gives what is left of a large chunk's data, and after the pump takes over again at a chunk's CRLF, which it checks", () => {
-    const c = new BodyCounter({ kind: 'chunked' }, 400);
-    // Inside a small chunk, or at a size line: nothing to hand over.
-    expect(c.take(Buffer.from('4\r\nwi'))).toBe(5);
-    expect(c.chunkDataLeft(3)).toBe(2);
-    expect(c.chunkDataLeft(5)).toBe(0);
-    expect(c.take(Buffer.from('ki\r\n'))).toBe(4);
-    expect(c.chunkDataLeft(0)).toBe(0);
-    expect(() => c.skipToChunkEnd()).toThrow('not inside the data of a chunk');
-    // Inside a chunk of 0x8000 bytes: what is left of it; then the pump took it and more.
-    expect(c.take(Buffer.from('8000\r\nabc'))).toBe(9);
-    expect(c.chunkDataLeft(0x8000)).toBe(0x8000 - 3);
-    c.skipToChunkEnd();
-    expect(c.chunkDataLeft(0)).toBe(0);
-    // Its CRLF comes next, and is checked.
-    expect(() => new BodyCounter({ kind: 'chunked' }, 400).skipToChunkEnd()).toThrow('not inside the data of a chunk');
-    const tail = Buffer.from('\r\n0\r\n\r\nNEXT');
-    expect(c.take(tail)).toBe(tail.length - 4);
-    expect(c.done).toBe(true);
-    const d = new BodyCounter({ kind: 'chunked' }, 400);
-    d.take(Buffer.from('8000\r\nabc'));
-    d.skipToChunkEnd();
-    expect(() => d.take(Buffer.from('XX0\r\n\r\n'))).toThrow(/chunk data is longer than its size/);
-    expect(new BodyCounter({ kind: 'length', length: 1 << 20 }, 400).chunkDataLeft(0)).toBe(0);
-  });
-
-  test('how bodies are delimited', () => {
-    const req = (text: string) => {
-      const b = Buffer.from(text);
-      return parseRequestHead(b, headEnd(b));
-    };
-    const res = (text: string) => {
-      const b = Buffer.from(text);
-      return parseResponseHead(b, headEnd(b));
-    };
-    expect(requestFraming(req('GET / HTTP/1.1\r\n\r\n'))).toEqual({ kind: 'length', length: 0 });
-    expect(requestFraming(req('POST / HTTP/1.1\r\ncontent-length: 5, 5\r\n\r\n'))).toEqual({ kind: 'length', length: 5 });
-    expect(requestFraming(req('POST / HTTP/1.1\r\nTransfer-Encoding: Chunked\r\n\r\n'))).toEqual({ kind: 'chunked' });
-    expect(() => requestFraming(req('POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n'))).toThrow('an HTTP/1.0 request cannot be chunked');
-    expect(responseFraming(res('HTTP/1.1 200 OK\r\ncontent-length: 9\r\n\r\n'), 'HEAD')).toEqual({ kind: 'length', length: 0 });
-    expect(responseFraming(res('HTTP/1.1 200 OK\r\ntransfer-encoding: gzip, chunked\r\n\r\n'), 'GET')).toEqual({ kind: 'chunked' });
-    expect(responseFraming(res('HTTP/1.1 200 OK\r\ntransfer-encoding: gzip\r\n\r\n'), 'GET')).toEqual({ kind: 'close' });
-    expect(responseFraming(res('HTTP/1.1 200 OK\r\n\r\n'), 'GET')).toEqual({ kind: 'close' });
-    expect(responseFraming(res('HTTP/1.0 200\r\ncontent-length: 3\r\n\r\n'), 'GET')).toEqual({ kind: 'length', length: 3 });
-    expect(() => res('HTTP/1.1 2000 OK\r\n\r\n')).toThrow("malformed status line 'HTTP/1.1 2000 OK'");
+  test('how response bodies are delimited', async () => {
+    await rawUpstream('framing', (sock) => {
+      sock.on('data', (d: Buffer) => {
+        const path = /^[A-Z]+ (\S+)/.exec(d.toString('latin1'))![1]!;
+        const answers: Record<string, string> = {
+          '/head': 'HTTP/1.1 200 OK\r\ncontent-length: 9\r\n\r\n',
+          '/http10': 'HTTP/1.0 200 OK\r\ncontent-length: 3\r\n\r\nten',
+          '/gzip-chunked': 'HTTP/1.1 200 OK\r\ntransfer-encoding: gzip, chunked\r\n\r\n2\r\nzz\r\n0\r\n\r\n',
+          '/status': 'HTTP/1.1 2000 OK\r\ncontent-length: 0\r\n\r\n',
+        };
+        sock.write(answers[path]!);
+      });
+    });
+    const head = await send('/head', { to: 'framing', method: 'HEAD' });
+    expect([head.status, head.headers['content-length'], head.body.length]).toEqual([200, '9', 0]);
+    const old = await send('/http10', { to: 'framing' });
+    expect([old.status, old.body.toString()]).toEqual([200, 'ten']);
+    const gzip = await send('/gzip-chunked', { to: 'framing' });
+    expect([gzip.status, JSON.parse(gzip.body.toString()).message]).toEqual([502, "upstream 'framing' sent transfer-encoding 'gzip, chunked', which the proxy does not pass on"]);
+    const status = await send('/status', { to: 'framing' });
+    expect(status.status).toBe(502);
+    expect(JSON.parse(status.body.toString()).message).toMatch(/^upstream 'framing' sent a bad response: /);
   });
 });

@@ -1,761 +1,318 @@
-// An HTTP/1.1 relay that moves bytes. It reads a request's head, asks `route`
-// where the request goes, and then copies the request and the response between
-// the two connections as they are, counting body bytes only to know where each
-// message ends. Nothing is decoded and re-encoded on the way: a body leaves in
-// the pieces it came in, and a stream (process output, a watch) reaches the
-// client the moment its bytes do.
+// The sandbox proxy's HTTP side. Node's http server reads each request (its
+// llhttp parser, strict: it refuses what a lenient reading would let the
+// relay and the server behind it frame differently), `route` says where it
+// goes, and undici (./upstreams.ts) carries it there and the answer back.
+// Both bodies stream with back-pressure, and each piece of an answer is
+// written to the client as it arrives. An Upgrade request, once the
+// upstream switches protocols, has its two connections joined byte for byte.
 //
-// A body of known length, once it is large enough to be worth it, is handed
-// to a native pump (./pump.ts) that moves it socket to socket in the kernel;
-// the relay takes over again at the body's end. So is a chunked response from
-// inside a large chunk: the pump goes on through the chunks after it while
-// their framing is plain, and hands the rest back right after a chunk's data.
-//
-// Connections to a destination that has a pool key are kept and reused; others
-// are opened for one request and closed after it. An Upgrade request gets a
-// fresh connection and, once forwarded, the two sockets are spliced.
+// Requests pipelined on one connection are passed on one at a time, each
+// once the answer before it is done: a client cannot have the relay hold
+// many upstream requests, or their answers, at once.
 //
 // A client connection is timed while the relay waits for the client: for a
-// request head, for the bytes of a request body, and between requests. Not
-// while a response is under way: a stream may be quiet for as long as it
-// likes. An answer of the relay's own (a request `route` refuses, an
-// upstream that fails) closes the connection: the rest of the request is not
-// passed on, and a refused client keeps no connection.
-import { STATUS_CODES } from 'node:http';
-import { createServer, type Server, type Socket } from 'node:net';
-import type { Duplex } from 'node:stream';
-import {
-  BodyCounter,
-  HeadChunks,
-  HttpError,
-  field,
-  headEnd,
-  parseRequestHead,
-  parseResponseHead,
-  requestFraming,
-  responseFraming,
-  tokens,
-  type Field,
-  type RequestHead,
-  type ResponseHead,
-} from './http1.js';
-import { pumpable, startPump, type Pump, type PumpResult } from './pump.js';
+// request head (Node's headersTimeout, from the connection's opening for its
+// first request), for the bytes of a request body while the relay is ready to
+// take them, and between requests (keepAliveTimeout); not while an answer is
+// under way, which may be quiet for as long as it likes. An answer of the
+// relay's own (a request `route` refuses, one Node cannot read, an upstream
+// that fails before answering) closes the connection, and so does an answer
+// that comes before its request is whole. Closing, the relay reads and drops
+// what the client still sends for a few seconds, so that a client still
+// writing its request reads the answer rather than a reset.
+import { STATUS_CODES, createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
+import { PassThrough, finished, type Duplex } from 'node:stream';
 import { limitConnectionsPerAddress } from '../connection-limit.js';
+import { requestFields, responseFields, tokens } from './headers.js';
+import { errors } from 'undici';
+import { MAX_HEAD, Unreachable, Upstreams, type Destination } from './upstreams.js';
 
-export interface Destination {
-  /** Names it in errors, e.g. `sandbox 'abc' on port 8080`. */
-  name: string;
-  /** Idle connections opened for the same key are reused. Without one, a connection serves one request. */
-  poolKey?: string;
-  open(): Promise<Duplex>;
+export type { Destination } from './upstreams.js';
+
+/** A request the relay answers itself, with this status. */
+export class ProxyError extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+  ) {
+    super(message);
+    this.name = 'ProxyError';
+  }
 }
 
 export interface RelayOptions {
-  /** Where a request goes. An {@link HttpError} it throws is the answer (401, 403, 502 ...). */
-  route(head: RequestHead): Promise<Destination>;
-  /** A kept-alive client connection is closed after this long without a byte of its next request (65 s). */
+  /** Where a request goes. A {@link ProxyError} it throws is the answer (400, 401, 403, 502 ...). */
+  route(req: IncomingMessage): Promise<Destination>;
+  /** A kept-alive client connection is closed after this long without a request (65 s). */
   idleTimeoutMs?: number;
-  /**
-   * A request head must arrive whole within this long of its first byte, or
-   * of the connection's opening for its first request (20 s).
-   */
+  /** A request head must arrive whole within this long of its first byte, or of the connection's opening (20 s). */
   headTimeoutMs?: number;
-  /**
-   * A request body of which no byte arrives for this long is cut off (30 s).
-   * Only while the relay reads it: not while the request is routed, or an
-   * upstream is slow to take it.
-   */
+  /** A request body of which no byte arrives for this long, while the relay would take one, is cut off (30 s). */
   bodyTimeoutMs?: number;
   /** Client connections open at once from one address, beyond which one is closed as it opens (no limit). */
   maxConnectionsPerAddress?: number;
-  /** A pooled connection is closed after this long unused (30 s; envd keeps its side 65 s). */
+  /** A kept upstream connection is closed after this long unused (30 s; envd keeps its side 65 s). */
   poolIdleMs?: number;
 }
 
-const MAX_HEAD = 64 * 1024;
-/** Client bytes held while a request is routed or a response is under way, before reading stops. */
-const MAX_HELD = 1024 * 1024;
-const MAX_IDLE_PER_KEY = 64;
-/** Bodies with at least this much still to come go through the pump. */
-const PUMP_MIN = 64 * 1024;
-/**
- * A chunked response goes through the pump from inside a chunk of at least
- * this size: one that streams bulk (a command's output comes in chunks of 64
- * KiB and more). One of small chunks (a watch's events, lines typed one by
- * one) stays with the relay, and does not start a pump for each.
- */
-const CHUNKED_PUMP_MIN = 32 * 1024;
-/** Hop-by-hop fields: they describe one connection and are not passed on. */
-const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'proxy-authorization', 'te', 'upgrade']);
-/** Fields that `Connection` may not take away: the next hop frames and routes the message by them. */
-const FRAMING = new Set(['content-length', 'transfer-encoding', 'host']);
+/** How long a connection being closed is still read from, at most. */
+const LINGER_MS = 5_000;
 
-function passedOn(fields: Field[]): Field[] {
-  const named = tokens({ fields }, 'connection').filter((t) => !FRAMING.has(t));
-  return fields.filter((f) => !HOP_BY_HOP.has(f.lower) && !named.includes(f.lower));
-}
-
-function requestHeadText(h: RequestHead, close: boolean): string {
-  let s = `${h.method} ${h.target} HTTP/1.${h.minor}\r\n`;
-  for (const f of passedOn(h.fields)) s += `${f.name}: ${f.value}\r\n`;
-  return s + (close ? 'connection: close\r\n\r\n' : '\r\n');
-}
-
-function responseHeadText(h: ResponseHead, close: boolean): string {
-  let s = `HTTP/1.1 ${h.status} ${h.reason}\r\n`;
-  // With Transfer-Encoding, a Content-Length is wrong and the client must not see both.
-  const chunked = tokens(h, 'transfer-encoding').length > 0;
-  for (const f of passedOn(h.fields)) if (!(chunked && f.lower === 'content-length')) s += `${f.name}: ${f.value}\r\n`;
-  return s + (close ? 'connection: close\r\n\r\n' : '\r\n');
-}
-
-function errorResponse(status: number, message: string, close: boolean): string {
-  const body = JSON.stringify({ code: status, message });
-  return (
-    `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? 'Error'}\r\ncontent-type: application/json\r\n` +
-    `content-length: ${Buffer.byteLength(body)}\r\n${close ? 'connection: close\r\n' : ''}\r\n${body}`
-  );
-}
-
-/** Idle upstream connections by key. An idle connection that speaks or closes is dropped. */
-class Pool {
-  private readonly idle = new Map<string, Duplex[]>();
-  private readonly drops = new WeakMap<Duplex, () => void>();
-
-  constructor(private readonly idleMs: number) {}
-
-  take(key: string): Duplex | undefined {
-    const list = this.idle.get(key);
-    const sock = list?.pop();
-    if (!sock) return undefined;
-    if (list!.length === 0) this.idle.delete(key);
-    const drop = this.drops.get(sock)!;
-    this.drops.delete(sock);
-    sock.off('data', drop).off('end', drop).off('close', drop).off('error', drop).off('timeout', drop);
-    (sock as Socket).setTimeout?.(0);
-    return sock;
-  }
-
-  put(key: string, sock: Duplex): void {
-    let list = this.idle.get(key);
-    if (!list) this.idle.set(key, (list = []));
-    if (list.length >= MAX_IDLE_PER_KEY) {
-      sock.destroy();
-      return;
-    }
-    const drop = () => {
-      const l = this.idle.get(key);
-      const i = l?.indexOf(sock) ?? -1;
-      if (i >= 0) l!.splice(i, 1);
-      if (l?.length === 0) this.idle.delete(key);
-      this.drops.delete(sock);
-      sock.destroy();
-    };
-    this.drops.set(sock, drop);
-    sock.on('data', drop).on('end', drop).on('close', drop).on('error', drop).on('timeout', drop);
-    (sock as Socket).setTimeout?.(this.idleMs);
-    sock.resume();
-    list.push(sock);
-  }
-
-  destroy(): void {
-    for (const list of this.idle.values()) for (const s of list) s.destroy();
-    this.idle.clear();
+/** Refuses what Node's parser lets through but the relay will not pass on. */
+function checkRequest(req: IncomingMessage): void {
+  if (req.httpVersionMajor !== 1) throw new ProxyError(505, `HTTP/${req.httpVersion} is not supported; use HTTP/1.1`);
+  let hosts = 0;
+  for (let i = 0; i < req.rawHeaders.length; i += 2) if (req.rawHeaders[i]!.toLowerCase() === 'host') hosts++;
+  if (hosts > 1) throw new ProxyError(400, 'the request has more than one Host header');
+  if (hosts === 0 && req.httpVersionMinor === 1) throw new ProxyError(400, 'an HTTP/1.1 request must have a Host header');
+  const te = req.headers['transfer-encoding'];
+  if (te !== undefined) {
+    const codings = tokens(te);
+    if (codings.length !== 1 || codings[0] !== 'chunked') throw new ProxyError(501, `transfer-encoding '${te}' is not supported; only chunked is`);
+    if (req.httpVersionMinor === 0) throw new ProxyError(400, 'an HTTP/1.0 request cannot be chunked');
   }
 }
 
-/** One request and its response. */
-interface Exchange {
-  head: RequestHead;
-  /** The head as it came, for an upgrade, which is passed on untouched. */
-  rawHead: Buffer;
-  upgrade: boolean;
-  /** The client connection closes after the response. */
-  closeAfter: boolean;
-  request: BodyCounter;
-  requestDone: boolean;
-  dest?: Destination;
-  up?: Duplex;
-  /** The upstream connection may serve another request afterwards. */
-  reusable: boolean;
-  /** The response head while it arrives. */
-  upHead: HeadChunks;
-  response?: BodyCounter;
-  /** Some of the response has been written to the client. */
-  answered: boolean;
-  responseDone: boolean;
-  /** Moving the rest of the request body or of the response body. */
-  bodyPump?: Pump;
-  detach?: () => void;
+/** The answer to a request Node's parser refused: what was wrong, in llhttp's words. */
+function parseFailure(err: Error & { code?: string; reason?: string }): [number, string] {
+  if (err.code === 'ERR_HTTP_REQUEST_TIMEOUT') return [408, 'the request head took too long to arrive'];
+  if (err.code === 'HPE_HEADER_OVERFLOW') return [431, `the request head is larger than ${MAX_HEAD} bytes`];
+  return [400, `the request is not valid HTTP/1.1: ${err.reason ?? err.message}`];
+}
+
+/** The answer when passing a request on failed before any of the upstream's answer was sent. */
+function upstreamFailure(dest: Destination, err: Error & { code?: string }): [number, string] {
+  if (err instanceof ProxyError) return [err.status, err.message];
+  if (err instanceof Unreachable) return [502, `${dest.name} did not answer: ${err.message}`];
+  if (err instanceof errors.InvalidArgumentError) return [400, `the request cannot be passed on: ${err.message}`];
+  if (err instanceof errors.SocketError) return [502, `${dest.name} closed the connection before the response was complete`];
+  if (err instanceof errors.HTTPParserError || err instanceof errors.ResponseContentLengthMismatchError) {
+    return [502, `${dest.name} sent a bad response: ${err.message}`];
+  }
+  return [502, `${dest.name} failed: ${err.message}`];
+}
+
+/** A response head as it goes on the wire, for answers written to a connection Node's server has let go. */
+function headText(status: number, reason: string, raw: (Buffer | string)[], keep: (lowerName: string) => boolean, extra = ''): string {
+  let s = `HTTP/1.1 ${status} ${reason || STATUS_CODES[status] || ''}\r\n`;
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = raw[i]!.toString();
+    if (keep(name.toLowerCase())) s += `${name}: ${raw[i + 1]!.toString()}\r\n`;
+  }
+  return `${s}${extra}\r\n`;
+}
+
+/** Joins two connections byte for byte, each end passed on, until either closes. */
+function splice(a: Duplex, b: Duplex): void {
+  const both = () => {
+    a.destroy();
+    b.destroy();
+  };
+  a.on('error', both).once('close', both);
+  b.on('error', both).once('close', both);
+  a.pipe(b);
+  b.pipe(a);
 }
 
 export class Relay {
   readonly server: Server;
-  private readonly clients = new Set<Socket>();
-  private readonly pool: Pool;
   readonly idleTimeoutMs: number;
   readonly headTimeoutMs: number;
   readonly bodyTimeoutMs: number;
-  /** Bodies of known length the pump moved whole, runs of chunks it moved to their end, and every byte it moved. */
-  readonly pumped = { bodies: 0, chunkRuns: 0, bytes: 0 };
+  private readonly upstreams: Upstreams;
+  private readonly sockets = new Set<Duplex>();
+  /** Per client connection: settles once the answer to its latest request is over. */
+  private readonly turns = new WeakMap<Duplex, Promise<void>>();
+  /** Per client connection: the answer under way. */
+  private readonly answering = new WeakMap<Duplex, ServerResponse>();
+  /** Connections being closed after an answer: nothing more is served on them. */
+  private readonly closing = new WeakSet<Duplex>();
 
   constructor(readonly options: RelayOptions) {
     this.idleTimeoutMs = options.idleTimeoutMs ?? 65_000;
     this.headTimeoutMs = options.headTimeoutMs ?? 20_000;
     this.bodyTimeoutMs = options.bodyTimeoutMs ?? 30_000;
-    this.pool = new Pool(options.poolIdleMs ?? 30_000);
-    this.server = createServer({ noDelay: true }, (socket) => {
-      this.clients.add(socket);
-      socket.once('close', () => this.clients.delete(socket));
-      new ClientConnection(socket, this, this.pool);
+    this.upstreams = new Upstreams(options.poolIdleMs ?? 30_000);
+    this.server = createServer({
+      noDelay: true,
+      maxHeaderSize: MAX_HEAD,
+      // Node looks for heads past their timeout this often.
+      connectionsCheckingInterval: Math.min(1_000, this.headTimeoutMs),
+      // Checked by the relay, which says what is wrong.
+      requireHostHeader: false,
     });
-    this.server.on('close', () => this.pool.destroy());
+    this.server.headersTimeout = this.headTimeoutMs;
+    // Bodies are timed byte by byte below: an upload may be large, and take long as a whole.
+    this.server.requestTimeout = 0;
+    this.server.keepAliveTimeout = this.idleTimeoutMs;
+    this.server.on('connection', (socket: Socket) => {
+      this.sockets.add(socket);
+      socket.once('close', () => this.sockets.delete(socket));
+    });
+    this.server.on('request', (req: IncomingMessage, res: ServerResponse) => this.inTurn(req.socket, res, () => this.forward(req, res, false)));
+    this.server.on('checkContinue', (req: IncomingMessage, res: ServerResponse) => this.inTurn(req.socket, res, () => this.forward(req, res, true)));
+    this.server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => this.inTurn(socket, undefined, () => this.forwardUpgrade(req, socket, head)));
+    this.server.on('connect', (_req: IncomingMessage, socket: Duplex) => this.refuse(socket, 405, 'CONNECT is not supported'));
+    this.server.on('clientError', (err: Error, socket: Duplex) => {
+      if (this.closing.has(socket) || this.answering.get(socket)?.headersSent || (err as { code?: string }).code === 'ECONNRESET') {
+        socket.destroy();
+        return;
+      }
+      const [status, message] = parseFailure(err);
+      this.refuse(socket, status, message);
+    });
+    this.server.on('close', () => this.upstreams.destroy());
     if (options.maxConnectionsPerAddress !== undefined) limitConnectionsPerAddress(this.server, options.maxConnectionsPerAddress);
   }
 
   /** Closes every client connection, streams and upgraded ones included. */
   destroyConnections(): void {
-    for (const s of this.clients) s.destroy();
-  }
-}
-
-class ClientConnection {
-  /** The next request's head while it arrives. */
-  private readonly head = new HeadChunks();
-  /** The head may be complete: worth joining and parsing. */
-  private headFound = false;
-  /** Runs while a head is awaited, from its first byte or the connection's opening. */
-  private headClock: NodeJS.Timeout | undefined;
-  /** Client bytes after a head, not yet handled, in order: body bytes, then pipelined requests. */
-  private queue: Buffer[] = [];
-  private queued = 0;
-  private ex: Exchange | undefined;
-  private closed = false;
-  private driving = false;
-  private again = false;
-  /** The client is paused until the upstream connection drains. */
-  private waitingDrain = false;
-  /** The upstream connection is paused until the client drains. */
-  private upPaused = false;
-  /** The next request waits until the client has taken the answers so far. */
-  private waitingClientDrain = false;
-  private upgraded = false;
-  private readonly onData = (chunk: Buffer) => {
-    if (this.closed) return;
-    if (this.ex) {
-      this.queue.push(chunk);
-      this.queued += chunk.length;
-    } else {
-      this.toHead(chunk);
-    }
-    this.drive();
-  };
-
-  constructor(
-    private readonly socket: Socket,
-    private readonly relay: Relay,
-    private readonly pool: Pool,
-  ) {
-    this.startHeadClock();
-    socket.on('data', this.onData);
-    socket.on('timeout', () => {
-      const ex = this.ex;
-      if (ex?.requestDone) return;
-      // While the relay itself holds the body back (routing, a slow upstream), the client is not the one that stalls.
-      if (ex && (!ex.up || this.waitingDrain)) this.startBodyClock();
-      // Idle between requests, a body that stopped coming, or a connection done with.
-      else socket.destroy();
-    });
-    socket.on('drain', () => {
-      if (this.upPaused) {
-        this.upPaused = false;
-        this.ex?.up?.resume();
-      }
-      if (this.waitingClientDrain) {
-        this.waitingClientDrain = false;
-        socket.resume();
-        this.drive();
-      }
-    });
-    socket.on('end', () => {
-      if (this.upgraded) return;
-      // A client that stops sending mid-exchange has gone: its request is abandoned, as node's server does.
-      if (this.ex) socket.destroy();
-      else socket.end();
-    });
-    socket.on('error', () => socket.destroy());
-    socket.on('close', () => {
-      this.closed = true;
-      this.stopHeadClock();
-      const ex = this.ex;
-      this.ex = undefined;
-      if (ex) this.release(ex, false);
-    });
+    for (const s of this.sockets) s.destroy();
   }
 
-  private drive(): void {
-    if (this.driving) {
-      this.again = true;
-      return;
-    }
-    this.driving = true;
+  /** Runs `serve` once the answers to the connection's earlier requests are over. */
+  private inTurn(socket: Duplex, res: ServerResponse | undefined, serve: () => Promise<void>): void {
+    const before = this.turns.get(socket);
+    if (res) this.turns.set(socket, new Promise((resolve) => res.once('close', () => resolve())));
+    (before ?? Promise.resolve())
+      .then(() => (socket.destroyed || this.closing.has(socket) ? undefined : serve()))
+      .catch(() => socket.destroy());
+  }
+
+  private async route(req: IncomingMessage, socket: Duplex): Promise<Destination | undefined> {
     try {
-      do {
-        this.again = false;
-        this.step();
-      } while (this.again && !this.closed);
-    } finally {
-      this.driving = false;
-    }
-  }
-
-  /** Moves what it can of the queue on. Sets `again` when the state changed so that more may move. */
-  private step(): void {
-    if (this.closed) return;
-    const ex = this.ex;
-    if (!ex) {
-      if (this.socket.writableNeedDrain) {
-        // Answers the client does not read are not piled up: the next request waits.
-        this.waitingClientDrain = true;
-        this.socket.pause();
-      } else if (this.head.size) {
-        this.readHead();
-      }
-      return;
-    }
-    if (ex.requestDone || !ex.up) {
-      // Pipelined requests wait for this response; body bytes wait for the
-      // connection. A body the pump can take stays in the kernel meanwhile.
-      if (this.queued > MAX_HELD || (!ex.requestDone && this.pumpSized(ex))) this.socket.pause();
-      return;
-    }
-    while (this.queue.length && !ex.requestDone && !this.waitingDrain) {
-      const chunk = this.queue[0]!;
-      let n: number;
-      try {
-        n = ex.request.take(chunk);
-      } catch (err) {
-        this.fatal(err as HttpError, ex);
-        return;
-      }
-      if (n === chunk.length) this.queue.shift();
-      else this.queue[0] = chunk.subarray(n);
-      this.queued -= n;
-      if (n && !ex.up.write(n === chunk.length ? chunk : chunk.subarray(0, n))) {
-        this.waitingDrain = true;
-        this.socket.pause();
-      }
-      if (ex.request.done) ex.requestDone = true;
-    }
-    if (!ex.requestDone && !this.waitingDrain && this.queue.length === 0) {
-      // What Node read before the client was paused goes first, through the
-      // queue: read() hands it to onData, and the loop goes round again.
-      if (this.socket.readableLength > 0 && this.pumpSized(ex)) this.socket.read();
-      else this.pumpRequest(ex);
-    }
-    // Paused while too much was held: reading goes on.
-    if (!this.waitingDrain && !this.waitingClientDrain && this.socket.isPaused()) this.socket.resume();
-    if (ex.requestDone) {
-      this.socket.setTimeout(0);
-      if (ex.responseDone) this.finish(ex);
-    }
-  }
-
-  private toHead(chunk: Buffer): void {
-    if (this.head.size === 0) this.startHeadClock();
-    if (this.head.push(chunk)) this.headFound = true;
-  }
-
-  /** From here the head clock alone times the connection, until the head has been read. */
-  private startHeadClock(): void {
-    if (this.headClock || this.closed) return;
-    this.socket.setTimeout(0);
-    this.headClock = setTimeout(() => {
-      this.headClock = undefined;
-      if (this.ex || this.closed) return;
-      // A head that is here whole waits only for the client to take the answers before it.
-      if (this.headFound) this.socket.destroy();
-      else this.refuse(408, 'the request head took too long to arrive');
-    }, this.relay.headTimeoutMs);
-    this.headClock.unref();
-  }
-
-  private stopHeadClock(): void {
-    clearTimeout(this.headClock);
-    this.headClock = undefined;
-  }
-
-  /** (Re)starts the wait for the next byte of a request body that is still coming. */
-  private startBodyClock(): void {
-    if (this.ex && !this.ex.requestDone && !this.closed) this.socket.setTimeout(this.relay.bodyTimeoutMs);
-  }
-
-  private readHead(): void {
-    if (!this.headFound) {
-      if (this.head.size > MAX_HEAD) this.refuse(431, `the request head is larger than ${MAX_HEAD} bytes`);
-      return;
-    }
-    this.stopHeadClock();
-    this.headFound = false;
-    const buf = this.head.take();
-    // The first CRLFCRLF ends the head, and one is there.
-    const end = headEnd(buf);
-    let head: RequestHead;
-    let request: BodyCounter;
-    try {
-      if (end > MAX_HEAD) throw new HttpError(431, `the request head is larger than ${MAX_HEAD} bytes`);
-      head = parseRequestHead(buf, end);
-      if (head.method === 'CONNECT') throw new HttpError(405, 'CONNECT is not supported');
-      request = new BodyCounter(requestFraming(head), 400);
+      checkRequest(req);
+      return await this.options.route(req);
     } catch (err) {
-      this.refuse((err as HttpError).status ?? 400, (err as Error).message);
-      return;
+      this.refuse(socket, err instanceof ProxyError ? err.status : 502, (err as Error).message, req);
+      return undefined;
     }
-    const connection = tokens(head, 'connection');
-    const ex: Exchange = {
-      head,
-      rawHead: buf.subarray(0, end),
-      upgrade: connection.includes('upgrade') && field(head, 'upgrade') !== undefined,
-      // After an upgrade that is refused, what the client sends next is not HTTP.
-      closeAfter: head.minor === 0 || connection.includes('close') || connection.includes('upgrade'),
-      request,
-      requestDone: request.done,
-      reusable: head.minor === 1,
-      upHead: new HeadChunks(),
-      answered: false,
-      responseDone: false,
-    };
-    this.queue = end < buf.length ? [buf.subarray(end)] : [];
-    this.queued = buf.length - end;
-    this.ex = ex;
-    // While the request is still coming, a client may not hold the connection by stalling.
-    if (ex.requestDone) this.socket.setTimeout(0);
-    else this.startBodyClock();
-    let routed: Promise<Destination>;
-    try {
-      routed = this.relay.options.route(head);
-    } catch (err) {
-      routed = Promise.reject(err);
-    }
-    routed
-      .then(
-        (dest) => this.connect(ex, dest),
-        (err: Error) => this.answerOwn(ex, err instanceof HttpError ? err.status : 502, err.message),
-      )
-      .catch(() => this.socket.destroy());
-    this.again = true;
   }
 
-  /** Answers a request whose framing is unknown, and closes. */
-  private refuse(status: number, message: string): void {
-    this.stopHeadClock();
-    this.closed = true;
-    this.head.take();
-    this.queue = [];
-    this.queued = 0;
-    this.socket.setTimeout(5_000);
-    this.socket.end(errorResponse(status, message, true));
-  }
-
-  private async connect(ex: Exchange, dest: Destination): Promise<void> {
-    if (this.ex !== ex) return;
-    ex.dest = dest;
-    if (!dest.poolKey || ex.upgrade) ex.reusable = false;
-    let up = dest.poolKey && !ex.upgrade ? this.pool.take(dest.poolKey) : undefined;
-    if (!up) {
-      try {
-        up = await dest.open();
-      } catch (err) {
-        this.answerOwn(ex, 502, `${dest.name} did not answer: ${(err as Error).message}`);
-        return;
-      }
-    }
-    if (this.ex !== ex) {
-      up.destroy();
-      return;
-    }
-    ex.up = up;
-    const onData = (chunk: Buffer) => this.onUpstreamData(ex, chunk);
-    const onEnd = () => {
-      if (ex.response?.framing.kind === 'close' && !ex.responseDone) this.responseComplete(ex);
-      else if (!ex.responseDone) this.upstreamFailed(ex, 'closed the connection before the response was complete');
-    };
-    const onClose = () => {
-      if (!ex.responseDone) this.upstreamFailed(ex, 'closed the connection before the response was complete');
-    };
-    const onError = (err: Error) => this.upstreamFailed(ex, `failed: ${err.message}`);
-    const onDrain = () => {
-      if (!this.waitingDrain) return;
-      this.waitingDrain = false;
-      this.startBodyClock();
-      this.socket.resume();
-      this.drive();
-    };
-    up.on('data', onData).on('end', onEnd).on('close', onClose).on('error', onError).on('drain', onDrain);
-    // The body waited while the request was routed; from here on the client is timed again.
-    this.startBodyClock();
-    ex.detach = () => up.off('data', onData).off('end', onEnd).off('close', onClose).off('error', onError).off('drain', onDrain);
-    (up as Socket).setNoDelay?.(true);
-    // The head and the body bytes already here leave in one write. An upgrade's head goes as it came.
-    (up as Socket).cork?.();
-    if (ex.upgrade) up.write(ex.rawHead);
-    else up.write(requestHeadText(ex.head, !dest.poolKey), 'latin1');
-    this.drive();
-    (up as Socket).uncork?.();
-    // Now that the head has left, the rest of a large body can go through the pump.
-    this.drive();
-  }
-
-  /** The rest of the request's body is long enough, and of known length, for the pump. */
-  private pumpSized(ex: Exchange): boolean {
-    const left = ex.request.lengthLeft;
-    return left !== undefined && left >= PUMP_MIN;
-  }
-
-  private pumpRequest(ex: Exchange): void {
-    if (ex.bodyPump || !this.pumpSized(ex) || !pumpable(this.socket, ex.up!)) return;
-    const left = ex.request.lengthLeft!;
-    ex.bodyPump = startPump(this.socket, ex.up!, left, this.relay.bodyTimeoutMs, (r) => {
-      ex.bodyPump = undefined;
-      this.pumpEnded(ex.request, r);
-      if (r.code === null) {
-        ex.requestDone = true;
-        this.drive();
-      } else if (r.side === 'to' && r.code !== 'ETIMEDOUT') {
-        this.upstreamFailed(ex, `failed: write ${r.code}`);
-      } else {
-        // The client went away, or stalled past the body timeout, mid-request.
-        this.socket.destroy();
-      }
+  private async forward(req: IncomingMessage, res: ServerResponse, continueWanted: boolean): Promise<void> {
+    const socket = req.socket;
+    const dest = await this.route(req, socket);
+    if (!dest || socket.destroyed) return;
+    if (continueWanted) res.writeContinue();
+    this.answering.set(socket, res);
+    res.once('close', () => {
+      if (this.answering.get(socket) === res) this.answering.delete(socket);
     });
-    // The pump keeps the body timeout: Node does not see the reads it makes.
-    if (ex.bodyPump) this.socket.setTimeout(0);
-  }
-
-  private pumpResponse(ex: Exchange): void {
-    const body = ex.response!;
-    const left = body.lengthLeft;
-    const chunkLeft = body.chunkDataLeft(CHUNKED_PUMP_MIN);
-    const sized = left !== undefined && left >= PUMP_MIN;
-    if (ex.bodyPump || this.upPaused || !(sized || chunkLeft > 0) || !pumpable(ex.up!, this.socket)) return;
-    const failed = (r: PumpResult) => {
-      if (r.side === 'from') this.upstreamFailed(ex, r.code === 'EOF' ? 'closed the connection before the response was complete' : `failed: read ${r.code}`);
-      else this.socket.destroy();
-    };
-    if (sized) {
-      ex.bodyPump = startPump(ex.up!, this.socket, left, 0, (r) => {
-        ex.bodyPump = undefined;
-        this.pumpEnded(body, r);
-        if (r.code === null) this.responseComplete(ex);
-        else failed(r);
-      });
-      return;
-    }
-    // The pump stops right after a chunk's data, with the rest of the framing (the last chunk at the latest) for the relay.
-    ex.bodyPump = startPump(
-      ex.up!,
-      this.socket,
-      chunkLeft,
-      0,
-      (r) => {
-        ex.bodyPump = undefined;
-        this.relay.pumped.bytes += r.moved;
-        if (r.code !== null) return failed(r);
-        this.relay.pumped.chunkRuns++;
-        body.skipToChunkEnd();
+    const { dispatcher, done } = this.upstreams.take(dest);
+    dispatcher.stream(
+      { path: req.url!, method: req.method!, headers: requestFields(req), body: this.bodyOf(req), reset: dest.poolKey === undefined },
+      ({ statusCode, headers }) => {
+        const te = tokens(headers['transfer-encoding']);
+        if (te.some((t) => t !== 'chunked')) throw new ProxyError(502, `${dest.name} sent transfer-encoding '${te.join(', ')}', which the proxy does not pass on`);
+        res.sendDate = false;
+        res.writeHead(statusCode, responseFields(headers));
+        // A stream's head goes at once: its first data may be a while coming.
+        if (headers['content-length'] === undefined) res.flushHeaders();
+        return res;
       },
-      true,
+      (err) => {
+        done();
+        if (err) {
+          if (res.headersSent || socket.destroyed) socket.destroy();
+          else this.refuse(socket, ...upstreamFailure(dest, err), req);
+        } else if (!req.complete) {
+          // Answered before the request was whole: the rest of it is not passed on, nor waited for.
+          this.linger(socket, req);
+        }
+      },
     );
   }
 
-  private pumpEnded(body: BodyCounter, r: PumpResult): void {
-    body.skip(r.moved);
-    this.relay.pumped.bytes += r.moved;
-    if (r.code === null) this.relay.pumped.bodies++;
-  }
-
-  /** After a 101: the two connections are joined, byte for byte, until either ends. */
-  private splice(ex: Exchange, response: Buffer): void {
-    const up = ex.up!;
-    ex.detach?.();
-    ex.up = undefined;
-    this.ex = undefined;
-    this.upgraded = true;
-    this.closed = true; // for the HTTP side of this connection
-    this.socket.off('data', this.onData);
-    this.socket.setTimeout(0);
-    this.socket.write(response);
-    for (const chunk of this.queue) up.write(chunk);
-    this.queue = [];
-    this.queued = 0;
-    this.upPaused = this.waitingDrain = this.waitingClientDrain = false;
-    up.pipe(this.socket);
-    this.socket.pipe(up);
-    up.resume();
-    this.socket.resume();
-    up.on('error', () => this.socket.destroy());
-    up.once('close', () => this.socket.destroy());
-    this.socket.once('close', () => up.destroy());
-  }
-
-  private onUpstreamData(ex: Exchange, chunk: Buffer): void {
-    if (ex.responseDone) {
-      ex.reusable = false; // bytes nobody asked for
-      return;
+  /** The request's body as undici takes it: a stream of its own, which undici may destroy without closing the client's connection. */
+  private bodyOf(req: IncomingMessage): PassThrough | null {
+    if (req.headers['transfer-encoding'] === undefined && Number(req.headers['content-length'] ?? 0) === 0) {
+      req.resume();
+      return null;
     }
-    try {
-      if (!ex.response) {
-        this.onResponseHead(ex, chunk);
-        return;
-      }
-      const n = ex.response.take(chunk);
-      if (n < chunk.length) ex.reusable = false;
-      if (n) this.toClient(ex, n === chunk.length ? chunk : chunk.subarray(0, n));
-      if (ex.response.done) this.responseComplete(ex);
-      else this.pumpResponse(ex);
-    } catch (err) {
-      this.upstreamFailed(ex, `sent a bad response: ${(err as Error).message}`);
-    }
+    const body = new PassThrough();
+    req.pipe(body);
+    // A client that goes away mid-body ends the request upstream.
+    finished(req, (err) => {
+      if (err) body.destroy(err);
+    });
+    body.once('close', () => req.unpipe(body));
+    this.timeBody(req, body);
+    return body;
   }
 
-  private onResponseHead(ex: Exchange, chunk: Buffer): void {
-    const tooLarge = () => new HttpError(502, `the response head is larger than ${MAX_HEAD} bytes`);
-    if (!ex.upHead.push(chunk)) {
-      if (ex.upHead.size > MAX_HEAD) throw tooLarge();
-      return;
-    }
-    let buf = ex.upHead.take();
-    for (;;) {
-      const end = headEnd(buf);
-      if (end < 0) {
-        // After an interim answer: the next head is still to come.
-        ex.upHead.push(buf);
-        if (ex.upHead.size > MAX_HEAD) throw tooLarge();
-        return;
-      }
-      const head = parseResponseHead(buf, end);
-      if (head.status === 101) {
-        if (!ex.upgrade) throw new HttpError(502, 'switched protocols on a request that asked for no upgrade');
-        if (!ex.requestDone) throw new HttpError(502, 'switched protocols before the request was complete');
-        this.splice(ex, buf);
-        return;
-      }
-      buf = buf.subarray(end);
-      if (head.status < 200) {
-        // 100 Continue and the like: passed on, and the real answer follows.
-        ex.answered = true;
-        this.socket.write(responseHeadText(head, false), 'latin1');
-        if (buf.length === 0) return;
-        continue;
-      }
-      const framing = responseFraming(head, ex.head.method);
-      if (framing.kind === 'close') ex.closeAfter = true;
-      if (framing.kind === 'close' || head.minor === 0 || tokens(head, 'connection').includes('close')) ex.reusable = false;
-      const response = (ex.response = new BodyCounter(framing, 502));
-      const rest = buf;
-      const n = response.take(rest);
-      if (n < rest.length) ex.reusable = false;
-      ex.answered = true;
-      this.socket.cork();
-      this.socket.write(responseHeadText(head, ex.closeAfter), 'latin1');
-      if (n) this.toClient(ex, n === rest.length ? rest : rest.subarray(0, n));
-      this.socket.uncork();
-      if (response.done) this.responseComplete(ex);
-      else this.pumpResponse(ex);
-      return;
-    }
+  private timeBody(req: IncomingMessage, body: PassThrough): void {
+    const timer = setTimeout(() => {
+      // The relay holding the body back (an upstream slow to take it) is not the client stalling.
+      if (req.isPaused() || body.writableNeedDrain) timer.refresh();
+      else req.socket.destroy();
+    }, this.bodyTimeoutMs);
+    const stop = () => clearTimeout(timer);
+    req.on('data', () => timer.refresh());
+    req.once('end', stop).once('close', stop);
+    body.once('close', stop);
   }
 
-  private toClient(ex: Exchange, bytes: Buffer): void {
-    if (!this.socket.write(bytes) && !this.upPaused) {
-      this.upPaused = true;
-      ex.up!.pause();
-    }
+  private async forwardUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): Promise<void> {
+    (socket as Socket).setTimeout?.(0);
+    const dest = await this.route(req, socket);
+    if (!dest || socket.destroyed) return;
+    const { dispatcher, done } = this.upstreams.take(dest);
+    let answered = false;
+    const framing = new Set(['content-length', 'transfer-encoding', 'connection', 'keep-alive']);
+    dispatcher.dispatch(
+      { path: req.url!, method: req.method!, headers: requestFields(req), upgrade: req.headers.upgrade!, body: null },
+      {
+        onConnect: () => undefined,
+        onUpgrade: (statusCode, raw, up) => {
+          done();
+          answered = true;
+          socket.write(headText(statusCode, '', raw ?? [], () => true));
+          if (head.length) up.write(head);
+          splice(socket, up);
+        },
+        // Refused: the answer goes as the upstream gave it, its body ended by the connection's end.
+        onHeaders: (statusCode, raw, resume, statusText) => {
+          if (statusCode < 200) return true;
+          answered = true;
+          socket.on('drain', resume);
+          return socket.write(headText(statusCode, statusText, raw, (name) => !framing.has(name), 'connection: close\r\n'));
+        },
+        onData: (chunk) => socket.write(chunk),
+        onComplete: () => {
+          done();
+          socket.end();
+          this.linger(socket, req);
+        },
+        onError: (err) => {
+          done();
+          if (answered) socket.destroy();
+          else this.refuse(socket, ...upstreamFailure(dest, err), req);
+        },
+      },
+    );
   }
 
-  private responseComplete(ex: Exchange): void {
-    ex.responseDone = true;
-    if (!ex.requestDone) {
-      // Answered before the whole request was sent: the rest of it is not read, and the connection closes.
-      ex.closeAfter = true;
-      ex.reusable = false;
-    }
-    this.finish(ex);
+  /** Answers with the relay's own error, and closes the connection after it. */
+  private refuse(socket: Duplex, status: number, message: string, req?: IncomingMessage): void {
+    if (this.closing.has(socket) || socket.destroyed) return;
+    const body = JSON.stringify({ code: status, message });
+    socket.end(
+      `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? 'Error'}\r\ncontent-type: application/json\r\n` +
+        `content-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
+    );
+    this.linger(socket, req);
   }
 
-  /** `what` says what went wrong after the destination's name. */
-  private upstreamFailed(ex: Exchange, what: string): void {
-    if (this.ex !== ex || ex.responseDone) return;
-    ex.reusable = false;
-    this.release(ex, false);
-    if (ex.answered) {
-      this.socket.destroy();
-      return;
-    }
-    this.answerOwn(ex, 502, `${ex.dest!.name} ${what}`);
-  }
-
-  /**
-   * Answers with the relay's own error, and closes the connection after it.
-   * The rest of the request is not passed on, nor waited for.
-   */
-  private answerOwn(ex: Exchange, status: number, message: string): void {
-    if (this.ex !== ex || this.closed) return;
-    ex.answered = true;
-    ex.responseDone = true;
-    ex.closeAfter = true;
-    this.socket.write(errorResponse(status, message, true));
-    this.finish(ex);
-  }
-
-  /** Lets go of the upstream connection: back to the pool, or closed. */
-  private release(ex: Exchange, keep: boolean): void {
-    const up = ex.up;
-    if (!up) return;
-    this.relay.pumped.bytes += ex.bodyPump?.cancel() ?? 0;
-    ex.bodyPump = undefined;
-    ex.up = undefined;
-    ex.detach?.();
-    if (keep && ex.reusable && ex.requestDone && ex.dest?.poolKey && !this.waitingDrain) this.pool.put(ex.dest.poolKey, up);
-    else up.destroy();
-    this.upPaused = false;
-    if (this.waitingDrain) {
-      this.waitingDrain = false;
-      this.socket.resume();
-    }
-  }
-
-  private finish(ex: Exchange): void {
-    this.release(ex, true);
-    this.ex = undefined;
-    if (ex.closeAfter) {
-      this.closed = true;
-      this.queue = [];
-      this.queued = 0;
-      this.socket.setTimeout(5_000);
-      this.socket.end();
-      // What the client still sends is read and dropped until it closes, 5 s
-      // at most: one still writing its request then reads this answer rather
-      // than a reset.
-      this.socket.resume();
-      return;
-    }
-    this.socket.setTimeout(this.relay.idleTimeoutMs);
-    this.socket.resume();
-    // What came after this request is the next one's head, maybe whole.
-    const left = this.queue;
-    this.queue = [];
-    this.queued = 0;
-    for (const chunk of left) this.toHead(chunk);
-    this.again = true;
-    this.drive();
-  }
-
-  private fatal(err: HttpError, ex: Exchange): void {
-    // The request's own framing is broken: nothing after it can be trusted.
-    this.release(ex, false);
-    this.ex = undefined;
-    if (ex.answered) this.socket.destroy();
-    else this.refuse(err.status ?? 400, err.message);
+  /** Closes the connection once what was written has left, reading and dropping what the client still sends meanwhile. */
+  private linger(socket: Duplex, req?: IncomingMessage): void {
+    if (this.closing.has(socket)) return;
+    this.closing.add(socket);
+    if (socket.writable) socket.end();
+    req?.resume();
+    socket.resume();
+    const timer = setTimeout(() => socket.destroy(), LINGER_MS);
+    timer.unref();
+    socket.once('close', () => clearTimeout(timer));
   }
 }

@@ -1,0 +1,53 @@
+// Which header fields cross the relay. Hop-by-hop fields describe one
+// connection (RFC 9110 §7.6.1) and stay behind, with every field that a
+// message's Connection header names; the next hop frames and routes the
+// message by fields of its own (undici on the way in, Node's server on the
+// way out).
+import type { IncomingHttpHeaders, IncomingMessage, OutgoingHttpHeaders } from 'node:http';
+
+const HOP_BY_HOP = new Set([
+  'connection',
+  'keep-alive',
+  'proxy-connection',
+  'proxy-authorization',
+  'te',
+  'trailer',
+  'transfer-encoding',
+  'upgrade',
+  'http2-settings',
+  // Answered by the relay itself: it sends 100 Continue once the request is routed.
+  'expect',
+]);
+/** Fields that Connection may not take away: the message is framed and routed by them. */
+const FRAMING = new Set(['content-length', 'transfer-encoding', 'host']);
+
+/** The comma-separated tokens of a field, lowercased. */
+export function tokens(value: string | string[] | undefined): string[] {
+  if (value === undefined) return [];
+  return (Array.isArray(value) ? value : [value])
+    .flatMap((v) => v.split(','))
+    .map((t) => t.trim().toLowerCase())
+    .filter(Boolean);
+}
+
+function dropped(connection: string | string[] | undefined): (lowerName: string) => boolean {
+  const named = tokens(connection).filter((t) => !FRAMING.has(t));
+  return (name) => HOP_BY_HOP.has(name) || named.includes(name);
+}
+
+/** The request's fields for the upstream, as sent (order, case and repeats kept), as undici takes them. */
+export function requestFields(req: IncomingMessage): string[] {
+  const drop = dropped(req.headers.connection);
+  const raw = req.rawHeaders;
+  const out: string[] = [];
+  for (let i = 0; i < raw.length; i += 2) if (!drop(raw[i]!.toLowerCase())) out.push(raw[i]!, raw[i + 1]!);
+  return out;
+}
+
+/** The response's fields for the client; Node's server adds its own framing and connection fields. */
+export function responseFields(headers: IncomingHttpHeaders | Record<string, string | string[] | undefined>): OutgoingHttpHeaders {
+  const drop = dropped(headers.connection);
+  const out: OutgoingHttpHeaders = {};
+  for (const [name, value] of Object.entries(headers)) if (value !== undefined && !drop(name)) out[name] = value;
+  return out;
+}
