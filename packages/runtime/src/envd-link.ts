@@ -116,7 +116,10 @@ export function openTunnel(tunnelSocket: string, port: number): Promise<Duplex> 
       // A refusal carries `{code, message}` and closes the connection.
       const status = res.statusCode ?? 0;
       let body = head;
+      let told = false;
       const done = (): void => {
+        if (told) return;
+        told = true;
         socket.destroy();
         let message = `tunnel answered ${status} ${res.statusMessage ?? ''}`.trim();
         try {
