@@ -10,7 +10,7 @@ import { defaultDispatcher, fetchSender, socketDispatcher, undiciSender, type Fe
 import { metadataHeaders } from './metadata.js';
 import { createNodeTransport, http2SocketOptions } from './node-transport.js';
 import { endpointUrl, fileUrl, filesQuery } from './signature.js';
-import { isInMemory, multipartBody, newBoundary, octetStreamBody, type RequestBody, type UploadData } from './upload-body.js';
+import { bytesBody, isInMemory, multipartBody, newBoundary, octetStreamBody, type RequestBody, type UploadData } from './upload-body.js';
 
 export type { FetchFunction };
 
@@ -313,9 +313,8 @@ export class EnvdClient {
    * sandbox or takes one from a pool; resolves once envd applied it.
    */
   init(request: InitRequest, options: CallOptions = {}): Promise<void> {
-    const body = new TextEncoder().encode(JSON.stringify(request));
-    const headers = { 'Content-Type': 'application/json' };
-    return this.#call('POST', '/init', { body: { parts: [body], chunks: () => oneChunk(body) }, headers }, options, async (answer) => {
+    const body = bytesBody(new TextEncoder().encode(JSON.stringify(request)));
+    return this.#call('POST', '/init', { body, headers: { 'Content-Type': 'application/json' } }, options, async (answer) => {
       if (answer.status < 200 || answer.status > 299) throw await errorFromResponse('POST', '/init', answer);
       await answer.discard();
     });
@@ -384,10 +383,6 @@ export class EnvdClient {
       expiresInSeconds: options.expiresInSeconds,
     });
   }
-}
-
-async function* oneChunk(bytes: Uint8Array): AsyncGenerator<Uint8Array> {
-  yield bytes;
 }
 
 interface Call {

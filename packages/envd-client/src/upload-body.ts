@@ -113,6 +113,11 @@ export function pullStream(chunks: AsyncIterable<Uint8Array>): ReadableStream<Ui
   });
 }
 
+/** A body of bytes already made (a JSON request, say). */
+export function bytesBody(bytes: Uint8Array): RequestBody {
+  return concatBody([bytes]);
+}
+
 /** Body of an `application/octet-stream` upload, gzip-compressed on the fly when asked. */
 export function octetStreamBody(data: UploadData, gzip: boolean): RequestBody {
   const body = concatBody([toPiece(data)]);
