@@ -1,15 +1,18 @@
-import { addAbortSignal, type Readable } from 'node:stream';
-import type { Client, Interceptor, Transport } from '@connectrpc/connect';
+import { Agent as NodeAgent } from 'node:http';
+import type { Readable } from 'node:stream';
+import { createClient, type Client, type Interceptor, type Transport } from '@connectrpc/connect';
+import { Http2SessionManager } from '@connectrpc/connect-node';
 import { Filesystem, Process, type envd } from '@paddock/models';
+import type { Dispatcher } from 'undici';
 import { EnvdArgumentError, EnvdHttpError, errorFromFailure, errorFromResponse } from './errors.js';
 import { connectionHeaders, envdInterceptor, type EnvdHeaderConfig } from './headers.js';
+import { defaultDispatcher, fetchSender, socketDispatcher, undiciSender, type FetchFunction, type HttpAnswer, type Send } from './http.js';
 import { metadataHeaders } from './metadata.js';
-import { joinBytes } from './bytes.js';
-import * as http1 from './http1.js';
-import { createNodeTransport } from './node-transport.js';
-import { createServiceClient } from './service-client.js';
+import { createNodeTransport, http2SocketOptions } from './node-transport.js';
 import { endpointUrl, fileUrl, filesQuery } from './signature.js';
-import { builtinFetchSlicesBytes, isInMemory, multipartBody, newBoundary, octetStreamBody, type RequestBody, type UploadData } from './upload-body.js';
+import { bytesBody, isInMemory, multipartBody, newBoundary, octetStreamBody, type RequestBody, type UploadData } from './upload-body.js';
+
+export type { FetchFunction };
 
 export const DEFAULT_REQUEST_TIMEOUT_MS = 60_000;
 
@@ -17,8 +20,8 @@ export const DEFAULT_REQUEST_TIMEOUT_MS = 60_000;
 export type EntryInfo = envd.components['schemas']['EntryInfo'];
 /** One sample of resource usage inside the sandbox. */
 export type Metrics = envd.components['schemas']['Metrics'];
-
-export type FetchFunction = (input: string, init?: RequestInit) => Promise<Response>;
+/** What `POST /init` takes: every field optional, only those sent are applied. */
+export type InitRequest = NonNullable<envd.operations['postInit']['requestBody']>['content']['application/json'];
 
 /** What the client hands a transport factory; connect-web's and connect-node's `createConnectTransport` accept it. */
 export interface TransportOptions {
@@ -36,16 +39,26 @@ export interface EnvdClientOptions extends EnvdHeaderConfig {
   envdUrl: string;
   /** Connect binary format instead of JSON (the default, as the e2b SDK uses). */
   useBinaryFormat?: boolean;
+  /** HTTP version of the default Connect transport: `1.1` (the default) or `2`. */
+  httpVersion?: '1.1' | '2';
   /**
    * Builds the Connect transport, e.g. connect-web's `createConnectTransport`
-   * in a browser. Default: `createNodeTransport`, Connect over HTTP/1.1 (http1.ts).
+   * in a browser. Default: `createNodeTransport` (connect-node).
    */
   createTransport?: (options: TransportOptions) => Transport;
   /**
-   * fetch for the HTTP endpoints (`/files`, `/health`, `/metrics`). Default: the global one, except that
-   * downloads and uploads of bytes in memory go over the package's own HTTP/1.1 client (http1.ts).
+   * fetch for the HTTP routes (`/files`, `/health`, `/metrics`, `/init`), e.g.
+   * a browser's. Default: undici, through `dispatcher`.
    */
   fetch?: FetchFunction;
+  /** undici dispatcher for the HTTP routes when no `fetch` is given (a `ProxyAgent`, say). Default: one agent all clients share. */
+  dispatcher?: Dispatcher;
+  /**
+   * A unix socket that envd listens on, to connect to instead of the URL's
+   * host (the host's own link to a sandbox); `envdUrl` still gives the path
+   * and the Host header. The client then owns its connections: `close()` them.
+   */
+  socketPath?: string;
   /**
    * Deadline of an HTTP call; 0 for none. Default 60 000. A download in a
    * stream format is bounded until its headers arrive; an upload only when
@@ -97,14 +110,10 @@ export interface FileUrlRequest {
   expiresInSeconds?: number;
 }
 
-function defaultTransport(options: TransportOptions): Transport {
-  return createNodeTransport(options);
-}
-
 /**
  * Client of one sandbox's envd. `filesystem` and `process` are Connect
  * clients of envd's services (their errors are `ConnectError`s); the other
- * methods use envd's HTTP endpoints and throw `EnvdHttpError` or
+ * methods use envd's HTTP routes and throw `EnvdHttpError` or
  * `EnvdArgumentError`.
  */
 export class EnvdClient {
@@ -115,29 +124,44 @@ export class EnvdClient {
   readonly #accessToken: string | undefined;
   readonly #user: string | undefined;
   readonly #headers: Record<string, string>;
-  readonly #fetch: FetchFunction;
-  /** Transfer files over http1.ts rather than fetch: when no fetch of the caller's own was given. */
-  readonly #ownHttp: boolean;
-  /** Send large in-memory uploads as slices: only through the built-in fetch, known to take a stream body. */
-  readonly #sliceBytes: boolean;
+  readonly #send: Send;
+  /** What `close()` closes: the client's own connections, when it has any. */
+  readonly #owned: { close(): Promise<void> }[] = [];
   readonly #timeoutMs: number;
 
   constructor(options: EnvdClientOptions) {
+    const url = new URL(options.envdUrl);
+    if (url.username || url.password) {
+      throw new EnvdArgumentError('envdUrl', 'credentials in envdUrl are not sent: give the access token as accessToken, other credentials in headers');
+    }
     this.#envdUrl = options.envdUrl;
     this.#accessToken = options.accessToken;
     this.#user = options.user;
     this.#headers = connectionHeaders(options);
-    this.#fetch = options.fetch ?? ((input, init) => fetch(input, init));
-    this.#sliceBytes = options.fetch === undefined && builtinFetchSlicesBytes;
-    this.#ownHttp = options.fetch === undefined && /^https?:/i.test(options.envdUrl);
     this.#timeoutMs = options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
-    this.transport = (options.createTransport ?? defaultTransport)({
-      baseUrl: options.envdUrl,
-      useBinaryFormat: options.useBinaryFormat ?? false,
-      interceptors: [envdInterceptor(options)],
-    });
-    this.filesystem = createServiceClient(Filesystem, this.transport);
-    this.process = createServiceClient(Process, this.transport);
+    const { socketPath } = options;
+    let dispatcher = options.dispatcher;
+    if (socketPath !== undefined && dispatcher === undefined && options.fetch === undefined) {
+      dispatcher = socketDispatcher(socketPath);
+      this.#owned.push(dispatcher);
+    }
+    this.#send = options.fetch ? fetchSender(options.fetch) : undiciSender(dispatcher ?? defaultDispatcher());
+    const transportOptions = { baseUrl: options.envdUrl, useBinaryFormat: options.useBinaryFormat ?? false, interceptors: [envdInterceptor(options)] };
+    if (options.createTransport) {
+      this.transport = options.createTransport(transportOptions);
+    } else if (options.httpVersion === '2') {
+      // A connection of the client's own, which `close()` ends.
+      const sessionManager = new Http2SessionManager(options.envdUrl, {}, http2SocketOptions(socketPath));
+      this.#owned.push({ close: async () => sessionManager.abort() });
+      this.transport = createNodeTransport({ ...transportOptions, httpVersion: '2', socketPath, sessionManager });
+    } else {
+      // Connections to a socket are the client's own; others are shared through node:http's global agent.
+      const agent = socketPath === undefined ? undefined : new NodeAgent({ keepAlive: true });
+      if (agent) this.#owned.push({ close: async () => agent.destroy() });
+      this.transport = createNodeTransport({ ...transportOptions, socketPath, agent });
+    }
+    this.filesystem = createClient(Filesystem, this.transport);
+    this.process = createClient(Process, this.transport);
   }
 
   /** `GET /files`: the file at `path`. An empty file gives an empty result. */
@@ -156,69 +180,32 @@ export class EnvdClient {
   ): Promise<string | Uint8Array | Blob | ReadableStream<Uint8Array> | Readable> {
     const format = options.format ?? 'text';
     const url = endpointUrl(this.#envdUrl, '/files', filesQuery(path, options.user ?? this.#user));
-    const headers: Record<string, string> = { ...this.#headers };
-    // Without gzip asked for, say so: fetch would offer gzip on its own, and
-    // envd then spends a compression trial on every file (and compresses
-    // what compresses), which on a fast link only slows the download down.
-    headers['Accept-Encoding'] = options.gzip ? 'gzip' : 'identity';
+    // Without gzip asked for, say so: envd would otherwise spend a
+    // compression trial on every file (and compress what compresses), which
+    // on a fast link only slows the download down.
+    const headers = { ...this.#headers, 'Accept-Encoding': options.gzip ? 'gzip' : 'identity' };
     const call = startCall(options.signal, options.requestTimeoutMs ?? this.#timeoutMs);
     try {
-      if (this.#ownHttp) return await this.#downloadOverHttp1(url, headers, format, call);
-      const response = await this.#fetch(url, { headers, signal: call.signal });
-      if (!response.ok) throw await errorFromResponse('GET', '/files', response);
-      const body = response.headers.get('content-length') === '0' || response.body === null ? emptyStream() : response.body;
+      const answer = await this.#send({ method: 'GET', url, route: '/files', headers, signal: call.signal });
+      if (answer.status < 200 || answer.status > 299) throw await errorFromResponse('GET', '/files', answer);
       switch (format) {
         case 'stream':
           call.stopTimer();
-          return body;
-        case 'node-stream': {
+          return answer.webStream();
+        case 'node-stream':
           call.stopTimer();
-          const { Readable } = await import('node:stream');
-          return Readable.fromWeb(body as Parameters<typeof Readable.fromWeb>[0]);
-        }
+          return await answer.nodeStream();
         case 'bytes':
-          return new Uint8Array(await new Response(body).arrayBuffer());
+          return await answer.bytes();
         case 'blob':
-          return await new Response(body).blob();
+          return await answer.blob();
         default:
-          return await new Response(body).text();
+          return await answer.text();
       }
     } catch (err) {
       throw errorFromFailure('GET', '/files', err, call.callerAborted());
     } finally {
-      if (format !== 'stream' && format !== 'node-stream') call.stopTimer();
-    }
-  }
-
-  /**
-   * `download` over the client's own HTTP/1.1 (http1.ts): the body as the
-   * socket reads it. Formats and errors are the fetch path's, and a gzip body
-   * is decompressed as fetch would.
-   */
-  async #downloadOverHttp1(
-    url: string,
-    headers: Record<string, string>,
-    format: DownloadFormat,
-    call: Call,
-  ): Promise<string | Uint8Array | Blob | ReadableStream<Uint8Array> | Readable> {
-    const res = await http1.request(url, { method: 'GET', headers, signal: call.signal, idempotent: true });
-    if (res.status < 200 || res.status > 299) throw await errorFromResponse('GET', '/files', await responseOf(res, call.signal));
-    const coding = contentCoding(res);
-    if (coding !== undefined) return await decodedBody(res, coding, format, call);
-    switch (format) {
-      case 'stream':
-        call.stopTimer();
-        return http1.webStreamOf(res, call.signal);
-      case 'node-stream':
-        call.stopTimer();
-        // The caller's signal still ends the stream, as it ends fetch's body.
-        return addAbortSignal(call.signal, http1.nodeStreamOf(res));
-      default: {
-        const bytes = await http1.bytesOf(res, call.signal);
-        if (format === 'bytes') return bytes;
-        if (format === 'blob') return new Blob([bytes]);
-        return new TextDecoder().decode(bytes);
-      }
+      call.stopTimer();
     }
   }
 
@@ -252,7 +239,7 @@ export class EnvdClient {
       headers['Content-Type'] = `multipart/form-data; boundary=${boundary}`;
       // `path` names the target only of a lone file; with several, each part's filename does.
       const target = files.length === 1 ? files[0]?.path : undefined;
-      return this.#post(target, user, multipartBody(files, boundary, this.#sliceBytes), headers, options.signal, timeoutMs);
+      return this.#post(target, user, multipartBody(files, boundary), headers, options.signal, timeoutMs);
     }
 
     headers['Content-Type'] = 'application/octet-stream';
@@ -262,14 +249,14 @@ export class EnvdClient {
     }
     if (files.length === 1) {
       const [f] = files as [UploadEntry];
-      return await this.#post(f.path, user, octetStreamBody(f.data, gzip, this.#sliceBytes), headers, options.signal, timeoutMs);
+      return await this.#post(f.path, user, octetStreamBody(f.data, gzip), headers, options.signal, timeoutMs);
     }
     // One request per file, side by side; the first failure cancels the rest.
     const siblings = new AbortController();
     const signal = options.signal ? AbortSignal.any([options.signal, siblings.signal]) : siblings.signal;
     const results = await Promise.all(
       files.map((f) =>
-        this.#post(f.path, user, octetStreamBody(f.data, gzip, this.#sliceBytes), headers, signal, timeoutMs).catch((err: unknown) => {
+        this.#post(f.path, user, octetStreamBody(f.data, gzip), headers, signal, timeoutMs).catch((err: unknown) => {
           siblings.abort(err);
           throw err;
         }),
@@ -289,39 +276,70 @@ export class EnvdClient {
   }
 
   /** `GET /health`: true when envd answers 2xx, false on 502 (through the proxy: the sandbox is not running). */
-  health(options: CallOptions = {}): Promise<boolean> {
-    return this.#get('/health', options, async (response) => {
-      if (response.ok) return true;
-      if (response.status === 502) {
-        await response.body?.cancel();
+  async health(options: CallOptions = {}): Promise<boolean> {
+    return this.#call('GET', '/health', undefined, options, async (answer) => {
+      if (answer.status >= 200 && answer.status < 300) {
+        await answer.discard();
+        return true;
+      }
+      if (answer.status === 502) {
+        await answer.discard();
         return false;
       }
-      throw await errorFromResponse('GET', '/health', response);
+      throw await errorFromResponse('GET', '/health', answer);
     });
   }
 
   /** `GET /metrics`: current CPU, memory and disk usage. */
   metrics(options: CallOptions = {}): Promise<Metrics> {
-    return this.#get('/metrics', options, async (response) => {
-      if (!response.ok) throw await errorFromResponse('GET', '/metrics', response);
-      const body: unknown = await response.json().catch((err: unknown) => {
-        throw invalidResponse('GET', '/metrics', response.status, 'a body that is not JSON', err);
-      });
+    return this.#call('GET', '/metrics', undefined, options, async (answer) => {
+      if (answer.status < 200 || answer.status > 299) throw await errorFromResponse('GET', '/metrics', answer);
+      let body: unknown;
+      try {
+        body = JSON.parse(await answer.text());
+      } catch (err) {
+        throw invalidResponse('GET', '/metrics', answer.status, 'a body that is not JSON', err);
+      }
       if (typeof body !== 'object' || body === null || Array.isArray(body)) {
-        throw invalidResponse('GET', '/metrics', response.status, 'a body that is not a metrics object');
+        throw invalidResponse('GET', '/metrics', answer.status, 'a body that is not a metrics object');
       }
       return body as Metrics;
     });
   }
 
-  /** A GET whose answer, body included, is read within the deadline. */
-  async #get<T>(path: string, options: CallOptions, read: (response: Response) => Promise<T>): Promise<T> {
+  /**
+   * `POST /init`: hands the sandbox to its owner (access token, environment,
+   * default user and directory, clock). What the host does when it starts a
+   * sandbox or takes one from a pool; resolves once envd applied it.
+   */
+  init(request: InitRequest, options: CallOptions = {}): Promise<void> {
+    const body = bytesBody(new TextEncoder().encode(JSON.stringify(request)));
+    return this.#call('POST', '/init', { body, headers: { 'Content-Type': 'application/json' } }, options, async (answer) => {
+      if (answer.status < 200 || answer.status > 299) throw await errorFromResponse('POST', '/init', answer);
+      await answer.discard();
+    });
+  }
+
+  /** Closes the connections the client owns (those of `socketPath`); other clients' are shared and close when idle. */
+  async close(): Promise<void> {
+    await Promise.all(this.#owned.map((o) => o.close()));
+  }
+
+  /** A call whose answer, body included, is read within the deadline. */
+  async #call<T>(
+    method: 'GET' | 'POST',
+    route: string,
+    content: { body: RequestBody; headers: Record<string, string> } | undefined,
+    options: CallOptions,
+    read: (answer: HttpAnswer) => Promise<T>,
+  ): Promise<T> {
     const call = startCall(options.signal, options.requestTimeoutMs ?? this.#timeoutMs);
     try {
-      const response = await this.#fetch(endpointUrl(this.#envdUrl, path), { headers: this.#headers, signal: call.signal });
-      return await read(response);
+      const headers = content ? { ...this.#headers, ...content.headers } : this.#headers;
+      const answer = await this.#send({ method, url: endpointUrl(this.#envdUrl, route), route, headers, body: content?.body, signal: call.signal });
+      return await read(answer);
     } catch (err) {
-      throw errorFromFailure('GET', path, err, call.callerAborted());
+      throw errorFromFailure(method, route, err, call.callerAborted());
     } finally {
       call.stopTimer();
     }
@@ -330,29 +348,24 @@ export class EnvdClient {
   async #post(
     path: string | undefined,
     user: string | undefined,
-    requestBody: RequestBody,
+    body: RequestBody,
     headers: Record<string, string>,
     signal: AbortSignal | undefined,
     timeoutMs: number,
   ): Promise<EntryInfo[]> {
     const url = endpointUrl(this.#envdUrl, '/files', filesQuery(path, user));
     const call = startCall(signal, timeoutMs);
-    const { streaming, length, pieces } = requestBody;
     try {
-      if (this.#ownHttp && pieces) {
-        // Bytes in memory: straight to the socket, and the short JSON answer read from it as it is.
-        // Idempotent: the same bytes to the same paths.
-        const res = await http1.request(url, { method: 'POST', headers, body: pieces, signal: call.signal, idempotent: true });
-        if (res.status < 200 || res.status > 299) throw await errorFromResponse('POST', '/files', await responseOf(res, call.signal));
-        const bytes = await http1.bytesOf(res, call.signal);
-        return await writtenEntries(res.status, () => JSON.parse(new TextDecoder().decode(bytes)) as unknown);
+      const answer = await this.#send({ method: 'POST', url, route: '/files', headers, body, signal: call.signal });
+      if (answer.status < 200 || answer.status > 299) throw await errorFromResponse('POST', '/files', answer);
+      let entries: unknown;
+      try {
+        entries = JSON.parse(await answer.text());
+      } catch (err) {
+        throw invalidResponse('POST', '/files', answer.status, 'a body that is not JSON', err);
       }
-      if (length !== undefined) headers = { ...headers, 'Content-Length': String(length) };
-      const init: RequestInit = { method: 'POST', headers, body: requestBody.body, signal: call.signal };
-      if (streaming) init.duplex = 'half';
-      const response = await this.#fetch(url, init);
-      if (!response.ok) throw await errorFromResponse('POST', '/files', response);
-      return await writtenEntries(response.status, () => response.json());
+      if (!Array.isArray(entries)) throw invalidResponse('POST', '/files', answer.status, 'no list of written files');
+      return entries as EntryInfo[];
     } catch (err) {
       throw errorFromFailure('POST', '/files', err, call.callerAborted());
     } finally {
@@ -391,73 +404,6 @@ function startCall(callerSignal: AbortSignal | undefined, timeoutMs: number): Ca
     stopTimer: () => clearTimeout(timer),
     callerAborted: () => callerSignal?.aborted ?? false,
   };
-}
-
-/** The list of written files that a `POST /files` answered with; `read` gives its body as JSON. */
-async function writtenEntries(status: number, read: () => unknown): Promise<EntryInfo[]> {
-  let entries: unknown;
-  try {
-    entries = await read();
-  } catch (err) {
-    throw invalidResponse('POST', '/files', status, 'a body that is not JSON', err);
-  }
-  if (!Array.isArray(entries)) throw invalidResponse('POST', '/files', status, 'no list of written files');
-  return entries as EntryInfo[];
-}
-
-/** An answer of http1.ts, body read whole, as a fetch Response: for errors, which are read from a Response. */
-async function responseOf(res: http1.Http1Response, signal: AbortSignal): Promise<Response> {
-  const body = await http1.bytesOf(res, signal);
-  // A Response cannot carry a body with 204/304; envd sends none with them anyway.
-  return new Response(res.status === 204 || res.status === 304 ? null : body, {
-    status: res.status,
-    statusText: res.statusText,
-    headers: res.headers,
-  });
-}
-
-type Coding = 'gzip' | 'deflate' | 'br';
-
-/** The Content-Encoding of an answer when there is one to undo; fetch undoes the same three. */
-function contentCoding(res: http1.Http1Response): Coding | undefined {
-  const value = res.header('content-encoding')?.trim().toLowerCase();
-  if (value === undefined || value === '' || value === 'identity') return undefined;
-  if (value === 'gzip' || value === 'x-gzip') return 'gzip';
-  if (value === 'deflate' || value === 'br') return value;
-  http1.dropBody(res);
-  throw invalidResponse('GET', '/files', res.status, `Content-Encoding '${value}', which this client cannot decode`);
-}
-
-/** A compressed body, decompressed, in the format asked for. */
-async function decodedBody(
-  res: http1.Http1Response,
-  coding: Coding,
-  format: DownloadFormat,
-  call: Call,
-): Promise<string | Uint8Array | Blob | ReadableStream<Uint8Array> | Readable> {
-  const [zlib, { pipeline, Readable }] = await Promise.all([import('node:zlib'), import('node:stream')]);
-  const decoder = coding === 'gzip' ? zlib.createGunzip() : coding === 'deflate' ? zlib.createInflate() : zlib.createBrotliDecompress();
-  // A failure on either side destroys both, and reaches the reader through `decoder`.
-  pipeline(http1.nodeStreamOf(res), decoder, () => {});
-  const body = addAbortSignal(call.signal, decoder);
-  if (format === 'node-stream' || format === 'stream') {
-    call.stopTimer();
-    return format === 'stream' ? (Readable.toWeb(body) as ReadableStream<Uint8Array>) : body;
-  }
-  const pieces: Uint8Array[] = [];
-  try {
-    for await (const piece of body) pieces.push(piece as Uint8Array);
-  } catch (err) {
-    throw call.signal.aborted ? call.signal.reason : err;
-  }
-  const bytes = joinBytes(pieces);
-  if (format === 'bytes') return bytes;
-  if (format === 'blob') return new Blob([bytes]);
-  return new TextDecoder().decode(bytes);
-}
-
-function emptyStream(): ReadableStream<Uint8Array> {
-  return new ReadableStream<Uint8Array>({ start: (controller) => controller.close() });
 }
 
 function invalidResponse(method: string, path: string, status: number, what: string, cause?: unknown): EnvdHttpError {

@@ -54,8 +54,15 @@ export class EnvdArgumentError extends EnvdError {
   }
 }
 
+/** What the error of a non-2xx answer is read from. */
+export interface ErrorAnswer {
+  readonly status: number;
+  readonly statusText: string;
+  text(): Promise<string>;
+}
+
 /** Reads the error body of a non-2xx answer and builds the error. */
-export async function errorFromResponse(method: string, path: string, response: Response): Promise<EnvdHttpError> {
+export async function errorFromResponse(method: string, path: string, response: ErrorAnswer): Promise<EnvdHttpError> {
   const text = (await response.text().catch(() => '')).trim();
   let code: number | undefined;
   let serverMessage: string | undefined = text || undefined;

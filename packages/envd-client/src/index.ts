@@ -8,6 +8,7 @@ export {
   type EnvdClientOptions,
   type FetchFunction,
   type FileUrlRequest,
+  type InitRequest,
   type Metrics,
   type TransportOptions,
   type UploadEntry,
@@ -31,7 +32,6 @@ export {
   type EnvdHeaderConfig,
 } from './headers.js';
 export { createNodeTransport, type NodeTransportOptions } from './node-transport.js';
-export { OneMessage, createServiceClient } from './service-client.js';
 export { MAX_METADATA_BYTES, MAX_METADATA_KEY_BYTES, metadataHeaders } from './metadata.js';
 export { fileSignature, fileUrl, type FileOperation, type FileSignatureInput, type FileUrlOptions } from './signature.js';
 export { isInMemory, type UploadData } from './upload-body.js';

@@ -1,5 +1,3 @@
-import { joinBytes } from './bytes.js';
-
 /**
  * Contents of a file to upload. In-memory kinds (string, bytes, Blob) are
  * sent with a known length; streams (a Web `ReadableStream`, a Node
@@ -74,73 +72,17 @@ export function isInMemory(data: UploadData): boolean {
   return typeof data === 'string' || ArrayBuffer.isView(data) || isArrayBuffer(data) || isBlob(data);
 }
 
+/** A request body, made of the caller's data without copying it. */
 export interface RequestBody {
-  /** The body as fetch takes it (made when read, where that costs a copy or a stream; read it once). */
-  readonly body: Uint8Array | Blob | ReadableStream<Uint8Array>;
-  /** fetch needs `duplex: 'half'` for a stream body. */
-  streaming: boolean;
-  /** Byte length of a stream body known in advance: sent as Content-Length instead of chunked. */
-  length?: number;
-  /** The same body when it is all bytes in memory, as the arrays it is made of (views, not copies). */
-  pieces?: Uint8Array[];
+  /** When the whole body is in memory: its parts (views of the caller's bytes, or Blobs), sent with their total length. */
+  readonly parts: (Uint8Array | Blob)[] | undefined;
+  /** The body's chunks in order, each read only when the connection takes the one before; to be read once. */
+  chunks(): AsyncIterable<Uint8Array>;
 }
 
-/**
- * A body made of `pieces` in order. All in memory, so that fetch sends a
- * Content-Length and browsers can send it: bytes alone as one array, which
- * fetch writes out as it is (a Blob is read back in chunks, each copied),
- * with a Blob among them as a Blob. Any stream among them: a stream that
- * pulls from each piece only as fast as the connection takes it.
- */
-function concatBody(pieces: Piece[], sliceBytes: boolean): RequestBody {
-  if (pieces.some(isStreamPiece)) return { body: pullStream(concatChunks(pieces)), streaming: true };
-  if (pieces.every((p) => ArrayBuffer.isView(p))) {
-    const bytes = pieces as Uint8Array[];
-    const length = bytes.reduce((n, p) => n + p.length, 0);
-    // Made only if fetch sends it: over http1.ts the pieces go as they are.
-    if (sliceBytes && length >= STREAM_FROM) {
-      return {
-        get body() {
-          return pullStream(slices(bytes));
-        },
-        streaming: true,
-        length,
-        pieces: bytes,
-      };
-    }
-    return {
-      get body() {
-        return concatBytes(bytes);
-      },
-      streaming: false,
-      pieces: bytes,
-    };
-  }
-  return { body: new Blob(pieces as (Uint8Array | Blob)[]), streaming: false };
-}
-
-/**
- * Whether the built-in fetch sends a stream body, with a declared length,
- * over HTTP/1.1, as Node's does. Browsers' fetch streams request bodies
- * over HTTP/2 at best, so there bytes go to fetch whole.
- */
-export const builtinFetchSlicesBytes = typeof process !== 'undefined' && typeof process.versions?.node === 'string';
-
-/**
- * With `sliceBytes`, bytes from this size on are sent as a stream of slices
- * of the caller's arrays, with their length declared. Node's fetch copies a
- * byte body twice before it sends it (two fresh 256 MiB arrays for a 256 MiB
- * file, the slowest part of the upload); slices are views, never copies.
- */
-const STREAM_FROM = 64 * 1024;
-const SLICE = 1024 * 1024;
-
-function* slices(pieces: Uint8Array[]): Generator<Uint8Array> {
-  for (const piece of pieces) for (let at = 0; at < piece.length; at += SLICE) yield piece.subarray(at, at + SLICE);
-}
-
-function concatBytes(pieces: Uint8Array[]): Uint8Array {
-  return pieces.length === 1 ? pieces[0]! : joinBytes(pieces);
+function concatBody(pieces: Piece[]): RequestBody {
+  const inMemory = !pieces.some(isStreamPiece);
+  return { parts: inMemory ? (pieces as (Uint8Array | Blob)[]) : undefined, chunks: () => concatChunks(pieces) };
 }
 
 async function* concatChunks(pieces: Piece[]): AsyncGenerator<Uint8Array> {
@@ -151,9 +93,14 @@ async function* concatChunks(pieces: Piece[]): AsyncGenerator<Uint8Array> {
   }
 }
 
+/** The byte length of a body that is all in memory. */
+export function partsLength(parts: (Uint8Array | Blob)[]): number {
+  return parts.reduce((n, p) => n + (ArrayBuffer.isView(p) ? p.byteLength : p.size), 0);
+}
+
 /** A ReadableStream that reads the next chunk only when the consumer asks: backpressure all the way to the source. */
-function pullStream(chunks: AsyncIterable<Uint8Array> | Iterable<Uint8Array>): ReadableStream<Uint8Array> {
-  const iterator = Symbol.asyncIterator in chunks ? chunks[Symbol.asyncIterator]() : chunks[Symbol.iterator]();
+export function pullStream(chunks: AsyncIterable<Uint8Array>): ReadableStream<Uint8Array> {
+  const iterator = chunks[Symbol.asyncIterator]();
   return new ReadableStream<Uint8Array>({
     async pull(controller) {
       const { done, value } = await iterator.next();
@@ -166,13 +113,17 @@ function pullStream(chunks: AsyncIterable<Uint8Array> | Iterable<Uint8Array>): R
   });
 }
 
+/** A body of bytes already made (a JSON request, say). */
+export function bytesBody(bytes: Uint8Array): RequestBody {
+  return concatBody([bytes]);
+}
+
 /** Body of an `application/octet-stream` upload, gzip-compressed on the fly when asked. */
-export function octetStreamBody(data: UploadData, gzip: boolean, sliceBytes: boolean): RequestBody {
-  const body = concatBody([toPiece(data)], sliceBytes);
+export function octetStreamBody(data: UploadData, gzip: boolean): RequestBody {
+  const body = concatBody([toPiece(data)]);
   if (!gzip) return body;
-  const source = body.streaming ? (body.body as ReadableStream<Uint8Array>) : new Blob([body.body as Uint8Array | Blob]).stream();
-  // What is sent is the compressed stream, not the pieces.
-  return { body: source.pipeThrough(new CompressionStream('gzip')), streaming: true };
+  // What is sent is the compressed stream, whose length nobody knows ahead.
+  return { parts: undefined, chunks: () => readerChunks(pullStream(body.chunks()).pipeThrough(new CompressionStream('gzip'))) };
 }
 
 export interface MultipartFile {
@@ -184,7 +135,7 @@ export interface MultipartFile {
  * A `multipart/form-data` body with one part per file, each named `file`
  * with the target path as its filename, as envd expects.
  */
-export function multipartBody(files: MultipartFile[], boundary: string, sliceBytes: boolean): RequestBody {
+export function multipartBody(files: MultipartFile[], boundary: string): RequestBody {
   const pieces: Piece[] = [];
   for (const file of files) {
     pieces.push(
@@ -197,7 +148,7 @@ export function multipartBody(files: MultipartFile[], boundary: string, sliceByt
     );
   }
   pieces.push(encoder.encode(`--${boundary}--\r\n`));
-  return concatBody(pieces, sliceBytes);
+  return concatBody(pieces);
 }
 
 /** Escapes a filename the way browsers do in form-data (WHATWG HTML): `"`, CR and LF percent-encoded. */

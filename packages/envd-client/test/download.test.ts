@@ -51,9 +51,9 @@ async function fileServer(seen: { acceptEncoding?: string; query?: URLSearchPara
   });
 }
 
-/** Downloads go over http1.ts unless the client was given a fetch; both must behave alike. */
+/** Downloads go over undici unless the client was given a fetch; both must behave alike. */
 const paths: [string, { fetch?: (input: string, init?: RequestInit) => Promise<Response> }][] = [
-  ['over http1.ts', {}],
+  ['over undici', {}],
   ['over fetch', { fetch: (input, init) => fetch(input, init) }],
 ];
 

@@ -1,3 +1,9 @@
+import { once } from 'node:events';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { EnvdClient, EnvdHttpError, type Metrics } from '../src/index.js';
 import { sendJson, serve, type TestServer } from './http-server.js';
 
@@ -66,5 +72,57 @@ describe('metrics', () => {
     await expect(new EnvdClient({ envdUrl: server.url, accessToken: 't' }).metrics()).rejects.toMatchObject({
       kind: 'invalid_response',
     });
+  });
+});
+
+describe('init', () => {
+  test('posts the request as JSON with the access token; 204 resolves, a refusal is an EnvdHttpError', async () => {
+    const seen: { method?: string; url?: string; type?: string; token?: string; body: string }[] = [];
+    server = await serve(async (req, res) => {
+      let body = '';
+      for await (const chunk of req) body += (chunk as Buffer).toString();
+      seen.push({ method: req.method, url: req.url, type: req.headers['content-type'], token: req.headers['x-access-token'] as string, body });
+      if (JSON.parse(body).defaultUser === 'nobody') sendJson(res, 400, { code: 400, message: 'user nobody does not exist' });
+      else res.writeHead(204).end();
+    });
+    const c = new EnvdClient({ envdUrl: server.url, accessToken: 'old' });
+    await expect(c.init({ accessToken: 'new', envVars: { A: '1' }, timestamp: '2026-01-01T00:00:00.000Z' })).resolves.toBeUndefined();
+    expect(seen[0]).toEqual({
+      method: 'POST',
+      url: '/init',
+      type: 'application/json',
+      token: 'old',
+      body: JSON.stringify({ accessToken: 'new', envVars: { A: '1' }, timestamp: '2026-01-01T00:00:00.000Z' }),
+    });
+    await expect(c.init({ defaultUser: 'nobody' })).rejects.toMatchObject({ kind: 'bad_request', message: 'POST /init failed with 400: user nobody does not exist' });
+  });
+});
+
+describe('over a unix socket', () => {
+  test('health, metrics and files reach the server listening on socketPath; close() ends the connections', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'envd-client-socket-'));
+    const socketPath = join(dir, 'envd.sock');
+    const connections: Socket[] = [];
+    const http = createServer((req, res) => {
+      if (req.url === '/health') res.writeHead(204).end();
+      else if (req.url?.startsWith('/files')) res.writeHead(200, { 'content-length': '2' }).end('hi');
+      else sendJson(res, 200, { ts: 1, cpu_count: 1, cpu_used_pct: 0, mem_total: 1, mem_used: 1, disk_used: 0, disk_total: 1 });
+    });
+    http.on('connection', (socket: Socket) => connections.push(socket));
+    await new Promise<void>((resolve) => http.listen(socketPath, resolve));
+    try {
+      const c = new EnvdClient({ envdUrl: 'http://localhost', socketPath });
+      expect(await c.health()).toBe(true);
+      expect((await c.metrics()).cpu_count).toBe(1);
+      expect(await c.download('/a.txt')).toBe('hi');
+      expect(connections.some((s) => !s.destroyed)).toBe(true);
+      await c.close();
+      await Promise.all(connections.filter((s) => !s.closed).map((s) => once(s, 'close')));
+      expect(connections.every((s) => s.destroyed)).toBe(true);
+    } finally {
+      http.closeAllConnections();
+      await new Promise((resolve) => http.close(resolve));
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

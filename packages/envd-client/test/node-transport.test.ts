@@ -1,26 +1,25 @@
-// createNodeTransport against a real connect-node server: every outcome of a
-// call (answer, error, end of stream, timeout, abort, a dead or wrong
-// server) must be what connect-node's own transport gives, since the SDK's
-// error mapping reads codes and messages. Each case runs through both, and
-// through both connect's promise client and envd-client's, whose server
-// streams skip connect's generator layers (service-client.ts).
+// The Connect transport EnvdClient makes by default (connect-node's, over
+// HTTP/1.1 or HTTP/2, over TCP or a unix socket) against a real connect-node
+// server: every outcome of a call (answer, error, end of stream, timeout,
+// a proxy's answer, a dead server) is what the SDK's error mapping reads.
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer as createHttp2Server, type Http2Server, type Http2ServerRequest, type Http2ServerResponse } from 'node:http2';
 import type { AddressInfo } from 'node:net';
-import { Code, ConnectError, createClient, type ConnectRouter, type Transport } from '@connectrpc/connect';
-import { connectNodeAdapter, createConnectTransport } from '@connectrpc/connect-node';
-import { create, toBinary, type MessageInitShape } from '@bufbuild/protobuf';
-import { encodeEnvelope } from '@connectrpc/connect/protocol';
-import { endStreamFlag } from '@connectrpc/connect/protocol-connect';
-import { FileType, Filesystem, Process, StartResponseSchema, type StreamInputRequestSchema } from '@paddock/models';
-import { OneMessage, createNodeTransport, createServiceClient } from '../src/index.js';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Code, ConnectError, type ConnectRouter } from '@connectrpc/connect';
+import { connectNodeAdapter } from '@connectrpc/connect-node';
+import { type MessageInitShape } from '@bufbuild/protobuf';
+import { FileType, Filesystem, Process, type StreamInputRequestSchema } from '@paddock/models';
+import { EnvdClient, type EnvdClientOptions } from '../src/index.js';
 
-let server: Server;
-let baseUrl: string;
-/** Plain HTTP answers for paths under /raw/, standing in for a proxy or a wrong server. */
-let raw: ((req: IncomingMessage, res: ServerResponse) => void) | undefined;
 /** How many events the last `start` handler managed to yield. */
 let yielded = 0;
 let inputsSeen: string[] = [];
+let lastHeaders: Headers | undefined;
 
 /** Waits `ms`, or less if `signal` (a handler's: its client went away) fires first. */
 function sleep(ms: number, signal?: AbortSignal): Promise<void> {
@@ -36,6 +35,7 @@ function sleep(ms: number, signal?: AbortSignal): Promise<void> {
 function routes(router: ConnectRouter): void {
   router.service(Filesystem, {
     stat(req, ctx) {
+      lastHeaders = ctx.requestHeader;
       if (req.path === '/missing') {
         ctx.responseTrailer.set('why', 'gone');
         throw new ConnectError('path /missing not found', Code.NotFound, { 'x-detail': 'd1' });
@@ -48,6 +48,7 @@ function routes(router: ConnectRouter): void {
   });
   router.service(Process, {
     async *start(req, ctx) {
+      lastHeaders = ctx.requestHeader;
       yielded = 0;
       const cmd = req.process?.cmd ?? '';
       if (cmd === 'fail-first') throw new ConnectError('cannot start', Code.FailedPrecondition);
@@ -76,39 +77,67 @@ function routes(router: ConnectRouter): void {
 // server then logs that it could not write the rest. Only that line is dropped.
 const consoleError = console.error.bind(console);
 console.error = (...args: unknown[]) => {
-  if (typeof args[0] === 'string' && args[0].startsWith('handler for rpc ') && String(args[1]).includes('ERR_STREAM_DESTROYED')) return;
+  if (typeof args[0] === 'string' && args[0].startsWith('handler for rpc ') && /ERR_STREAM_DESTROYED|ERR_HTTP2_INVALID_STREAM/.test(String(args[1]))) return;
   consoleError(...args);
 };
 
+/** What the raw answers use of a response, HTTP/1.1's or HTTP/2's. */
+interface RawResponse {
+  writeHead(status: number, headers: Record<string, string>): unknown;
+  write(chunk: Uint8Array): unknown;
+  end(body?: string): unknown;
+}
+
+/** Plain HTTP answers for paths under /raw/, standing in for a proxy or a wrong server. */
+let raw: ((req: IncomingMessage | Http2ServerRequest, res: RawResponse) => void) | undefined;
+
+const connect = connectNodeAdapter({ routes });
+const handle = (req: IncomingMessage | Http2ServerRequest, res: ServerResponse | Http2ServerResponse): void => {
+  if (req.url?.startsWith('/raw/') && raw) raw(req, res as RawResponse);
+  else connect(req as IncomingMessage, res as ServerResponse);
+};
+
+let dir: string;
+let http1: Server;
+let http2: Http2Server;
+let onSocket: Server;
+let urls: { http1: string; http2: string };
 beforeAll(async () => {
-  const connect = connectNodeAdapter({ routes });
-  server = createServer((req, res) => {
-    if (req.url?.startsWith('/raw/') && raw) raw(req, res);
-    else connect(req, res);
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  dir = mkdtempSync(join(tmpdir(), 'envd-client-transport-'));
+  http1 = createServer(handle);
+  http2 = createHttp2Server(handle);
+  onSocket = createServer(handle);
+  await Promise.all([
+    new Promise<void>((resolve) => http1.listen(0, '127.0.0.1', resolve)),
+    new Promise<void>((resolve) => http2.listen(0, '127.0.0.1', resolve)),
+    new Promise<void>((resolve) => onSocket.listen(join(dir, 'envd.sock'), resolve)),
+  ]);
+  urls = {
+    http1: `http://127.0.0.1:${(http1.address() as AddressInfo).port}`,
+    http2: `http://127.0.0.1:${(http2.address() as AddressInfo).port}`,
+  };
 });
 afterAll(async () => {
-  server.closeAllConnections();
-  await new Promise((resolve) => server.close(resolve));
+  http1.closeAllConnections();
+  onSocket.closeAllConnections();
+  await Promise.all([http1, http2, onSocket].map((s) => new Promise((resolve) => s.close(resolve))));
+  rmSync(dir, { recursive: true, force: true });
 });
 afterEach(() => {
   raw = undefined;
 });
 
-const transports: [string, (url: string, binary: boolean) => Transport][] = [
-  ['connect-node', (url, binary) => createConnectTransport({ baseUrl: url, useBinaryFormat: binary, httpVersion: '1.1' })],
-  ['createNodeTransport', (url, binary) => createNodeTransport({ baseUrl: url, useBinaryFormat: binary })],
-];
+const clients: EnvdClient[] = [];
+afterEach(async () => {
+  await Promise.all(clients.splice(0).map((c) => c.close()));
+});
 
-type MakeClient = typeof createClient;
-/** connect's promise client, and envd-client's (lighter server streams, the same outcomes). */
-const clients: [string, MakeClient][] = [
-  ['createClient', createClient],
-  ['createServiceClient', createServiceClient],
+/** The ways an EnvdClient reaches envd; `prefix` is a path under the server (`/raw`). */
+const links: [string, (prefix: string, options: Partial<EnvdClientOptions>) => EnvdClient][] = [
+  ['HTTP/1.1', (prefix, options) => new EnvdClient({ envdUrl: `${urls.http1}${prefix}`, ...options })],
+  ['HTTP/2', (prefix, options) => new EnvdClient({ envdUrl: `${urls.http2}${prefix}`, httpVersion: '2', ...options })],
+  ['a unix socket', (prefix, options) => new EnvdClient({ envdUrl: `http://localhost${prefix}`, socketPath: join(dir, 'envd.sock'), ...options })],
 ];
-const combos = clients.flatMap(([c, makeClient]) => transports.map(([t, make]) => [`${c} over ${t}`, makeClient, make] as const));
 
 async function failure(p: Promise<unknown>): Promise<ConnectError> {
   try {
@@ -125,25 +154,31 @@ async function collect(iterable: AsyncIterable<{ event?: { event: { case?: strin
   return cases;
 }
 
-describe.each(combos)('%s', (_name, makeClient, make) => {
+describe.each(links)('over %s', (_link, make) => {
   describe.each([
     ['JSON', false],
     ['binary', true],
   ])('in %s', (_format, binary) => {
-    const fs = () => makeClient(Filesystem, make(baseUrl, binary));
-    const proc = () => makeClient(Process, make(baseUrl, binary));
+    const envd = (prefix = ''): EnvdClient => {
+      const c = make(prefix, { useBinaryFormat: binary, accessToken: 'tok' });
+      clients.push(c);
+      return c;
+    };
 
-    test('a unary answer with its headers and trailers', async () => {
+    test('a unary answer with its headers and trailers; the request carries envd\'s headers and asks for no compression', async () => {
       let header: Headers | undefined;
       let trailer: Headers | undefined;
-      const res = await fs().stat({ path: '/a.txt' }, { onHeader: (h) => (header = h), onTrailer: (t) => (trailer = t) });
+      const res = await envd().filesystem.stat({ path: '/a.txt' }, { onHeader: (h) => (header = h), onTrailer: (t) => (trailer = t) });
       expect(res.entry).toMatchObject({ name: 'a.txt', path: '/a.txt', type: FileType.FILE, size: 42n });
       expect(header?.get('x-answer')).toBe('yes');
       expect(trailer?.get('x-trail')).toBe('t');
+      expect(lastHeaders?.get('x-access-token')).toBe('tok');
+      expect(lastHeaders?.get('content-type')).toBe(binary ? 'application/proto' : 'application/json');
+      expect(lastHeaders?.get('accept-encoding') ?? '').not.toMatch(/gzip|br/);
     });
 
     test('a unary error keeps its code, message and metadata', async () => {
-      const err = await failure(fs().stat({ path: '/missing' }));
+      const err = await failure(envd().filesystem.stat({ path: '/missing' }));
       expect(err.code).toBe(Code.NotFound);
       expect(err.rawMessage).toBe('path /missing not found');
       expect(err.metadata.get('x-detail')).toBe('d1');
@@ -153,7 +188,7 @@ describe.each(combos)('%s', (_name, makeClient, make) => {
     test('a server stream delivers every message, its headers before them and its trailers after', async () => {
       const order: string[] = [];
       let trailer: Headers | undefined;
-      const stream = proc().start(
+      const stream = envd().process.start(
         { process: { cmd: 'many' } },
         {
           onHeader: (h) => order.push(`header ${h.get('content-type')?.startsWith('application/connect') ? 'connect' : '?'}`),
@@ -171,15 +206,17 @@ describe.each(combos)('%s', (_name, makeClient, make) => {
       expect(count).toBe(2_001);
       expect(order).toEqual(['header connect', 'message data', 'message end', 'trailer']);
       expect(trailer?.get('x-done')).toBe('yes');
+      expect(lastHeaders?.get('keepalive-ping-interval')).toBe('50');
+      expect(lastHeaders?.get('connect-accept-encoding') ?? '').not.toMatch(/gzip|br/);
     });
 
     test('an error before the first message, and one after some', async () => {
-      const early = await failure(collect(proc().start({ process: { cmd: 'fail-first' } })));
+      const early = await failure(collect(envd().process.start({ process: { cmd: 'fail-first' } })));
       expect([early.code, early.rawMessage]).toEqual([Code.FailedPrecondition, 'cannot start']);
       const seen: string[] = [];
       const late = await failure(
         (async () => {
-          for await (const m of proc().start({ process: { cmd: 'fail-late' } })) seen.push(m.event?.event.case ?? '?');
+          for await (const m of envd().process.start({ process: { cmd: 'fail-late' } })) seen.push(m.event?.event.case ?? '?');
         })(),
       );
       expect([late.code, late.rawMessage]).toEqual([Code.DataLoss, 'broke mid-stream']);
@@ -187,9 +224,9 @@ describe.each(combos)('%s', (_name, makeClient, make) => {
     });
 
     test('timeoutMs ends a unary call and a stream with deadline_exceeded', async () => {
-      const unary = await failure(fs().stat({ path: '/slow' }, { timeoutMs: 150 }));
+      const unary = await failure(envd().filesystem.stat({ path: '/slow' }, { timeoutMs: 150 }));
       expect([unary.code, unary.rawMessage]).toEqual([Code.DeadlineExceeded, 'the operation timed out']);
-      const stream = await failure(collect(proc().start({ process: { cmd: 'hang' } }, { timeoutMs: 300 })));
+      const stream = await failure(collect(envd().process.start({ process: { cmd: 'hang' } }, { timeoutMs: 300 })));
       expect([stream.code, stream.rawMessage]).toEqual([Code.DeadlineExceeded, 'the operation timed out']);
     });
 
@@ -198,24 +235,23 @@ describe.each(combos)('%s', (_name, makeClient, make) => {
         res.writeHead(502, { 'content-type': 'application/json' });
         res.end('{"code":502,"message":"sandbox is not running"}');
       };
-      const viaRaw = (b: boolean) => ({ fs: makeClient(Filesystem, make(`${baseUrl}/raw`, b)), proc: makeClient(Process, make(`${baseUrl}/raw`, b)) });
-      expect((await failure(viaRaw(binary).fs.stat({ path: '/a' }))).code).toBe(Code.Unavailable);
-      expect((await failure(collect(viaRaw(binary).proc.start({ process: { cmd: 'x' } })))).code).toBe(Code.Unavailable);
+      expect((await failure(envd('/raw').filesystem.stat({ path: '/a' }))).code).toBe(Code.Unavailable);
+      expect((await failure(collect(envd('/raw').process.start({ process: { cmd: 'x' } })))).code).toBe(Code.Unavailable);
       raw = (_req, res) => {
         res.writeHead(404, { 'content-type': 'text/plain' });
         res.end('no such route');
       };
-      expect((await failure(viaRaw(binary).fs.stat({ path: '/a' }))).code).toBe(Code.Unimplemented);
-      expect((await failure(collect(viaRaw(binary).proc.start({ process: { cmd: 'x' } })))).code).toBe(Code.Unimplemented);
+      expect((await failure(envd('/raw').filesystem.stat({ path: '/a' }))).code).toBe(Code.Unimplemented);
+      expect((await failure(collect(envd('/raw').process.start({ process: { cmd: 'x' } })))).code).toBe(Code.Unimplemented);
     });
 
-    test('a server that closes the connection mid-stream fails the stream', async () => {
-      raw = (_req, res) => {
+    test('a server that goes away mid-stream fails the stream', async () => {
+      raw = (req, res) => {
         res.writeHead(200, { 'content-type': binary ? 'application/connect+proto' : 'application/connect+json' });
         res.write(Buffer.from([0, 0, 0, 0, 9])); // an envelope promising 9 bytes that never come
-        setTimeout(() => res.socket?.destroy(), 20);
+        setTimeout(() => ('stream' in req ? req.stream.close(2) : req.socket.destroy()), 20);
       };
-      const err = await failure(collect(makeClient(Process, make(`${baseUrl}/raw`, binary)).start({ process: { cmd: 'x' } })));
+      const err = await failure(collect(envd('/raw').process.start({ process: { cmd: 'x' } })));
       expect([Code.Aborted, Code.Unavailable, Code.InvalidArgument, Code.Internal]).toContain(err.code);
     });
 
@@ -224,7 +260,7 @@ describe.each(combos)('%s', (_name, makeClient, make) => {
         res.writeHead(200, { 'content-type': binary ? 'application/connect+proto' : 'application/connect+json' });
         res.end();
       };
-      const err = await failure(collect(makeClient(Process, make(`${baseUrl}/raw`, binary)).start({ process: { cmd: 'x' } })));
+      const err = await failure(collect(envd('/raw').process.start({ process: { cmd: 'x' } })));
       expect([err.code, err.rawMessage]).toEqual([Code.InvalidArgument, 'protocol error: missing EndStreamResponse']);
     });
 
@@ -233,146 +269,77 @@ describe.each(combos)('%s', (_name, makeClient, make) => {
         yield { event: { case: 'start', value: { process: { selector: { case: 'pid', value: 1 } } } } };
         for (const text of ['one', 'two']) yield { event: { case: 'data', value: { input: { input: { case: 'stdin', value: new TextEncoder().encode(text) } } } } };
       }
-      await proc().streamInput(inputs());
+      await envd().process.streamInput(inputs());
       expect(inputsSeen).toEqual(['one', 'two']);
+    });
+
+    test('a reader that stops reading pauses the response, so the server waits', async () => {
+      const it = envd().process.start({ process: { cmd: 'big' } })[Symbol.asyncIterator]();
+      await it.next();
+      await sleep(300);
+      // 400 messages of 64 KiB: without backpressure all of them would sit in this process by now.
+      expect(yielded).toBeLessThan(400);
+      let n = 1;
+      while (!(await it.next()).done) n += 1;
+      expect(n).toBe(401);
+    });
+
+    test('leaving a stream early (break) closes it; the next call works', async () => {
+      const c = envd();
+      for await (const _ of c.process.start({ process: { cmd: 'hang' } })) break;
+      await expect(collect(c.process.start({ process: { cmd: 'two' } }))).resolves.toEqual(['data', 'data', 'end']);
     });
   });
 });
 
-
 /**
- * Outcomes where connect-node cannot be the yardstick under jest: its
- * `instanceof Error` checks do not recognise errors made by Node itself
- * (AbortError, ECONNREFUSED) inside jest's module realm, so it reports
- * `internal`. Outside jest both transports answer `canceled` and
- * `unavailable` with the same messages.
+ * What connect-node reads from Node's own errors (an abort's AbortError, a
+ * refused connection's ECONNREFUSED), it recognises with `instanceof Error`,
+ * which fails for errors made by Node inside jest's module realm (it then
+ * reports `internal`). So these run in a process of their own, against the
+ * built package.
  */
-describe.each(clients.flatMap(([c, makeClient]) => [['JSON', false, c, makeClient] as const, ['binary', true, c, makeClient] as const]))('createNodeTransport in %s through %s: aborts and dead servers', (_format, binary, _client, makeClient) => {
-  const make = (url: string, b: boolean) => createNodeTransport({ baseUrl: url, useBinaryFormat: b });
-  const fs = () => makeClient(Filesystem, make(baseUrl, binary));
-  const proc = () => makeClient(Process, make(baseUrl, binary));
-
-  test("the caller's signal cancels a waiting unary call and an open stream", async () => {
-    const a = new AbortController();
-    setTimeout(() => a.abort(), 100);
-    expect((await failure(fs().stat({ path: '/slow' }, { signal: a.signal }))).code).toBe(Code.Canceled);
-
-    const b = new AbortController();
-    const seen: string[] = [];
-    const err = await failure(
-      (async () => {
-        for await (const m of proc().start({ process: { cmd: 'hang' } }, { signal: b.signal })) {
-          seen.push(m.event?.event.case ?? '?');
-          b.abort();
-        }
-      })(),
-    );
-    expect(err.code).toBe(Code.Canceled);
-    expect(seen).toEqual(['data']);
+test('outside jest: the caller\'s signal cancels a call and an open stream; a refused connection is unavailable', async () => {
+  const script = `
+import { Code, ConnectError } from '@connectrpc/connect';
+import { EnvdClient } from ${JSON.stringify(join(import.meta.dirname, '../dist/index.js'))};
+const [http1Url, http2Url, closedUrl] = process.argv.slice(1);
+const codeOf = (p) => p.then(() => 'resolved', (e) => Code[ConnectError.from(e).code]);
+const out = {};
+for (const [name, url, options] of [['http1', http1Url, {}], ['http2', http2Url, { httpVersion: '2' }]]) {
+  const envd = new EnvdClient({ envdUrl: url, useBinaryFormat: true, ...options });
+  const slow = new AbortController();
+  setTimeout(() => slow.abort(), 100);
+  out[name + ' unary abort'] = await codeOf(envd.filesystem.stat({ path: '/slow' }, { signal: slow.signal }));
+  out[name + ' aborted before'] = await codeOf(envd.filesystem.stat({ path: '/a.txt' }, { signal: AbortSignal.abort() }));
+  const stream = new AbortController();
+  out[name + ' stream abort'] = await codeOf((async () => { for await (const _ of envd.process.start({ process: { cmd: 'hang' } }, { signal: stream.signal })) stream.abort(); })());
+  const closed = new EnvdClient({ envdUrl: closedUrl, ...options });
+  out[name + ' refused'] = await codeOf(closed.filesystem.stat({ path: '/a' }));
+  await Promise.all([envd.close(), closed.close()]);
+}
+console.log(JSON.stringify(out));
+`;
+  const closed = createServer();
+  await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve));
+  const closedUrl = `http://127.0.0.1:${(closed.address() as AddressInfo).port}`;
+  await new Promise((resolve) => closed.close(resolve));
+  const child = spawn(process.execPath, ['--input-type=module', '-e', script, urls.http1, urls.http2, closedUrl], { cwd: join(import.meta.dirname, '..') });
+  let out = '';
+  let errors = '';
+  child.stdout.on('data', (b: Buffer) => (out += b.toString()));
+  child.stderr.on('data', (b: Buffer) => (errors += b.toString()));
+  const [code] = (await once(child, 'exit')) as [number];
+  expect(errors).toBe('');
+  expect(code).toBe(0);
+  expect(JSON.parse(out)).toEqual({
+    'http1 unary abort': 'Canceled',
+    'http1 aborted before': 'Canceled',
+    'http1 stream abort': 'Canceled',
+    'http1 refused': 'Unavailable',
+    'http2 unary abort': 'Canceled',
+    'http2 aborted before': 'Canceled',
+    'http2 stream abort': 'Canceled',
+    'http2 refused': 'Unavailable',
   });
-
-  test('a signal aborted before the call fails it without a request', async () => {
-    const err = await failure(fs().stat({ path: '/a.txt' }, { signal: AbortSignal.abort() }));
-    expect(err.code).toBe(Code.Canceled);
-  });
-
-  test('a refused connection is unavailable', async () => {
-    const closed = createServer();
-    await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve));
-    const port = (closed.address() as AddressInfo).port;
-    await new Promise((resolve) => closed.close(resolve));
-    const err = await failure(makeClient(Filesystem, make(`http://127.0.0.1:${port}`, binary)).stat({ path: '/a' }));
-    expect(err.code).toBe(Code.Unavailable);
-  });
-
-});
-
-describe('createNodeTransport only', () => {
-  const proc = () => createClient(Process, createNodeTransport({ baseUrl, useBinaryFormat: true }));
-
-  test('a reader that stops reading pauses the response, so the server waits', async () => {
-    const it = proc().start({ process: { cmd: 'big' } })[Symbol.asyncIterator]();
-    await it.next();
-    await sleep(300);
-    // 400 messages of 64 KiB: without backpressure all of them would sit in this process by now.
-    expect(yielded).toBeLessThan(400);
-    let n = 1;
-    while (!(await it.next()).done) n += 1;
-    expect(n).toBe(401);
-  });
-
-  test('envelopes cut anywhere, even inside their 5-byte header, are put back together', async () => {
-    const frames = [0, 1, 2].map((i) =>
-      encodeEnvelope(0, toBinary(StartResponseSchema, create(StartResponseSchema, { event: { event: { case: 'data', value: { output: { case: 'stdout', value: new TextEncoder().encode(`piece ${i}`) } } } } }))),
-    );
-    const body = Buffer.concat([...frames, encodeEnvelope(endStreamFlag, new TextEncoder().encode('{}'))]);
-    raw = (_req, res) => {
-      res.writeHead(200, { 'content-type': 'application/connect+proto' });
-      // Pieces of 1, 2, 3 ... bytes, each in a write of its own after a pause, so they arrive apart.
-      let at = 0;
-      const next = (size: number): void => {
-        if (at >= body.length) {
-          res.end();
-          return;
-        }
-        res.write(body.subarray(at, at + size));
-        at += size;
-        setTimeout(() => next(size + 1), 2);
-      };
-      next(1);
-    };
-    const texts: string[] = [];
-    for await (const m of createClient(Process, createNodeTransport({ baseUrl: `${baseUrl}/raw`, useBinaryFormat: true })).start({ process: { cmd: 'x' } })) {
-      const ev = m.event?.event;
-      if (ev?.case === 'data' && ev.value.output.case === 'stdout') texts.push(new TextDecoder().decode(ev.value.output.value));
-    }
-    expect(texts).toEqual(['piece 0', 'piece 1', 'piece 2']);
-  });
-
-  test('leaving a stream early (break) closes it', async () => {
-    for await (const _ of proc().start({ process: { cmd: 'hang' } })) break;
-    // The next call works: nothing of the closed stream is left in the way.
-    await expect(collect(proc().start({ process: { cmd: 'two' } }))).resolves.toEqual(['data', 'data', 'end']);
-  });
-
-  test('interceptors see and change the request', async () => {
-    let seen: string | null = null;
-    let arrived: string | undefined;
-    raw = (req, res) => {
-      arrived = req.headers['x-from-interceptor'] as string | undefined;
-      res.writeHead(200, { 'content-type': 'application/json' });
-      res.end('{}');
-    };
-    const fs = createClient(
-      Filesystem,
-      createNodeTransport({
-        baseUrl: `${baseUrl}/raw`,
-        useBinaryFormat: false,
-        interceptors: [
-          (next) => (req) => {
-            req.header.set('x-from-interceptor', '1');
-            seen = req.header.get('content-type');
-            return next(req);
-          },
-        ],
-      }),
-    );
-    await expect(fs.stat({ path: '/a.txt' })).resolves.toMatchObject({});
-    expect(seen).toBe('application/json');
-    expect(arrived).toBe('1');
-  });
-});
-
-describe('OneMessage', () => {
-  test('iterates as a generator of its one message does', async () => {
-    const read = new OneMessage('m')[Symbol.asyncIterator]();
-    await expect(read.next()).resolves.toEqual({ done: false, value: 'm' });
-    await expect(read.next()).resolves.toEqual({ done: true, value: undefined });
-    const returned = new OneMessage('m')[Symbol.asyncIterator]();
-    await expect(returned.return!()).resolves.toEqual({ done: true, value: undefined });
-    await expect(returned.next()).resolves.toEqual({ done: true, value: undefined });
-    const thrown = new OneMessage('m')[Symbol.asyncIterator]();
-    await expect(thrown.throw!(new Error('stop'))).rejects.toThrow('stop');
-    await expect(thrown.next()).resolves.toEqual({ done: true, value: undefined });
-  });
-});
+}, 30_000);

@@ -66,11 +66,17 @@ async function multipartServer(uploads: ReceivedUpload[]): Promise<TestServer> {
   });
 }
 
-describe('multipart uploads', () => {
+/** Uploads go over undici unless the client was given a fetch; both must behave alike. */
+const paths: [string, { fetch?: (input: string, init?: RequestInit) => Promise<Response> }][] = [
+  ['over undici', {}],
+  ['over fetch', { fetch: (input, init) => fetch(input, init) }],
+];
+
+describe.each(paths)('multipart uploads, %s', (_path, via) => {
   test('several files of every data kind arrive as parts named "file" whose filenames are the paths', async () => {
     const uploads: ReceivedUpload[] = [];
     server = await multipartServer(uploads);
-    const c = new EnvdClient({ envdUrl: server.url, accessToken: 'tok', sandboxId: 'sbx' });
+    const c = new EnvdClient({ ...via, envdUrl: server.url, accessToken: 'tok', sandboxId: 'sbx' });
     const bigStream = Readable.from(generatedBytes(3 * 1024 * 1024, 64 * 1024, 7));
     const web = new Blob(['web stream ', 'contents']).stream();
     const files = [
@@ -110,7 +116,7 @@ describe('multipart uploads', () => {
   test('a single file also names its target in the path query, with the user as username', async () => {
     const uploads: ReceivedUpload[] = [];
     server = await multipartServer(uploads);
-    const c = new EnvdClient({ envdUrl: server.url, user: 'user' });
+    const c = new EnvdClient({ ...via, envdUrl: server.url, user: 'user' });
     const written = await c.upload('/home/user/one.txt', 'one', { user: 'root' });
     expect(written).toEqual(entries(['/home/user/one.txt']));
     const upload = uploads[0] as ReceivedUpload;
@@ -124,7 +130,7 @@ describe('multipart uploads', () => {
   test('a large in-memory file goes with a known length too, every byte in place', async () => {
     const uploads: ReceivedUpload[] = [];
     server = await multipartServer(uploads);
-    const c = new EnvdClient({ envdUrl: server.url });
+    const c = new EnvdClient({ ...via, envdUrl: server.url });
     const data = Uint8Array.from({ length: 2 * 1024 * 1024 + 3 }, (_, i) => (i * 7) & 0xff);
     await c.upload([
       { path: '/big.bin', data },
@@ -158,7 +164,7 @@ describe('multipart uploads', () => {
       await drain(req);
       sendJson(res, 200, entries([new URL(req.url ?? '/', 'http://x').searchParams.get('path') ?? '?']));
     });
-    const c = new EnvdClient({ envdUrl: server.url });
+    const c = new EnvdClient({ ...via, envdUrl: server.url });
     await c.upload('/tmp/big.bin', counted());
     expect(produced).toBe(64 * 1024 * 1024);
     // Socket and stream buffers hold a few MiB at most; buffering the body would have produced all 64.
@@ -173,7 +179,7 @@ async function drain(req: IncomingMessage): Promise<void> {
   }
 }
 
-describe('octet-stream uploads', () => {
+describe.each(paths)('octet-stream uploads, %s', (_path, via) => {
   test('20 MiB from a generator, gzipped on the fly, arrive intact (sha256) in one chunked request', async () => {
     const received: { query: URLSearchParams; headers: IncomingMessage['headers']; sha256: string; size: number }[] = [];
     server = await serve(async (req, res) => {
@@ -182,7 +188,7 @@ describe('octet-stream uploads', () => {
       received.push({ query: url.searchParams, headers: req.headers, ...h });
       sendJson(res, 200, entries([url.searchParams.get('path') ?? '?']));
     });
-    const c = new EnvdClient({ envdUrl: server.url, accessToken: 'tok' });
+    const c = new EnvdClient({ ...via, envdUrl: server.url, accessToken: 'tok' });
     const size = 20 * 1024 * 1024;
     const written = await c.upload('/data/blob.bin', generatedBytes(size, 64 * 1024, 11), { gzip: true });
     expect(written).toEqual(entries(['/data/blob.bin']));
@@ -198,9 +204,50 @@ describe('octet-stream uploads', () => {
     expect(r?.headers['x-access-token']).toBe('tok');
   });
 
+  test('gzipped bytes in memory are compressed on the way, sent chunked, and arrive intact', async () => {
+    const received: { sha256: string; chunked: boolean; encoding: string | undefined }[] = [];
+    server = await serve(async (req, res) => {
+      received.push({ sha256: (await sha256Of(req.pipe(createGunzip()))).sha256, chunked: req.headers['transfer-encoding'] === 'chunked', encoding: req.headers['content-encoding'] });
+      sendJson(res, 200, entries(['/data/z.bin']));
+    });
+    const c = new EnvdClient({ ...via, envdUrl: server.url });
+    const data = Uint8Array.from({ length: 3 * 1024 * 1024 }, (_, i) => (i * 7) & 0xff);
+    await c.upload('/data/z.bin', data, { gzip: true });
+    expect(received).toEqual([{ sha256: sha256(data), chunked: true, encoding: 'gzip' }]);
+  });
+
+  test('several files go as one request each, each with its path', async () => {
+    const received: [string | null, string][] = [];
+    server = await serve(async (req, res) => {
+      const url = new URL(req.url ?? '/', 'http://x');
+      const chunks: Buffer[] = [];
+      for await (const c of req) chunks.push(c as Buffer);
+      received.push([url.searchParams.get('path'), Buffer.concat(chunks).toString()]);
+      expect(req.headers['content-encoding']).toBeUndefined();
+      sendJson(res, 200, entries([url.searchParams.get('path') ?? '?']));
+    });
+    const c = new EnvdClient({ ...via, envdUrl: server.url });
+    const written = await c.upload(
+      [
+        { path: '/a', data: 'alpha' },
+        { path: '/b', data: new Blob(['beta']) },
+        { path: '/c', data: new TextEncoder().encode('gamma').buffer },
+      ],
+      { encoding: 'octet-stream' },
+    );
+    expect(written.map((e) => e.path).sort()).toEqual(['/a', '/b', '/c']);
+    expect(received.sort()).toEqual([
+      ['/a', 'alpha'],
+      ['/b', 'beta'],
+      ['/c', 'gamma'],
+    ]);
+  });
+});
+
+describe('octet-stream uploads, by path', () => {
   test('bytes of every size arrive intact with their Content-Length, never chunked, without fetch', async () => {
-    // Bytes in memory go straight over http1.ts, as the caller's arrays
-    // (views, never copied into one); the global fetch is not used.
+    // Bytes in memory go to undici as the caller's arrays (views, never
+    // copied into one); the global fetch is not used.
     const received: { length: string | undefined; chunked: boolean; sha256: string; size: number }[] = [];
     server = await serve(async (req, res) => {
       const h = await sha256Of(req);
@@ -227,29 +274,6 @@ describe('octet-stream uploads', () => {
     expect(received[4]).toMatchObject({ chunked: false, length: String(received[4]!.size) });
   });
 
-  test('gzipped bytes from 64 KiB on go to the built-in fetch as a stream of slices of the caller\'s array', async () => {
-    const received: string[] = [];
-    server = await serve(async (req, res) => {
-      received.push((await sha256Of(req.pipe(createGunzip()))).sha256);
-      sendJson(res, 200, entries(['/data/z.bin']));
-    });
-    const c = new EnvdClient({ envdUrl: server.url });
-    const data = Uint8Array.from({ length: 3 * 1024 * 1024 }, (_, i) => (i * 7) & 0xff);
-    const builtin = globalThis.fetch;
-    const kinds: string[] = [];
-    globalThis.fetch = (input, init) => {
-      kinds.push(init?.body instanceof ReadableStream ? 'stream' : 'whole');
-      return builtin(input, init);
-    };
-    try {
-      await c.upload('/data/z.bin', data, { gzip: true });
-    } finally {
-      globalThis.fetch = builtin;
-    }
-    expect(kinds).toEqual(['stream']);
-    expect(received).toEqual([sha256(data)]);
-  });
-
   test('through a fetch of the caller\'s own, bytes go whole: it may not take a stream body', async () => {
     server = await serve(async (req, res) => {
       await drain(req);
@@ -266,33 +290,6 @@ describe('octet-stream uploads', () => {
     const data = new Uint8Array(256 * 1024).fill(9);
     await c.upload('/data/own.bin', data, { encoding: 'octet-stream' });
     expect(bodies).toEqual([data]);
-  });
-
-  test('several files go as one request each, each with its path', async () => {
-    const received: [string | null, string][] = [];
-    server = await serve(async (req, res) => {
-      const url = new URL(req.url ?? '/', 'http://x');
-      const chunks: Buffer[] = [];
-      for await (const c of req) chunks.push(c as Buffer);
-      received.push([url.searchParams.get('path'), Buffer.concat(chunks).toString()]);
-      expect(req.headers['content-encoding']).toBeUndefined();
-      sendJson(res, 200, entries([url.searchParams.get('path') ?? '?']));
-    });
-    const c = new EnvdClient({ envdUrl: server.url });
-    const written = await c.upload(
-      [
-        { path: '/a', data: 'alpha' },
-        { path: '/b', data: new Blob(['beta']) },
-        { path: '/c', data: new TextEncoder().encode('gamma').buffer },
-      ],
-      { encoding: 'octet-stream' },
-    );
-    expect(written.map((e) => e.path).sort()).toEqual(['/a', '/b', '/c']);
-    expect(received.sort()).toEqual([
-      ['/a', 'alpha'],
-      ['/b', 'beta'],
-      ['/c', 'gamma'],
-    ]);
   });
 });
 
@@ -336,19 +333,19 @@ describe('metadata', () => {
   });
 });
 
-describe('upload errors', () => {
+describe.each(paths)('upload errors, %s', (_path, via) => {
   test('an answer that never comes is a timeout; the caller\'s signal aborts', async () => {
     server = await serve((req) => void req.resume());
-    const c = new EnvdClient({ envdUrl: server.url, requestTimeoutMs: 100 });
+    const c = new EnvdClient({ ...via, envdUrl: server.url, requestTimeoutMs: 100 });
     await expect(c.upload('/data/t.txt', 'text')).rejects.toMatchObject({ kind: 'timeout', message: 'POST /files timed out' });
     const controller = new AbortController();
     setTimeout(() => controller.abort(), 50);
-    await expect(new EnvdClient({ envdUrl: server.url }).upload('/data/t.txt', 'text', { signal: controller.signal })).rejects.toMatchObject({ kind: 'aborted' });
+    await expect(new EnvdClient({ ...via, envdUrl: server.url }).upload('/data/t.txt', 'text', { signal: controller.signal })).rejects.toMatchObject({ kind: 'aborted' });
   });
 
   test('envd {code, message} errors become EnvdHttpError of the matching kind', async () => {
     server = await serve((_req, res) => sendJson(res, 507, { code: 507, message: 'no space left on device' }));
-    const err = await new EnvdClient({ envdUrl: server.url }).upload('/f', 'x').catch((e: unknown) => e);
+    const err = await new EnvdClient({ ...via, envdUrl: server.url }).upload('/f', 'x').catch((e: unknown) => e);
     expect(err).toBeInstanceOf(EnvdHttpError);
     expect(err).toMatchObject({ kind: 'insufficient_storage', status: 507, code: 507, serverMessage: 'no space left on device' });
     expect((err as Error).message).toBe('POST /files failed with 507: no space left on device');
@@ -356,13 +353,13 @@ describe('upload errors', () => {
 
   test('a plain-text error body is kept as the message', async () => {
     server = await serve((_req, res) => res.writeHead(401, { 'content-type': 'text/plain' }).end('invalid access token'));
-    const err = await new EnvdClient({ envdUrl: server.url }).upload('/f', 'x').catch((e: unknown) => e);
+    const err = await new EnvdClient({ ...via, envdUrl: server.url }).upload('/f', 'x').catch((e: unknown) => e);
     expect(err).toMatchObject({ kind: 'unauthorized', status: 401, serverMessage: 'invalid access token' });
   });
 
   test('an answer that is not a list of entries is an invalid response', async () => {
     server = await serve((_req, res) => sendJson(res, 200, { ok: true }));
-    const err = await new EnvdClient({ envdUrl: server.url }).upload('/f', 'x').catch((e: unknown) => e);
+    const err = await new EnvdClient({ ...via, envdUrl: server.url }).upload('/f', 'x').catch((e: unknown) => e);
     expect(err).toMatchObject({ kind: 'invalid_response', status: 200 });
   });
 
@@ -371,7 +368,7 @@ describe('upload errors', () => {
       req.resume();
       req.on('end', () => res.writeHead(200, { 'content-type': 'application/json' }).end('[{"name": '));
     });
-    const c = new EnvdClient({ envdUrl: server.url });
+    const c = new EnvdClient({ ...via, envdUrl: server.url });
     async function* chunks(): AsyncGenerator<Uint8Array> {
       yield new TextEncoder().encode('streamed');
     }
@@ -384,7 +381,7 @@ describe('upload errors', () => {
   });
 
   test('gzip with multipart, and an empty list, are refused', async () => {
-    const c = new EnvdClient({ envdUrl: 'http://127.0.0.1:9' });
+    const c = new EnvdClient({ ...via, envdUrl: 'http://127.0.0.1:9' });
     await expect(c.upload('/f', 'x', { gzip: true, encoding: 'multipart' })).rejects.toThrow(EnvdArgumentError);
     await expect(c.upload([])).rejects.toThrow('nothing to upload');
   });

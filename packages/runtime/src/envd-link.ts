@@ -1,47 +1,28 @@
 // The runtime's side of envd: waiting for it, initialising it, and opening
 // port tunnels through it. All of it over the unix sockets that the runtime
-// made for the sandbox, in a directory that only the host can reach.
+// made for the sandbox, in a directory that only the host can reach: the
+// paths come from the runtime, never from anything a sandbox can write.
 import { request } from 'node:http';
-import { connect, type Socket } from 'node:net';
+import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
+import { ConnectError } from '@connectrpc/connect';
+import { EnvdClient, EnvdHttpError, type EnvdClientOptions } from '@paddock/envd-client';
 import { RuntimeError, type EnvdInit } from './runtime.js';
 
-/** One request to envd; a body that is not bytes is sent as JSON. */
-function call(
-  socketPath: string,
-  method: string,
-  path: string,
-  body?: unknown,
-  headers: Record<string, string> = {},
-  opts: { timeoutMs?: number; signal?: AbortSignal } = {},
-): Promise<{ status: number; body: Buffer }> {
-  return new Promise((resolve, reject) => {
-    const json = body !== undefined && !Buffer.isBuffer(body);
-    const payload: Buffer | undefined = json ? Buffer.from(JSON.stringify(body)) : (body as Buffer | undefined);
-    const req = request(
-      {
-        socketPath,
-        method,
-        path,
-        headers: {
-          ...(json ? { 'content-type': 'application/json' } : {}),
-          ...headers,
-          ...(payload ? { 'content-length': payload.length } : {}),
-        },
-        agent: false,
-        signal: opts.signal,
-      },
-      (res) => {
-        const chunks: Buffer[] = [];
-        res.on('data', (d: Buffer) => chunks.push(d));
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks) }));
-      },
-    );
-    const timeoutMs = opts.timeoutMs ?? 5000;
-    req.setTimeout(timeoutMs, () => req.destroy(new Error(`${method} ${path} got no answer within ${timeoutMs} ms`)));
-    req.on('error', reject);
-    req.end(payload);
-  });
+/** Bound of the runtime's own calls to envd (not of the wait for its start). */
+const CALL_TIMEOUT_MS = 5_000;
+
+/**
+ * A client of the envd behind `socketPath`, closed once `use` is done. The
+ * URL only gives the Host header: the socket is what is connected to.
+ */
+async function withEnvd<T>(socketPath: string, options: Partial<EnvdClientOptions>, use: (envd: EnvdClient) => Promise<T>): Promise<T> {
+  const envd = new EnvdClient({ envdUrl: 'http://localhost', socketPath, requestTimeoutMs: CALL_TIMEOUT_MS, ...options });
+  try {
+    return await use(envd);
+  } finally {
+    await envd.close();
+  }
 }
 
 /** How often a boot checks, while envd has not answered yet, whether the container still runs. */
@@ -50,121 +31,111 @@ const FAILURE_POLL_MS = 50;
 const RETRY_MS = 5;
 
 /**
- * Waits until envd answers 204 on /health. The runtime made envd's socket
- * and listens on it before the container starts, so a connection is
- * accepted by the kernel at once and waits in the socket's backlog until
- * envd takes it: one request, answered the moment envd is up, with no
- * polling of envd. Meanwhile `failed` is asked every FAILURE_POLL_MS and
- * returns a reason once the sandbox can no longer come up (it must be
- * cheap: a read of /proc, not a runc process); a connection refused or
- * dropped (envd died, and its socket with it) is retried until then.
+ * Waits until envd answers on /health. The runtime made envd's socket and
+ * listens on it before the container starts, so a connection is accepted by
+ * the kernel at once and waits in the socket's backlog until envd takes it:
+ * one request, answered the moment envd is up, with no polling of envd.
+ * Meanwhile `failed` is asked every FAILURE_POLL_MS and returns a reason
+ * once the sandbox can no longer come up (it must be cheap: a read of
+ * /proc, not a runc process); a connection refused or dropped (envd died,
+ * and its socket with it) is retried until then.
  */
 export async function waitForEnvd(socketPath: string, timeoutMs: number, failed: () => string | undefined): Promise<void> {
   const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const abort = new AbortController();
-    let reason: string | undefined;
-    const watch = setInterval(() => {
-      reason = failed();
-      if (reason) abort.abort();
-    }, FAILURE_POLL_MS);
-    try {
-      const res = await call(socketPath, 'GET', '/health', undefined, {}, { timeoutMs: Math.max(1, deadline - Date.now()), signal: abort.signal });
-      if (res.status === 204) return;
-    } catch {
-      // refused, dropped, aborted or timed out: told apart below
-    } finally {
-      clearInterval(watch);
+  await withEnvd(socketPath, {}, async (envd) => {
+    for (;;) {
+      const abort = new AbortController();
+      let reason: string | undefined;
+      const watch = setInterval(() => {
+        reason = failed();
+        if (reason) abort.abort();
+      }, FAILURE_POLL_MS);
+      try {
+        if (await envd.health({ signal: abort.signal, requestTimeoutMs: Math.max(1, deadline - Date.now()) })) return;
+      } catch {
+        // refused, dropped, aborted or timed out: told apart below
+      } finally {
+        clearInterval(watch);
+      }
+      reason ??= failed();
+      if (reason) throw new RuntimeError('unavailable', `envd did not start: ${reason}`);
+      if (Date.now() >= deadline) throw new RuntimeError('unavailable', `envd did not answer on ${socketPath} within ${timeoutMs} ms`);
+      await new Promise((r) => setTimeout(r, RETRY_MS));
     }
-    reason ??= failed();
-    if (reason) throw new RuntimeError('unavailable', `envd did not start: ${reason}`);
-    if (Date.now() >= deadline) throw new RuntimeError('unavailable', `envd did not answer on ${socketPath} within ${timeoutMs} ms`);
-    await new Promise((r) => setTimeout(r, RETRY_MS));
-  }
+  });
 }
 
 /** Whether envd answers on its socket; as the container's first process, it answers only while the container runs. */
-export async function envdAnswers(socketPath: string): Promise<boolean> {
-  try {
-    return (await call(socketPath, 'GET', '/health')).status === 204;
-  } catch {
-    return false;
-  }
+export function envdAnswers(socketPath: string): Promise<boolean> {
+  return withEnvd(socketPath, {}, (envd) => envd.health()).catch(() => false);
 }
-
-/** `StartRequest { process: { cmd: "/bin/true" }, stdin: false }` (proto/process/process.proto) in each Connect format. */
-const RUN_TRUE = {
-  json: Buffer.from(JSON.stringify({ process: { cmd: '/bin/true' }, stdin: false })),
-  // Field 1 (process, 11 bytes long) holding field 1 (cmd, 9 bytes); field 4 (stdin) false.
-  binary: Buffer.concat([Buffer.from([0x0a, 0x0b, 0x0a, 0x09]), Buffer.from('/bin/true'), Buffer.from([0x20, 0x00])]),
-};
 
 /**
  * Runs `/bin/true` through envd's process service, in Connect's JSON or
  * binary format, and resolves once envd ended the stream without an error.
  */
 export async function runTrue(socketPath: string, format: 'json' | 'binary'): Promise<void> {
-  const message = RUN_TRUE[format];
-  const request = Buffer.alloc(5 + message.length);
-  request.writeUInt32BE(message.length, 1);
-  message.copy(request, 5);
-  const res = await call(socketPath, 'POST', '/process.Process/Start', request, {
-    'content-type': format === 'json' ? 'application/connect+json' : 'application/connect+proto',
-    'connect-protocol-version': '1',
+  await withEnvd(socketPath, { useBinaryFormat: format === 'binary' }, async (envd) => {
+    try {
+      for await (const _ of envd.process.start({ process: { cmd: '/bin/true' }, stdin: false }, { timeoutMs: CALL_TIMEOUT_MS })) {
+        // Only the end of the stream, and whether it carries an error, matter.
+      }
+    } catch (err) {
+      throw new RuntimeError('internal', `envd could not run a command: ${ConnectError.from(err).message}`, { cause: err });
+    }
   });
-  if (res.status !== 200) throw new RuntimeError('internal', `envd refused to run a command (${res.status}): ${res.body.toString()}`);
-  // Frames: a flags byte, a 4-byte length, the message. The one flagged 2
-  // ends the stream, in JSON whatever the format, with the error if any.
-  for (let at = 0; at + 5 <= res.body.length; at += 5 + res.body.readUInt32BE(at + 1)) {
-    if ((res.body[at]! & 0x02) === 0) continue;
-    const end = JSON.parse(res.body.subarray(at + 5, at + 5 + res.body.readUInt32BE(at + 1)).toString()) as { error?: { message?: string } };
-    if (end.error) throw new RuntimeError('internal', `envd could not run a command: ${end.error.message ?? 'unknown error'}`);
-    return;
-  }
-  throw new RuntimeError('internal', 'envd answered a command without ending its stream');
 }
 
 export async function initEnvd(socketPath: string, init: EnvdInit, currentToken?: string): Promise<void> {
-  const body = { ...init, timestamp: new Date().toISOString() };
-  const res = await call(socketPath, 'POST', '/init', body, currentToken ? { 'x-access-token': currentToken } : {});
-  if (res.status !== 204) throw new RuntimeError('internal', `envd refused /init (${res.status}): ${res.body.toString()}`);
+  await withEnvd(socketPath, { accessToken: currentToken }, async (envd) => {
+    try {
+      await envd.init({ ...init, timestamp: new Date().toISOString() });
+    } catch (err) {
+      const status = err instanceof EnvdHttpError && err.status !== undefined ? ` (${err.status})` : '';
+      throw new RuntimeError('internal', `envd refused /init${status}: ${(err as Error).message}`, { cause: err });
+    }
+  });
 }
 
-/** Connects to TCP `port` inside the sandbox through envd's tunnel socket. */
+/** Longest error body a refused tunnel is read for. */
+const MAX_REFUSAL_BYTES = 8192;
+
+/** Connects to TCP `port` inside the sandbox through envd's tunnel socket (`CONNECT 127.0.0.1:PORT`). */
 export function openTunnel(tunnelSocket: string, port: number): Promise<Duplex> {
   return new Promise((resolve, reject) => {
-    const sock: Socket = connect(tunnelSocket);
-    let head = Buffer.alloc(0);
-    const fail = (err: Error) => {
-      sock.destroy();
-      reject(err);
-    };
-    sock.once('error', (err) => fail(new RuntimeError('unavailable', `sandbox tunnel is not reachable: ${err.message}`)));
-    const onData = (chunk: Buffer) => {
-      head = Buffer.concat([head, chunk]);
-      const end = head.indexOf('\r\n\r\n');
-      if (end < 0) {
-        if (head.length > 8192) fail(new RuntimeError('internal', 'tunnel answered with an oversized header'));
+    const target = `127.0.0.1:${port}`;
+    const req = request({ socketPath: tunnelSocket, method: 'CONNECT', path: target, headers: { host: target }, agent: false });
+    req.once('error', (err) => reject(new RuntimeError('unavailable', `sandbox tunnel is not reachable: ${err.message}`, { cause: err })));
+    // Node hands over the socket of a CONNECT's answer whatever its status, with what came after the head.
+    req.once('connect', (res, socket: Socket, head: Buffer) => {
+      if (res.statusCode === 200) {
+        if (head.length > 0) socket.unshift(head);
+        resolve(socket);
         return;
       }
-      sock.off('data', onData);
-      sock.removeAllListeners('error');
-      const statusLine = head.subarray(0, head.indexOf('\r\n')).toString();
-      const rest = head.subarray(end + 4);
-      if (/^HTTP\/1\.1 200 /.test(statusLine)) {
-        if (rest.length) sock.unshift(rest);
-        resolve(sock);
-        return;
-      }
-      let message = statusLine;
-      try {
-        message = (JSON.parse(rest.toString()) as { message: string }).message;
-      } catch {
-        // keep the status line
-      }
-      fail(new RuntimeError(/ 400 /.test(statusLine) ? 'invalid' : 'unavailable', message));
-    };
-    sock.on('data', onData);
-    sock.write(`CONNECT 127.0.0.1:${port} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\n\r\n`);
+      // A refusal carries `{code, message}` and closes the connection.
+      const status = res.statusCode ?? 0;
+      let body = head;
+      let told = false;
+      const done = (): void => {
+        if (told) return;
+        told = true;
+        socket.destroy();
+        let message = `tunnel answered ${status} ${res.statusMessage ?? ''}`.trim();
+        try {
+          message = (JSON.parse(body.toString()) as { message: string }).message;
+        } catch {
+          // keep the status line
+        }
+        reject(new RuntimeError(status === 400 ? 'invalid' : 'unavailable', message));
+      };
+      socket.on('data', (chunk: Buffer) => {
+        body = Buffer.concat([body, chunk]);
+        if (body.length > MAX_REFUSAL_BYTES) done();
+      });
+      socket.once('end', done);
+      socket.once('error', done);
+    });
+    req.end();
   });
 }
