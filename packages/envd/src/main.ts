@@ -152,9 +152,6 @@ function listen(server: Server, target: ListenTarget, socketFiles: string[]): Pr
   });
 }
 
-/** How long after `ready` Node's fetch (for `Headers`) is loaded. */
-const HEADERS_PRELOAD_MS = 1000;
-
 /** Starts envd as its command line says; `codeCache` is reported in the `ready` line. */
 export function main({ codeCache, codeCacheError }: { codeCache: CodeCacheStatus; codeCacheError?: string }): void {
   // A bug in one request must not take the whole sandbox down with it.
@@ -224,12 +221,11 @@ async function serve(args: ReturnType<typeof options>, codeCache: CodeCacheStatu
     log.warn('cannot read the code cache of envd.cjs, so this start compiled it', { error: codeCacheError });
   }
   // Connect turns every request's headers into a WHATWG `Headers`, a class
-  // Node loads (with the rest of its bundled fetch) on first use: ~25 ms.
-  // Paid before `ready` it delayed every new sandbox by that much, and the
-  // first command (a binary Start, served by process-stream.ts) does not
-  // need it. It is loaded a second after, when a new sandbox has run that
-  // command and a pooled one waits for its first.
-  setTimeout(() => void globalThis.Headers, HEADERS_PRELOAD_MS).unref();
+  // Node loads (with the rest of its bundled fetch) on first use, which takes
+  // long. Loaded before `ready` it would delay every new sandbox; loaded
+  // here, just after, it fills the time the runtime and the client take to
+  // send the first call.
+  setImmediate(() => void globalThis.Headers);
   const stopReaper = startReaper((pid) => envd.processes.has(pid) || PipedChild.owns(pid));
 
   let stopping = false;

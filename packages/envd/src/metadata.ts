@@ -1,7 +1,7 @@
 // User metadata of uploaded files, kept as extended attributes
 // `user.e2b.{key}` so that it travels with the file.
 import { native } from './native.js';
-import { HttpError } from './errors.js';
+import { EnvdRouteError } from './errors.js';
 
 const PREFIX = 'user.e2b.';
 const HEADER_PREFIX = 'x-metadata-';
@@ -31,19 +31,19 @@ export function metadataFromHeaders(headers: Record<string, string | string[] | 
     if (!lower.startsWith(HEADER_PREFIX) || raw === undefined) continue;
     const key = lower.slice(HEADER_PREFIX.length);
     const value = Array.isArray(raw) ? raw.join(', ') : raw;
-    if (!key) throw new HttpError(400, `metadata header '${name}' has an empty key`);
+    if (!key) throw new EnvdRouteError(400, `metadata header '${name}' has an empty key`);
     if (!PRINTABLE.test(key) || !PRINTABLE.test(value)) {
-      throw new HttpError(400, `metadata '${key}' must be printable ASCII`);
+      throw new EnvdRouteError(400, `metadata '${key}' must be printable ASCII`);
     }
     if (Buffer.byteLength(key) > MAX_KEY_BYTES) {
-      throw new HttpError(400, `metadata key '${key.slice(0, 32)}...' is longer than ${MAX_KEY_BYTES} bytes`);
+      throw new EnvdRouteError(400, `metadata key '${key.slice(0, 32)}...' is longer than ${MAX_KEY_BYTES} bytes`);
     }
     total += Buffer.byteLength(key) + Buffer.byteLength(value);
     out[key] = value;
     any = true;
   }
   if (total > MAX_METADATA_BYTES) {
-    throw new HttpError(400, `metadata is ${total} bytes, more than the ${MAX_METADATA_BYTES} allowed`);
+    throw new EnvdRouteError(400, `metadata is ${total} bytes, more than the ${MAX_METADATA_BYTES} allowed`);
   }
   return any ? out : undefined;
 }

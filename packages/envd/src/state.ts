@@ -1,7 +1,7 @@
 // What /init and the command line configure: the access token, sandbox-wide
 // environment variables, the default user and working directory.
 import { Code, ConnectError } from '@connectrpc/connect';
-import { HttpError } from './errors.js';
+import { EnvdRouteError } from './errors.js';
 import { UserDb, type User } from './users.js';
 
 export interface EnvdConfig {
@@ -46,7 +46,7 @@ export class EnvdState {
   /** For HTTP routes: an unknown user is 401, as E2B's envd answers. */
   httpUser(name: string | undefined): User {
     const { name: n, user } = this.pick(name);
-    if (!user) throw new HttpError(401, `user '${n}' does not exist`);
+    if (!user) throw new EnvdRouteError(401, `user '${n}' does not exist`);
     return user;
   }
 }
