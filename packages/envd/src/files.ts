@@ -9,8 +9,8 @@ import { constants as zc, createGunzip, createGzip, gzipSync } from 'node:zlib';
 import { EnvdRouteError, NotRegularFileError, fsRouteError } from './errors.js';
 import { openForWrite } from './fs-ops.js';
 import { metadataFromHeaders, writeMetadata } from './metadata.js';
-import { native, type TransferHandle } from './native.js';
 import { resolveUserPath } from './paths.js';
+import { sendFileInKernel } from './sendfile.js';
 import type { User } from './users.js';
 
 const READ_CHUNK = 256 * 1024;
@@ -84,7 +84,12 @@ function requirePath(params: URLSearchParams): string {
   return path;
 }
 
-export async function getFile(req: IncomingMessage, res: ServerResponse, params: URLSearchParams, user: User): Promise<void> {
+export interface DownloadOptions {
+  /** Whether bodies may be sent by the kernel (sendfile.ts). */
+  sendfile: boolean;
+}
+
+export async function getFile(req: IncomingMessage, res: ServerResponse, params: URLSearchParams, user: User, opts: DownloadOptions): Promise<void> {
   const target = resolveUserPath(requirePath(params), user);
   let fd: number;
   try {
@@ -150,8 +155,7 @@ export async function getFile(req: IncomingMessage, res: ServerResponse, params:
   // promised that many bytes, and reading to the end of a file that is
   // still growing would send others.
   if (!useGzip) {
-    const handle = KERNEL_SEND && size >= KERNEL_TRANSFER_MIN ? socketHandle(req) : undefined;
-    if (handle && (await sendInKernel(res, handle, fd, size))) return;
+    if (opts.sendfile && (await sendFileInKernel(req, res, fd, size))) return;
     await (size <= DOWNLOAD_CHUNK ? sendWhole(res, fd, size, target) : sendStream(res, fd, size));
     return;
   }
@@ -178,58 +182,6 @@ async function sendStream(res: ServerResponse, fd: number, size: number): Promis
   // the client must see the transfer fail rather than a whole short file.
   if (source.bytesRead < size) res.destroy();
   else res.end();
-}
-
-const KERNEL_SEND = process.env.PADDOCK_ENVD_KERNEL_SEND !== '0';
-
-/**
- * Sends the head, then the first `size` bytes of the file from the kernel
- * (sendfile), and ends the response. Node writes nothing to the socket
- * meanwhile: the response's own body is all that would go there, and it
- * goes this way. Gives false when the kernel cannot take the body on (the
- * head may have gone, the file is still open, and the caller sends the
- * body itself); else closes the file.
- */
-async function sendInKernel(res: ServerResponse, handle: StreamHandle, fd: number, size: number): Promise<boolean> {
-  const socket = res.socket;
-  if (!socket || socket.destroyed) return false;
-  // Settles with how the transfer ended, or with 'not started'.
-  const ended = await new Promise<{ code: string | null } | 'not started'>((resolve) => {
-    let transfer: TransferHandle | undefined;
-    const onClose = (): void => {
-      if (transfer) native.cancelTransfer(transfer);
-      resolve({ code: 'ECONNRESET' });
-    };
-    const start = (): void => {
-      socket.off('drain', start);
-      if (socket.destroyed) {
-        socket.off('close', onClose);
-        resolve({ code: 'ECONNRESET' });
-        return;
-      }
-      try {
-        transfer = native.sendFromFile(handle.fd, fd, 0, size, (code) => {
-          socket.off('close', onClose);
-          resolve({ code });
-        });
-      } catch {
-        socket.off('close', onClose);
-        resolve('not started');
-      }
-    };
-    socket.once('close', onClose);
-    res.flushHeaders();
-    // The body follows the head: it starts once Node has handed the socket all it held.
-    if (socket.writableLength > 0) socket.on('drain', start);
-    else start();
-  });
-  if (ended === 'not started') return false;
-  closeSync(fd);
-  // Cut short since it was opened, or the client went away: the client must
-  // see the transfer fail rather than a whole short file.
-  if (ended.code === null) res.end();
-  else res.destroy();
-  return true;
 }
 
 /** Up to `max` bytes of `fd` from `position`: fewer at its end, none past it. */
@@ -438,37 +390,6 @@ async function writeOne(target: string, user: User, metadata: Record<string, str
     throw fsRouteError(failure, target);
   }
   return { name: basename(target), path: target, type: 'file', ...(metadata ? { metadata } : {}) };
-}
-
-/**
- * Bodies at least this long go between socket and file in the kernel
- * (native/file_transfer.c) when sent unencoded over HTTP/1.1 with a known
- * length: a download with sendfile(2), an upload with splice(2). Smaller
- * bodies go through Node.
- */
-const KERNEL_TRANSFER_MIN = 256 * 1024;
-
-/** The part of a socket's libuv stream handle that taking a body off Node uses. */
-interface StreamHandle {
-  fd: number;
-  reading: boolean;
-  readStart(): number;
-  readStop(): number;
-}
-
-/**
- * The handle of the socket `req` came on, when the kernel can move a body
- * over it: an HTTP/1 request on a socket with a descriptor. That relies on
- * Node internals: a net.Socket's `_handle`, its `fd`, and
- * `reading`/`readStart`/`readStop`, through which Node starts and stops
- * reading (its HTTP server reads the handle itself, and stops it through
- * the same calls). When they are not there the body goes through Node.
- */
-function socketHandle(req: IncomingMessage): StreamHandle | undefined {
-  if (req.httpVersionMajor !== 1) return undefined;
-  const h = (req.socket as unknown as { _handle?: Partial<StreamHandle> | null })._handle;
-  if (!h || typeof h.fd !== 'number' || h.fd < 0 || typeof h.readStart !== 'function' || typeof h.readStop !== 'function') return undefined;
-  return h as StreamHandle;
 }
 
 function decodedBody(req: IncomingMessage): Readable {
