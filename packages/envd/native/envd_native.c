@@ -7,7 +7,7 @@
 // - waitpid on a given pid, so that envd, as a container's init, can reap
 //   orphaned processes without touching the children libuv waits for;
 // - starting a process with vfork semantics (see spawn below);
-// - moving file bodies between a socket and a file in the kernel
+// - sending a download's body from the file to the socket in the kernel
 //   (file_transfer.c);
 // - marking an inherited descriptor close-on-exec.
 #define _GNU_SOURCE
@@ -624,7 +624,6 @@ static napi_value init(napi_env env, napi_value exports) {
       {"removeXattr", NULL, remove_xattr, NULL, NULL, NULL, napi_enumerable, NULL},
       {"spawn", NULL, spawn, NULL, NULL, NULL, napi_enumerable, NULL},
       {"waitStatus", NULL, wait_status, NULL, NULL, NULL, napi_enumerable, NULL},
-      {"receiveToFile", NULL, receive_to_file, NULL, NULL, NULL, napi_enumerable, NULL},
       {"sendFromFile", NULL, send_from_file, NULL, NULL, NULL, napi_enumerable, NULL},
       {"cancelTransfer", NULL, cancel_transfer, NULL, NULL, NULL, napi_enumerable, NULL},
       {"closeOnExec", NULL, close_on_exec, NULL, NULL, NULL, napi_enumerable, NULL},

@@ -1,31 +1,18 @@
-// File bodies moved between a socket and a file in the kernel, driven by the
-// event loop, so that the bytes never enter JavaScript:
+// A download's body sent from a file to a socket by the kernel
+// (sendfile(2)), driven by the event loop, so that the bytes never enter
+// JavaScript; the one fast path envd keeps (src/sendfile.ts says why).
 //
-// - an upload's body goes socket -> pipe -> file with splice(2). Node's HTTP
-//   parser would otherwise copy every 64 KiB the socket gives into a fresh
-//   buffer, and those copies and the garbage they leave cost envd more than
-//   the rest of an upload;
-// - a download's body goes file -> socket with sendfile(2), instead of being
-//   read into a buffer on the thread pool and written from there.
-//
-// A transfer works on its own duplicates of the two descriptors, so that a
+// The transfer works on its own duplicates of the two descriptors, so that a
 // socket Node closes while it runs can never have its number reused under
-// it. JavaScript must keep Node off the socket meanwhile (off reading it for
-// an upload, off writing it for a download); files.ts does that.
+// it. JavaScript must keep Node from writing to the socket meanwhile;
+// sendfile.ts does that.
 //
-//   receiveToFile(sockFd, fileFd, offset, length, done) -> handle
-//     Takes exactly `length` bytes from the socket (never more: what follows
-//     belongs to whoever reads the socket next) and writes them to the file
-//     from `offset`. After a failed write it goes on reading the body and
-//     drops it, so that the client is still sending into an open socket
-//     when it is answered; `done` then names the write's error.
 //   sendFromFile(sockFd, fileFd, offset, length, done) -> handle
 //     Sends `length` bytes of the file from `offset` to the socket.
 //   done(code, moved, side) is called once, on a later turn of the loop:
-//     code is null when every byte moved; else 'EOF' (the socket ended
-//     first, or for a send the file did: it was cut short) or an errno name;
-//     side is 'socket' or 'file'. `moved` counts bytes written to the file,
-//     or sent to the socket.
+//     code is null when every byte went; else 'EOF' (the file ended first:
+//     it was cut short) or an errno name; side is 'socket' or 'file'.
+//     `moved` counts the bytes sent.
 //   cancelTransfer(handle): stops it; `done` is not called afterwards.
 #define _GNU_SOURCE
 #include <errno.h>
@@ -42,24 +29,16 @@
 
 #include "file_transfer.h"
 
-#define PIPE_BYTES (1024 * 1024)
 // The most one sendfile call is asked for; the socket takes less when full.
 #define SEND_BYTES (4 * 1024 * 1024)
 // The most a download raises its socket's send buffer to (see raise_send_buffer).
 #define SEND_BUFFER_MAX (2 * 1024 * 1024)
 
-typedef enum { RECEIVE, SEND } direction_t;
-
 typedef struct {
-  direction_t direction;
   int sock, file;            // duplicates owned by the transfer; -1 once closed
-  int pipe_r, pipe_w;        // receive only
-  size_t pipe_cap;
   loff_t offset;             // the file position of the next byte
-  int64_t left;              // bytes still to take from the socket (receive) or the file (send)
-  size_t in_pipe;            // received, not yet written (or dropped)
+  int64_t left;              // bytes still to send
   int64_t moved;
-  int write_err;             // receive: errno of the first failed write; 0 while writes succeed
   uv_poll_t poll;             // watches the socket from start to end; level-triggered
   napi_env env;
   napi_ref done;
@@ -91,8 +70,6 @@ static void release(transfer_t* t) {
   uv_poll_stop(&t->poll);
   close_fd(&t->sock);
   close_fd(&t->file);
-  close_fd(&t->pipe_r);
-  close_fd(&t->pipe_w);
   uv_close((uv_handle_t*)&t->poll, on_poll_closed);
 }
 
@@ -117,59 +94,6 @@ static void finish(transfer_t* t, const char* code, const char* side) {
   napi_close_handle_scope(env, scope);
   napi_delete_reference(env, done_ref);
   napi_async_destroy(env, async);
-}
-
-// Empties the pipe into the file, or drops what it holds once a write failed.
-// The pipe holds what is read from it and a regular file takes what it is
-// given, so neither call waits on the network.
-static void drain_pipe(transfer_t* t) {
-  static char scratch[64 * 1024];
-  while (t->in_pipe > 0) {
-    ssize_t n;
-    if (t->write_err == 0) {
-      n = splice(t->pipe_r, NULL, t->file, &t->offset, t->in_pipe, SPLICE_F_MOVE);
-    } else {
-      n = read(t->pipe_r, scratch, t->in_pipe < sizeof scratch ? t->in_pipe : sizeof scratch);
-    }
-    if (n > 0) {
-      t->in_pipe -= (size_t)n;
-      if (t->write_err == 0) t->moved += n;
-      continue;
-    }
-    if (n < 0 && errno == EINTR) continue;
-    if (t->write_err != 0) {
-      // The pipe cannot be emptied: nothing more can be done with it.
-      t->left = 0;
-      t->in_pipe = 0;
-      return;
-    }
-    // A file that takes nothing is full.
-    t->write_err = n == 0 ? ENOSPC : errno;
-  }
-}
-
-static void advance_receive(transfer_t* t) {
-  while (!t->ended) {
-    drain_pipe(t);
-    if (t->left == 0) {
-      if (t->write_err != 0) finish(t, uv_err_name(-t->write_err), "file");
-      else finish(t, NULL, NULL);
-      return;
-    }
-    size_t want = t->left < (int64_t)t->pipe_cap ? (size_t)t->left : t->pipe_cap;
-    ssize_t n = splice(t->sock, NULL, t->pipe_w, NULL, want, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
-    if (n > 0) {
-      t->left -= n;
-      t->in_pipe += (size_t)n;
-      continue;
-    }
-    if (n < 0 && errno == EINTR) continue;
-    // The pipe is empty here, so EAGAIN can only mean the socket has nothing
-    // yet: the poll calls again when it has.
-    if (n < 0 && errno == EAGAIN) return;
-    finish(t, n == 0 ? "EOF" : uv_err_name(-errno), "socket");
-    return;
-  }
 }
 
 // Errors of sendfile that come from the socket's side; any other is the file's.
@@ -203,11 +127,6 @@ static void advance_send(transfer_t* t) {
   }
 }
 
-static void advance(transfer_t* t) {
-  if (t->direction == RECEIVE) advance_receive(t);
-  else advance_send(t);
-}
-
 static void on_poll(uv_poll_t* h, int status, int events) {
   (void)events;
   transfer_t* t = h->data;
@@ -216,11 +135,11 @@ static void on_poll(uv_poll_t* h, int status, int events) {
     // An error condition on the socket: the next call names it. If it does
     // not, the poll's own error does.
     int64_t before = t->left;
-    advance(t);
+    advance_send(t);
     if (!t->ended && t->left == before) finish(t, uv_err_name(status), "socket");
     return;
   }
-  advance(t);
+  advance_send(t);
 }
 
 static void finalize(napi_env env, void* data, void* hint) {
@@ -259,9 +178,8 @@ static void raise_send_buffer(int sock, int64_t length) {
   setsockopt(sock, SOL_SOCKET, SO_SNDBUF, &want, sizeof want);
 }
 
-static napi_value start(napi_env env, napi_callback_info info, direction_t direction) {
-  const char* usage = direction == RECEIVE ? "receiveToFile(sockFd, fileFd, offset, length, done) takes 5 arguments"
-                                           : "sendFromFile(sockFd, fileFd, offset, length, done) takes 5 arguments";
+napi_value send_from_file(napi_env env, napi_callback_info info) {
+  const char* usage = "sendFromFile(sockFd, fileFd, offset, length, done) takes 5 arguments";
   size_t argc = 5;
   napi_value argv[5];
   if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 5) return throw_error(env, NULL, usage);
@@ -274,37 +192,23 @@ static napi_value start(napi_env env, napi_callback_info info, direction_t direc
   if (napi_get_value_int64(env, argv[3], &length) != napi_ok || length <= 0) return throw_error(env, NULL, "length must be a positive number of bytes");
   if (napi_typeof(env, argv[4], &type) != napi_ok || type != napi_function) return throw_error(env, NULL, "done must be a function");
 
-  int fds[2] = {-1, -1};
   int sock = fcntl(sock_fd, F_DUPFD_CLOEXEC, 0);
   int file = sock < 0 ? -1 : fcntl(file_fd, F_DUPFD_CLOEXEC, 0);
-  if (file < 0 || (direction == RECEIVE && pipe2(fds, O_NONBLOCK | O_CLOEXEC) != 0)) {
+  if (file < 0) {
     int err = errno;
     if (sock >= 0) close(sock);
-    if (file >= 0) close(file);
     return throw_error(env, uv_err_name(-err), strerror(err));
   }
-  int cap = 0;
-  if (direction == SEND) raise_send_buffer(sock, length);
-  if (direction == RECEIVE) {
-    // A bigger pipe takes more per wake-up; the default (64 KiB) still works.
-    fcntl(fds[1], F_SETPIPE_SZ, PIPE_BYTES);
-    cap = fcntl(fds[1], F_GETPIPE_SZ);
-  }
+  raise_send_buffer(sock, length);
 
   transfer_t* t = calloc(1, sizeof *t);
   if (!t) {
     close(sock);
     close(file);
-    if (fds[0] >= 0) close(fds[0]);
-    if (fds[1] >= 0) close(fds[1]);
     return throw_error(env, "ENOMEM", "out of memory");
   }
-  t->direction = direction;
   t->sock = sock;
   t->file = file;
-  t->pipe_r = fds[0];
-  t->pipe_w = fds[1];
-  t->pipe_cap = cap > 0 ? (size_t)cap : 65536;
   t->offset = offset;
   t->left = length;
   t->env = env;
@@ -312,19 +216,17 @@ static napi_value start(napi_env env, napi_callback_info info, direction_t direc
   uv_loop_t* loop;
   napi_get_uv_event_loop(env, &loop);
   int rc = uv_poll_init(loop, &t->poll, sock);
-  // The first move waits for the poll, which reports a ready socket on the
+  // The first send waits for the poll, which reports a ready socket on the
   // next turn of the loop: `done` is never called before this returns.
   if (rc == 0) {
     t->poll_open = 1;
-    rc = uv_poll_start(&t->poll, direction == RECEIVE ? UV_READABLE : UV_WRITABLE, on_poll);
+    rc = uv_poll_start(&t->poll, UV_WRITABLE, on_poll);
   }
   napi_value handle;
   if (rc != 0 || napi_create_external(env, t, finalize, NULL, &handle) != napi_ok) {
     const char* code = rc != 0 ? uv_err_name(rc) : "ENOMEM";
     close_fd(&t->sock);
     close_fd(&t->file);
-    close_fd(&t->pipe_r);
-    close_fd(&t->pipe_w);
     t->ended = 1;
     t->finalized = 1;
     if (t->poll_open) {
@@ -337,17 +239,9 @@ static napi_value start(napi_env env, napi_callback_info info, direction_t direc
   }
   napi_create_reference(env, argv[4], 1, &t->done);
   napi_value name;
-  napi_create_string_utf8(env, direction == RECEIVE ? "paddock:receive-to-file" : "paddock:send-from-file", NAPI_AUTO_LENGTH, &name);
+  napi_create_string_utf8(env, "paddock:send-from-file", NAPI_AUTO_LENGTH, &name);
   napi_async_init(env, NULL, name, &t->async);
   return handle;
-}
-
-napi_value receive_to_file(napi_env env, napi_callback_info info) {
-  return start(env, info, RECEIVE);
-}
-
-napi_value send_from_file(napi_env env, napi_callback_info info) {
-  return start(env, info, SEND);
 }
 
 napi_value cancel_transfer(napi_env env, napi_callback_info info) {

@@ -1,5 +1,6 @@
 // Access control of envd: the access token in `X-Access-Token`, signed
-// `/files` URLs, and the acting user chosen with a Basic header.
+// `/files` URLs, and the acting user chosen with a Basic header. Every RPC
+// and HTTP route is let in or refused by checkAccess alone.
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { encodeFileSignature, fileSignaturePayload, type FileOperation } from '@paddock/protocol';
 
@@ -18,14 +19,32 @@ export function fileSignature(path: string, operation: FileOperation, user: stri
   return encodeFileSignature(createHash('sha256').update(fileSignaturePayload({ path, operation, user, accessToken, expiration })).digest());
 }
 
-export type SignatureCheck = { ok: true } | { ok: false; reason: string };
+export type AccessCheck = { ok: true } | { ok: false; reason: string };
+
+const ALLOWED: AccessCheck = { ok: true };
+
+/**
+ * Whether a request may go on, given envd's access token `expected`
+ * (undefined while none is set: everything may), the token the request
+ * presents in `X-Access-Token`, and, for `/files`, its query and operation,
+ * whose signature stands in for the token.
+ */
+export function checkAccess(
+  expected: string | undefined,
+  presented: string | null | undefined,
+  signedFile?: { params: URLSearchParams; op: FileOperation },
+): AccessCheck {
+  if (expected === undefined || secretsEqual(presented, expected)) return ALLOWED;
+  if (signedFile?.params.has('signature')) return checkFileSignature(signedFile.params, signedFile.op, expected);
+  return { ok: false, reason: 'missing or invalid access token' };
+}
 
 export function checkFileSignature(
   params: URLSearchParams,
   op: FileOperation,
   token: string,
   nowSeconds = Math.floor(Date.now() / 1000),
-): SignatureCheck {
+): AccessCheck {
   const signature = params.get('signature');
   if (!signature) return { ok: false, reason: 'missing access token or signature' };
   const rawExpiration = params.get('signature_expiration');

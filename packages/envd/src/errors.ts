@@ -3,8 +3,11 @@
 // name the path or process that failed.
 import { Code, ConnectError } from '@connectrpc/connect';
 
-/** An error answered on the HTTP routes as `{code, message}` with this status. */
-export class HttpError extends Error {
+/**
+ * An error of one of envd's own HTTP routes (/files, /init, /envs, ...),
+ * answered as `{code, message}` with this status.
+ */
+export class EnvdRouteError extends Error {
   constructor(
     readonly status: number,
     message: string,
@@ -75,8 +78,8 @@ export function fsConnectError(err: unknown, path: string): ConnectError {
   return new ConnectError(d.message, d.code, undefined, undefined, err);
 }
 
-export function fsHttpError(err: unknown, path: string): HttpError {
-  if (err instanceof HttpError) return err;
+export function fsRouteError(err: unknown, path: string): EnvdRouteError {
+  if (err instanceof EnvdRouteError) return err;
   const d = describeFsError(err, path);
-  return new HttpError(d.status, d.message);
+  return new EnvdRouteError(d.status, d.message);
 }

@@ -10,7 +10,7 @@ export const LOW_WATER_BYTES = 64 * 1024;
 export const MAX_JOINED_BYTES = 1024 * 1024;
 
 /** Items taken together: never empty. */
-export type Run<T> = [T, ...T[]];
+type Run<T> = [T, ...T[]];
 
 interface Item<T> {
   value: T;
@@ -142,20 +142,30 @@ export class EventQueue<T> implements AsyncIterable<T> {
     return Promise.resolve({ value: undefined, done: true });
   }
 
-  /**
-   * The items as runs: each run is what one item of the plain iteration
-   * would be joined from, left apart, for a reader that can send the parts
-   * of a run without joining them into one value first.
-   */
-  runs(): AsyncIterable<Run<T>> {
-    return { [Symbol.asyncIterator]: () => ({ next: () => this.nextRun(), return: () => this.stop() }) };
-  }
-
   [Symbol.asyncIterator](): AsyncIterator<T> {
     const join = (run: Run<T>): T => (run.length === 1 ? run[0] : this.joiner!.join(run));
     return {
       next: () => this.nextRun().then((r) => (r.done ? r : { value: join(r.value), done: false })),
       return: () => this.stop(),
     };
+  }
+}
+
+/**
+ * The items of `queue` as one call's stream, until the queue ends or the
+ * call is aborted: the client went away, or its deadline passed. An aborted
+ * call ends with the abort's reason (connect's deadline_exceeded for a
+ * deadline), after what was taken before it. The queue is closed either way.
+ */
+export async function* untilAborted<T>(queue: EventQueue<T>, signal: AbortSignal): AsyncGenerator<T> {
+  const stop = () => queue.close();
+  signal.addEventListener('abort', stop);
+  try {
+    if (signal.aborted) queue.close();
+    yield* queue;
+    signal.throwIfAborted();
+  } finally {
+    signal.removeEventListener('abort', stop);
+    queue.close();
   }
 }

@@ -1,17 +1,16 @@
 // GET and POST /files: file contents over plain HTTP, streamed both ways.
 import Busboy from 'busboy';
-import { closeSync, createReadStream, fstatSync, ftruncateSync, openSync, read, readSync, writeSync, writev, writevSync, constants as fsc } from 'node:fs';
+import { closeSync, createReadStream, fstatSync, ftruncateSync, openSync, read, readSync, writev, writevSync, constants as fsc } from 'node:fs';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { basename } from 'node:path';
-import { PassThrough, Readable, Writable, finished } from 'node:stream';
+import { PassThrough, Readable, Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { constants as zc, createGunzip, createGzip, gzipSync } from 'node:zlib';
-import { HttpError, NotRegularFileError, fsHttpError } from './errors.js';
+import { EnvdRouteError, NotRegularFileError, fsRouteError } from './errors.js';
 import { openForWrite } from './fs-ops.js';
-import { skipBodyInParser } from './http-parser.js';
 import { metadataFromHeaders, writeMetadata } from './metadata.js';
-import { native, type TransferHandle } from './native.js';
 import { resolveUserPath } from './paths.js';
+import { sendFileInKernel } from './sendfile.js';
 import type { User } from './users.js';
 
 const READ_CHUNK = 256 * 1024;
@@ -81,11 +80,16 @@ function compresses(fd: number, size: number): boolean {
 
 function requirePath(params: URLSearchParams): string {
   const path = params.get('path');
-  if (!path) throw new HttpError(400, "query parameter 'path' is required");
+  if (!path) throw new EnvdRouteError(400, "query parameter 'path' is required");
   return path;
 }
 
-export async function getFile(req: IncomingMessage, res: ServerResponse, params: URLSearchParams, user: User): Promise<void> {
+export interface DownloadOptions {
+  /** Whether bodies may be sent by the kernel (sendfile.ts). */
+  sendfile: boolean;
+}
+
+export async function getFile(req: IncomingMessage, res: ServerResponse, params: URLSearchParams, user: User, opts: DownloadOptions): Promise<void> {
   const target = resolveUserPath(requirePath(params), user);
   let fd: number;
   try {
@@ -94,13 +98,13 @@ export async function getFile(req: IncomingMessage, res: ServerResponse, params:
     // then fails its read with EAGAIN instead of waiting.
     fd = openSync(target, fsc.O_RDONLY | fsc.O_NONBLOCK);
   } catch (err) {
-    throw fsHttpError(err, target);
+    throw fsRouteError(err, target);
   }
   let size: number;
   try {
     const st = fstatSync(fd);
-    if (st.isDirectory()) throw new HttpError(400, `path '${target}' is a directory`);
-    if (!st.isFile()) throw fsHttpError(new NotRegularFileError(), target);
+    if (st.isDirectory()) throw new EnvdRouteError(400, `path '${target}' is a directory`);
+    if (!st.isFile()) throw fsRouteError(new NotRegularFileError(), target);
     size = st.size;
   } catch (err) {
     closeSync(fd);
@@ -109,7 +113,7 @@ export async function getFile(req: IncomingMessage, res: ServerResponse, params:
   const enc = acceptedEncodings(req.headers['accept-encoding']);
   if (!enc.gzip && !enc.identity) {
     closeSync(fd);
-    throw new HttpError(406, 'the file can be sent as gzip or unencoded, and the client accepts neither');
+    throw new EnvdRouteError(406, 'the file can be sent as gzip or unencoded, and the client accepts neither');
   }
   // A size of 0 is also what /proc and /sys report for files whose text is
   // made when read. Those are read to their end and go chunked; a file that
@@ -118,7 +122,7 @@ export async function getFile(req: IncomingMessage, res: ServerResponse, params:
   if (size === 0) {
     first = await readAt(fd, DOWNLOAD_CHUNK, 0).catch((err: unknown) => {
       closeSync(fd);
-      throw fsHttpError(err, target);
+      throw fsRouteError(err, target);
     });
     if (first.length === 0) first = undefined;
   }
@@ -151,9 +155,8 @@ export async function getFile(req: IncomingMessage, res: ServerResponse, params:
   // promised that many bytes, and reading to the end of a file that is
   // still growing would send others.
   if (!useGzip) {
-    const handle = size >= KERNEL_TRANSFER_MIN ? socketHandle(req) : undefined;
-    if (handle && (await sendInKernel(res, handle, fd, size))) return;
-    await (size <= DOWNLOAD_CHUNK ? sendWhole(res, fd, size, target) : sendRange(res, fd, size, target));
+    if (opts.sendfile && (await sendFileInKernel(req, res, fd, size))) return;
+    await (size <= DOWNLOAD_CHUNK ? sendWhole(res, fd, size, target) : sendStream(res, fd, size));
     return;
   }
   const source = createReadStream('', { fd, start: 0, end: size - 1, highWaterMark: DOWNLOAD_CHUNK });
@@ -163,93 +166,22 @@ export async function getFile(req: IncomingMessage, res: ServerResponse, params:
 }
 
 /**
- * The first `size` bytes of a file larger than one read, read into two
- * buffers in turn: one is filled while the other is being sent. A read
- * stream reads each chunk into fresh memory, and the kernel's copy into it
- * then takes a page fault per 4 KiB.
+ * Sends the first `size` bytes of the file and ends the response; a file
+ * that is shorter now fails it instead. Closes the file.
  */
-async function sendRange(res: ServerResponse, fd: number, size: number, target: string): Promise<void> {
-  const buffers = [Buffer.allocUnsafeSlow(DOWNLOAD_CHUNK), Buffer.allocUnsafeSlow(DOWNLOAD_CHUNK)];
-  // Settles once the client has gone: a write cut off by that may never call back.
-  const gone = new Promise<void>((resolve) => res.once('close', resolve));
-  const sent: Promise<void>[] = [Promise.resolve(), Promise.resolve()];
-  let position = 0;
+async function sendStream(res: ServerResponse, fd: number, size: number): Promise<void> {
+  const source = createReadStream('', { fd, start: 0, end: size - 1, highWaterMark: DOWNLOAD_CHUNK });
   try {
-    for (let turn = 0; position < size; turn ^= 1) {
-      // A buffer is filled again only once what it held has been handed to the kernel.
-      await Promise.race([sent[turn], gone]);
-      if (res.destroyed) return;
-      const buf = buffers[turn]!;
-      let n: number;
-      try {
-        n = await readInto(fd, buf, 0, Math.min(DOWNLOAD_CHUNK, size - position), position);
-      } catch (err) {
-        // Headers (and a length) have gone: the transfer can only end unfinished.
-        res.destroy(fsHttpError(err, target));
-        return;
-      }
-      if (n === 0) {
-        // Cut short since it was opened: the client must see the transfer fail.
-        res.destroy();
-        return;
-      }
-      position += n;
-      sent[turn] = new Promise<void>((resolve) => res.write(buf.subarray(0, n), () => resolve()));
-    }
-    res.end();
-  } finally {
-    closeSync(fd);
+    await pipeline(source, res, { end: false });
+  } catch {
+    // The client went away, or the file could not be read on: the
+    // pipeline has ended the response unfinished.
+    return;
   }
-}
-
-/**
- * Sends the head, then the first `size` bytes of the file from the kernel
- * (sendfile), and ends the response. Node writes nothing to the socket
- * meanwhile: the response's own body is all that would go there, and it
- * goes this way. Gives false when the kernel cannot take the body on (the
- * head may have gone, the file is still open, and the caller sends the
- * body itself); else closes the file.
- */
-async function sendInKernel(res: ServerResponse, handle: StreamHandle, fd: number, size: number): Promise<boolean> {
-  const socket = res.socket;
-  if (!socket || socket.destroyed) return false;
-  // Settles with how the transfer ended, or with 'not started'.
-  const ended = await new Promise<{ code: string | null } | 'not started'>((resolve) => {
-    let transfer: TransferHandle | undefined;
-    const onClose = (): void => {
-      if (transfer) native.cancelTransfer(transfer);
-      resolve({ code: 'ECONNRESET' });
-    };
-    const start = (): void => {
-      socket.off('drain', start);
-      if (socket.destroyed) {
-        socket.off('close', onClose);
-        resolve({ code: 'ECONNRESET' });
-        return;
-      }
-      try {
-        transfer = native.sendFromFile(handle.fd, fd, 0, size, (code) => {
-          socket.off('close', onClose);
-          resolve({ code });
-        });
-      } catch {
-        socket.off('close', onClose);
-        resolve('not started');
-      }
-    };
-    socket.once('close', onClose);
-    res.flushHeaders();
-    // The body follows the head: it starts once Node has handed the socket all it held.
-    if (socket.writableLength > 0) socket.on('drain', start);
-    else start();
-  });
-  if (ended === 'not started') return false;
-  closeSync(fd);
-  // Cut short since it was opened, or the client went away: the client must
-  // see the transfer fail rather than a whole short file.
-  if (ended.code === null) res.end();
-  else res.destroy();
-  return true;
+  // Cut short since it was opened: less than Content-Length promised, so
+  // the client must see the transfer fail rather than a whole short file.
+  if (source.bytesRead < size) res.destroy();
+  else res.end();
 }
 
 /** Up to `max` bytes of `fd` from `position`: fewer at its end, none past it. */
@@ -279,7 +211,7 @@ async function sendWhole(res: ServerResponse, fd: number, size: number, target: 
       got += n;
     }
   } catch (err) {
-    throw fsHttpError(err, target);
+    throw fsRouteError(err, target);
   } finally {
     closeSync(fd);
   }
@@ -292,8 +224,7 @@ async function sendWhole(res: ServerResponse, fd: number, size: number, target: 
 /**
  * The failure of a write that took none of what it was given. Some
  * filesystems (FUSE, 9p) answer a full disk that way rather than with
- * ENOSPC; written again, the same bytes would loop forever. The kernel
- * transfer (native/file_transfer.c) counts it as ENOSPC too.
+ * ENOSPC; written again, the same bytes would loop forever.
  */
 function tookNothing(): NodeJS.ErrnoException {
   return Object.assign(new Error('a write took no bytes'), { code: 'ENOSPC' });
@@ -302,14 +233,20 @@ function tookNothing(): NodeJS.ErrnoException {
 /**
  * Writes what it is given to `fd` from offset 0, in writes of WRITE_BATCH
  * bytes (the last may be shorter), in the thread pool; a batch of at most
- * WRITE_IN_PLACE_MAX (a whole small upload) is written on the loop. The file
- * descriptor stays the caller's; once the writer has closed, no write of it
- * is under way.
+ * WRITE_IN_PLACE_MAX (a whole small upload) is written on the loop.
+ *
+ * A failed write (a full disk) does not fail the writer at once: it takes
+ * and drops the rest of what comes, and fails when it is ended. Through
+ * `pipeline`, a writer that fails destroys the request it reads, and with
+ * it the connection, so the client would never see the answer that names
+ * the failure. The file descriptor stays the caller's; once the writer has
+ * closed, no write of it is under way.
  */
 class BatchedFileWriter extends Writable {
   #chunks: Buffer[] = [];
   #size = 0;
   #writing: Promise<void> | undefined;
+  #failure: Error | undefined;
   /** Bytes that reached the file. */
   bytesWritten = 0;
 
@@ -318,6 +255,10 @@ class BatchedFileWriter extends Writable {
   }
 
   override _write(chunk: Buffer, _encoding: BufferEncoding, done: (err?: Error | null) => void): void {
+    if (this.#failure) {
+      done();
+      return;
+    }
     this.#chunks.push(chunk);
     this.#size += chunk.length;
     if (this.#size < WRITE_BATCH) done();
@@ -325,7 +266,7 @@ class BatchedFileWriter extends Writable {
   }
 
   override _final(done: (err?: Error | null) => void): void {
-    this.#flush(done);
+    this.#flush(() => done(this.#failure));
   }
 
   override _destroy(err: Error | null, done: (err?: Error | null) => void): void {
@@ -335,23 +276,23 @@ class BatchedFileWriter extends Writable {
     else done(err);
   }
 
-  #flush(done: (err?: Error | null) => void): void {
+  /** Writes what waits; calls `done` once it is written or has failed (see #failure). */
+  #flush(done: () => void): void {
     const chunks = this.#chunks;
     const size = this.#size;
     this.#chunks = [];
     this.#size = 0;
-    if (chunks.length === 0) {
+    if (chunks.length === 0 || this.#failure) {
       done();
       return;
     }
     if (size <= WRITE_IN_PLACE_MAX) {
-      let failure: Error | undefined;
       try {
         this.#writeAllNow(chunks);
       } catch (err) {
-        failure = err as Error;
+        this.#failure = err as Error;
       }
-      done(failure);
+      done();
       return;
     }
     this.#writing = this.#writeAll(chunks).then(
@@ -361,7 +302,8 @@ class BatchedFileWriter extends Writable {
       },
       (err: Error) => {
         this.#writing = undefined;
-        done(err);
+        this.#failure = err;
+        done();
       },
     );
   }
@@ -393,47 +335,18 @@ class BatchedFileWriter extends Writable {
   }
 }
 
-/**
- * Pipes `body` into `out`; settles once `out` has finished, or with the first
- * failure of either. Unlike `pipeline`, a failure of `out` (a full disk)
- * leaves `body` to be read to its end and dropped. That was found with a full
- * disk: `pipeline` destroyed the request half read, the kept-alive connection
- * stalled, and the client waited for an answer that never came.
- */
-function pour(body: Readable, out: Writable): Promise<void> {
-  return new Promise((resolve, reject) => {
-    // A body that fails or stops short fails the file.
-    const stopWatchingBody = finished(body, (err) => {
-      if (err) out.destroy(err);
-    });
-    finished(out, (err) => {
-      stopWatchingBody();
-      if (!err) {
-        resolve();
-        return;
-      }
-      body.unpipe(out);
-      // The answer is decided; what else the body does has nowhere to go.
-      body.on('error', () => {});
-      body.resume();
-      reject(err);
-    });
-    body.pipe(out);
-  });
-}
-
 /** How much of a file an upload wrote, and what stopped it if it failed. */
 interface Filled {
   written: number;
   failure?: unknown;
 }
 
-/** Pours a body into the file through {@link BatchedFileWriter}. */
+/** Streams a body into the file through {@link BatchedFileWriter}. */
 function pourInto(body: Readable): (fd: number) => Promise<Filled> {
   return async (fd) => {
     const out = new BatchedFileWriter(fd);
     try {
-      await pour(body, out);
+      await pipeline(body, out);
       return { written: out.bytesWritten };
     } catch (err) {
       if (!out.closed) await new Promise<void>((resolve) => out.destroy().once('close', () => resolve()));
@@ -452,7 +365,7 @@ async function writeOne(target: string, user: User, metadata: Record<string, str
     fd = openForWrite(target, user);
   } catch (err) {
     dropBody();
-    throw fsHttpError(err, target);
+    throw fsRouteError(err, target);
   }
   // The file is cut to its new length after the last write, not at open: it
   // must not be seen closed with the tail of what it held before, and on
@@ -472,140 +385,18 @@ async function writeOne(target: string, user: User, metadata: Record<string, str
     failure ??= err;
   }
   if (failure !== undefined) {
-    if (failure instanceof HttpError) throw failure;
-    if ((failure as NodeJS.ErrnoException).code === 'Z_DATA_ERROR') throw new HttpError(400, 'the request body is not valid gzip');
-    throw fsHttpError(failure, target);
+    if (failure instanceof EnvdRouteError) throw failure;
+    if ((failure as NodeJS.ErrnoException).code === 'Z_DATA_ERROR') throw new EnvdRouteError(400, 'the request body is not valid gzip');
+    throw fsRouteError(failure, target);
   }
   return { name: basename(target), path: target, type: 'file', ...(metadata ? { metadata } : {}) };
-}
-
-/**
- * Bodies at least this long go between socket and file in the kernel
- * (native/file_transfer.c) when sent unencoded over HTTP/1.1 with a known
- * length: a download with sendfile(2), an upload with splice(2). Smaller
- * bodies go through Node.
- */
-const KERNEL_TRANSFER_MIN = 256 * 1024;
-
-/** The part of a socket's libuv stream handle that taking a body off Node uses. */
-interface StreamHandle {
-  fd: number;
-  reading: boolean;
-  readStart(): number;
-  readStop(): number;
-}
-
-/**
- * The handle of the socket `req` came on, when the kernel can move a body
- * over it: an HTTP/1 request on a socket with a descriptor. That relies on
- * Node internals: a net.Socket's `_handle`, its `fd`, and
- * `reading`/`readStart`/`readStop`, through which Node starts and stops
- * reading (its HTTP server reads the handle itself, and stops it through
- * the same calls). When they are not there the body goes through Node.
- */
-function socketHandle(req: IncomingMessage): StreamHandle | undefined {
-  if (req.httpVersionMajor !== 1) return undefined;
-  const h = (req.socket as unknown as { _handle?: Partial<StreamHandle> | null })._handle;
-  if (!h || typeof h.fd !== 'number' || h.fd < 0 || typeof h.readStart !== 'function' || typeof h.readStop !== 'function') return undefined;
-  return h as StreamHandle;
-}
-
-/** The socket's handle and the body's length, when the body of `req` can be received in the kernel. */
-function kernelReceivable(req: IncomingMessage): { handle: StreamHandle; length: number } | undefined {
-  if (req.headers['transfer-encoding'] !== undefined) return undefined;
-  const length = Number(req.headers['content-length']);
-  if (!Number.isSafeInteger(length) || length < KERNEL_TRANSFER_MIN) return undefined;
-  const handle = socketHandle(req);
-  return handle && { handle, length };
-}
-
-/**
- * Receives the body of `req` into the file: what Node has read of it
- * already is written first, the rest goes from socket to file in the kernel.
- * Node reads the socket no more meanwhile: its reads are stopped, and a read
- * it asks for is not started. Once the whole body is in the file, Node's
- * parser is moved past the part it did not see and Node gets the socket
- * back, so the connection serves the next request. If all of the body had
- * come already, or writing what had come fails, the kernel has taken
- * nothing: Node gets the socket back, and reads on (and drops what is left
- * of the body) as it would have. In any other case (a failed transfer, a
- * parser that cannot be moved on) the answer closes the connection.
- */
-function receiveInKernel(req: IncomingMessage, res: ServerResponse, { handle, length }: { handle: StreamHandle; length: number }): (fd: number) => Promise<Filled> {
-  return async (fd) => {
-    // The request's handler can run while Node's parser is inside a chunk
-    // that holds the head and the start of the body: it hands that start on
-    // once the handler has returned. On the next turn of the event loop no
-    // chunk is half parsed.
-    await new Promise((resolve) => setImmediate(resolve));
-    handle.reading = false;
-    handle.readStop();
-    handle.readStart = () => 0;
-    const giveBack = (): void => {
-      delete (handle as Partial<StreamHandle>).readStart;
-      // A paused socket starts reading when it is resumed, as any does.
-      if (req.socket.isPaused()) {
-        handle.reading = false;
-      } else {
-        handle.reading = true;
-        handle.readStart();
-      }
-    };
-    let written = 0;
-    try {
-      // Node's parser hands the body on as it reads it, so all of it that
-      // Node has read waits in the request's buffer.
-      for (let chunk: Buffer | null; (chunk = req.read() as Buffer | null) !== null; ) {
-        for (let done = 0; done < chunk.length; ) {
-          const n = writeSync(fd, chunk, done, chunk.length - done, written + done);
-          if (n === 0) throw tookNothing();
-          done += n;
-        }
-        written += chunk.length;
-      }
-    } catch (err) {
-      giveBack();
-      return { written, failure: err };
-    }
-    if (written >= length) {
-      // All of it had come: Node has seen the whole request.
-      giveBack();
-      return { written };
-    }
-    const unseen = length - written;
-    return new Promise<Filled>((resolve) => {
-      const socket = req.socket;
-      const onClose = (): void => {
-        native.cancelTransfer(receiver);
-        resolve({ written, failure: new HttpError(400, 'the connection closed before the request body had arrived') });
-      };
-      let receiver: TransferHandle;
-      try {
-        receiver = native.receiveToFile(handle.fd, fd, written, unseen, (code, moved, side) => {
-          socket.off('close', onClose);
-          written += moved;
-          // A connection whose parser still waits for the body cannot go on.
-          if (code === null && skipBodyInParser(req, unseen)) giveBack();
-          else res.setHeader('Connection', 'close');
-          if (code === null) resolve({ written });
-          else if (side === 'file') resolve({ written, failure: Object.assign(new Error(`write failed: ${code}`), { code }) });
-          else resolve({ written, failure: new HttpError(400, code === 'EOF' ? `the request body ended after ${written} of ${length} bytes` : `the request body could not be read: ${code}`) });
-        });
-      } catch (err) {
-        res.setHeader('Connection', 'close');
-        resolve({ written, failure: err });
-        return;
-      }
-      socket.once('close', onClose);
-    });
-  };
 }
 
 function decodedBody(req: IncomingMessage): Readable {
   const encoding = (req.headers['content-encoding'] ?? 'identity').toLowerCase();
   if (encoding === 'identity') return req;
   if (encoding === 'gzip') return req.pipe(createGunzip());
-  throw new HttpError(400, `content-encoding '${encoding}' is not supported (use gzip or none)`);
+  throw new EnvdRouteError(400, `content-encoding '${encoding}' is not supported (use gzip or none)`);
 }
 
 function multipart(req: IncomingMessage, body: Readable, params: URLSearchParams, user: User, metadata: Record<string, string> | undefined) {
@@ -614,7 +405,7 @@ function multipart(req: IncomingMessage, body: Readable, params: URLSearchParams
     try {
       parser = Busboy({ headers: req.headers, preservePath: true });
     } catch (err) {
-      reject(new HttpError(400, `malformed multipart request: ${(err as Error).message}`));
+      reject(new EnvdRouteError(400, `malformed multipart request: ${(err as Error).message}`));
       return;
     }
     const pathParam = params.get('path');
@@ -630,9 +421,9 @@ function multipart(req: IncomingMessage, body: Readable, params: URLSearchParams
       files += 1;
       let target: string | undefined;
       if (pathParam && files === 1) target = pathParam;
-      else if (pathParam) failed = new HttpError(400, "several files were sent with one 'path'; omit 'path' and give each part its target path as filename");
+      else if (pathParam) failed = new EnvdRouteError(400, "several files were sent with one 'path'; omit 'path' and give each part its target path as filename");
       else if (info.filename) target = info.filename;
-      else failed = new HttpError(400, `file part ${files} has no filename and the request has no 'path'`);
+      else failed = new EnvdRouteError(400, `file part ${files} has no filename and the request has no 'path'`);
       if (failed || !target) {
         stream.resume();
         return;
@@ -651,7 +442,7 @@ function multipart(req: IncomingMessage, body: Readable, params: URLSearchParams
       );
     });
     parser.on('error', (err: Error) => {
-      failed ??= new HttpError(400, `malformed multipart request: ${err.message}`);
+      failed ??= new EnvdRouteError(400, `malformed multipart request: ${err.message}`);
       body.unpipe(parser);
       body.resume();
       chain.then(() => reject(failed));
@@ -659,12 +450,12 @@ function multipart(req: IncomingMessage, body: Readable, params: URLSearchParams
     parser.on('close', () => {
       chain.then(() => {
         if (failed) reject(failed);
-        else if (written.length === 0) reject(new HttpError(400, "the multipart request has no part named 'file'"));
+        else if (written.length === 0) reject(new EnvdRouteError(400, "the multipart request has no part named 'file'"));
         else resolve(written);
       });
     });
     body.on('error', (err) => {
-      failed ??= (err as NodeJS.ErrnoException).code === 'Z_DATA_ERROR' ? new HttpError(400, 'the request body is not valid gzip') : err;
+      failed ??= (err as NodeJS.ErrnoException).code === 'Z_DATA_ERROR' ? new EnvdRouteError(400, 'the request body is not valid gzip') : err;
       parser.destroy(err);
     });
     body.pipe(parser);
@@ -681,9 +472,7 @@ export async function postFile(req: IncomingMessage, res: ServerResponse, params
       written = await multipart(req, body, params, user, metadata);
     } else {
       const target = resolveUserPath(requirePath(params), user);
-      const kernel = body === req ? kernelReceivable(req) : undefined;
-      const fill = kernel ? receiveInKernel(req, res, kernel) : pourInto(body);
-      written = [await writeOne(target, user, metadata, fill, () => body.resume())];
+      written = [await writeOne(target, user, metadata, pourInto(body), () => body.resume())];
     }
   } catch (err) {
     // What is left of the request is read and dropped, so that the answer

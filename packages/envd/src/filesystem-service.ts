@@ -16,7 +16,7 @@ import {
 import { basicAuthUser } from './auth.js';
 import { entryInfo } from './entry-info.js';
 import { fsConnectError } from './errors.js';
-import { EventQueue } from './event-queue.js';
+import { EventQueue, untilAborted } from './event-queue.js';
 import { makeDirs, removeTree } from './fs-ops.js';
 import { keepaliveIntervalMs } from './headers.js';
 import { resolveUserPath } from './paths.js';
@@ -185,13 +185,9 @@ export function filesystemService(state: EnvdState): ServiceImpl<typeof Filesyst
       queue.keepalive(keepaliveIntervalMs(ctx.requestHeader), () =>
         create(WatchDirResponseSchema, { event: { case: 'keepalive', value: {} } }),
       );
-      const stop = () => queue.close();
-      ctx.signal.addEventListener('abort', stop);
       try {
-        yield* queue;
+        yield* untilAborted(queue, ctx.signal);
       } finally {
-        ctx.signal.removeEventListener('abort', stop);
-        queue.close();
         watch.close();
       }
     },

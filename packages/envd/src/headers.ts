@@ -1,16 +1,7 @@
 // Request headers shared by the RPC services.
 
-/**
- * What the services read of a call's headers. Connect hands them a WHATWG
- * `Headers`; envd's own process stream reads Node's headers directly, as
- * building a `Headers` would load Node's fetch (see main.ts).
- */
-export interface HeaderReader {
-  get(name: string): string | null;
-}
-
 /** The keepalive interval a stream's client asked for, in ms (0 = none). */
-export function keepaliveIntervalMs(headers: HeaderReader): number {
+export function keepaliveIntervalMs(headers: Headers): number {
   const raw = headers.get('keepalive-ping-interval');
   if (!raw) return 0;
   const seconds = Number(raw);

@@ -7,6 +7,7 @@
 //                      [--access-token TOKEN]
 //                      [--default-user NAME] [--default-workdir DIR]
 //                      [--passwd-file PATH] [--group-file PATH]
+//                      [--sendfile on|off]
 // First: protobuf-es looks Uint8Array.prototype.toBase64 up when it loads.
 import './base64.js';
 import { chmodSync, rmSync } from 'node:fs';
@@ -33,12 +34,13 @@ export type CodeCacheStatus = 'accepted' | 'rejected' | 'none' | 'unreadable';
 const usage = `usage: envd [--port N] [--host ADDR] [--socket PATH] [--tunnel-socket PATH]
             [--listen-fd N] [--tunnel-fd N]
             [--access-token TOKEN] [--default-user NAME] [--default-workdir DIR]
-            [--passwd-file PATH] [--group-file PATH] [--version]
+            [--passwd-file PATH] [--group-file PATH] [--sendfile on|off] [--version]
 Serves the filesystem and process APIs of the sandbox it runs in. With none of
 --port, --socket and --listen-fd it listens on 127.0.0.1:49983. --listen-fd and
 --tunnel-fd take listening sockets inherited from whoever started envd (the
 runtime makes them outside the sandbox). The access token may also come from
-the environment variable PADDOCK_ENVD_ACCESS_TOKEN or later from POST /init.`;
+the environment variable PADDOCK_ENVD_ACCESS_TOKEN or later from POST /init.
+--sendfile off sends downloads through Node's streams instead of sendfile(2).`;
 
 function fail(message: string): never {
   process.stderr.write(`envd: ${message}\n${usage}\n`);
@@ -59,6 +61,7 @@ function parse() {
       'default-workdir': { type: 'string' },
       'passwd-file': { type: 'string' },
       'group-file': { type: 'string' },
+      sendfile: { type: 'string', default: 'on' },
       version: { type: 'boolean' },
       help: { type: 'boolean' },
     },
@@ -94,6 +97,7 @@ function options() {
     if (!Number.isInteger(n) || n < 3) fail(`--${name} '${raw}' is not an inherited descriptor (3 or more)`);
     return n;
   };
+  if (args.sendfile !== 'on' && args.sendfile !== 'off') fail(`--sendfile '${args.sendfile}' must be on or off`);
   return { ...args, port, listenFd: fd('listen-fd'), tunnelFd: fd('tunnel-fd') };
 }
 
@@ -152,9 +156,6 @@ function listen(server: Server, target: ListenTarget, socketFiles: string[]): Pr
   });
 }
 
-/** How long after `ready` Node's fetch (for `Headers`) is loaded. */
-const HEADERS_PRELOAD_MS = 1000;
-
 /** Starts envd as its command line says; `codeCache` is reported in the `ready` line. */
 export function main({ codeCache, codeCacheError }: { codeCache: CodeCacheStatus; codeCacheError?: string }): void {
   // A bug in one request must not take the whole sandbox down with it.
@@ -176,6 +177,7 @@ async function serve(args: ReturnType<typeof options>, codeCache: CodeCacheStatu
     defaultWorkdir: args['default-workdir'],
     passwdFile: args['passwd-file'],
     groupFile: args['group-file'],
+    sendfile: args.sendfile === 'on',
   });
   const handler = (req: IncomingMessage, res: ServerResponse) => envd.handle(req, res);
   const http1 = createHttp1Server({ requestTimeout: 0, headersTimeout: 60_000, keepAliveTimeout: 65_000 }, handler);
@@ -224,12 +226,11 @@ async function serve(args: ReturnType<typeof options>, codeCache: CodeCacheStatu
     log.warn('cannot read the code cache of envd.cjs, so this start compiled it', { error: codeCacheError });
   }
   // Connect turns every request's headers into a WHATWG `Headers`, a class
-  // Node loads (with the rest of its bundled fetch) on first use: ~25 ms.
-  // Paid before `ready` it delayed every new sandbox by that much, and the
-  // first command (a binary Start, served by process-stream.ts) does not
-  // need it. It is loaded a second after, when a new sandbox has run that
-  // command and a pooled one waits for its first.
-  setTimeout(() => void globalThis.Headers, HEADERS_PRELOAD_MS).unref();
+  // Node loads (with the rest of its bundled fetch) on first use, which takes
+  // long. Loaded before `ready` it would delay every new sandbox; loaded
+  // here, just after, it fills the time the runtime and the client take to
+  // send the first call.
+  setImmediate(() => void globalThis.Headers);
   const stopReaper = startReaper((pid) => envd.processes.has(pid) || PipedChild.owns(pid));
 
   let stopping = false;

@@ -1,7 +1,7 @@
 // User metadata of uploaded files, kept as extended attributes
 // `user.e2b.{key}` so that it travels with the file.
 import { native } from './native.js';
-import { HttpError } from './errors.js';
+import { EnvdRouteError } from './errors.js';
 import { METADATA_HEADER_PREFIX, metadataProblem } from '@paddock/protocol';
 
 const PREFIX = 'user.e2b.';
@@ -28,7 +28,7 @@ export function metadataFromHeaders(headers: Record<string, string | string[] | 
   }
   if (entries.length === 0) return undefined;
   const problem = metadataProblem(entries);
-  if (problem) throw new HttpError(400, problem);
+  if (problem) throw new EnvdRouteError(400, problem);
   return Object.fromEntries(entries);
 }
 

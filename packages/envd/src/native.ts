@@ -18,7 +18,7 @@ export type InotifyHandle = { readonly [inotifyHandle]: true };
 declare const transferHandle: unique symbol;
 export type TransferHandle = { readonly [transferHandle]: true };
 
-/** How a transfer between a socket and a file ended: code null when every byte moved. */
+/** How a transfer from a file to a socket ended: code null when every byte went. */
 export type TransferDone = (code: string | null, moved: number, side: 'socket' | 'file' | null) => void;
 
 export interface EnvdNative {
@@ -49,18 +49,11 @@ export interface EnvdNative {
   /** Collects child `pid` if it ended: [exit code or -1, signal number or 0]; null while it runs. */
   waitStatus(pid: number): [code: number, signal: number] | null;
   /**
-   * Moves exactly `length` bytes from socket `sockFd` into file `fileFd`
-   * from `offset`, in the kernel. `done` is called once, on a later turn of
-   * the event loop, with the bytes written: code null when all arrived and
-   * were written, else 'EOF' (the socket ended first) or an errno name, and
-   * the side that failed. After a failed write the rest of the body is still
-   * read, and dropped. Throws an errno error when it cannot start.
-   */
-  receiveToFile(sockFd: number, fileFd: number, offset: number, length: number, done: TransferDone): TransferHandle;
-  /**
    * Sends `length` bytes of file `fileFd` from `offset` to socket `sockFd`,
-   * in the kernel. `done` as for receiveToFile, with the bytes sent; 'EOF'
-   * with side 'file' when the file ended first.
+   * in the kernel. `done` is called once, on a later turn of the event loop,
+   * with the bytes sent: code null when all went, else 'EOF' with side
+   * 'file' when the file ended first, or an errno name and the side that
+   * failed. Throws an errno error when it cannot start.
    */
   sendFromFile(sockFd: number, fileFd: number, offset: number, length: number, done: TransferDone): TransferHandle;
   /** Stops a transfer; its `done` is not called. */

@@ -97,11 +97,11 @@ function outputOf(ev: ProcessEvent): Output | undefined {
 }
 
 /**
- * The output of a run of events (see EventQueue.runs): its stream and its
- * chunks in order; undefined when the run is not output. The joiner below
+ * The output of a run of events the joiner below took together: its stream
+ * and its chunks in order; undefined when the run is not output. The joiner
  * puts only output of one stream into a run.
  */
-export function outputRun(run: readonly ProcessEvent[]): { stream: Output['stream']; chunks: Uint8Array[] } | undefined {
+function outputRun(run: readonly ProcessEvent[]): { stream: Output['stream']; chunks: Uint8Array[] } | undefined {
   const first = run[0] && outputOf(run[0]);
   if (!first) return undefined;
   const chunks = run.map((ev) => {

@@ -1,22 +1,24 @@
-// envd's request handling: the Connect services and the plain HTTP routes
-// on one Node HTTP handler.
+// envd's request handling: the Connect services through connect-node's
+// handler, and the plain HTTP routes behind it, on one Node HTTP handler.
 import { Code, ConnectError, type Interceptor } from '@connectrpc/connect';
 import { connectNodeAdapter } from '@connectrpc/connect-node';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Filesystem, Process } from '@paddock/models';
-import { basicAuthUser, checkFileSignature, secretsEqual, type FileOperation } from './auth.js';
-import { HttpError } from './errors.js';
+import { basicAuthUser, checkAccess, type FileOperation } from './auth.js';
+import { EnvdRouteError } from './errors.js';
 import { readRequestBody } from './request-body.js';
 import { getFile, postFile } from './files.js';
 import { filesystemService } from './filesystem-service.js';
 import { log } from './log.js';
 import { MetricsSampler } from './metrics.js';
 import { ProcessManager } from './process-manager.js';
-import { processCalls, processService } from './process-service.js';
-import { serveProcessStream, servesDirectly } from './process-stream.js';
+import { processService } from './process-service.js';
 import { EnvdState, type EnvdConfig } from './state.js';
 
 const MAX_INIT_BODY = 1024 * 1024;
+
+/** Start and Connect requests are a few fields; anything near this is not one. */
+const MAX_PROCESS_STREAM_REQUEST = 4 * 1024 * 1024;
 
 export interface Envd {
   handle(req: IncomingMessage, res: ServerResponse): void;
@@ -41,20 +43,20 @@ function sendError(res: ServerResponse, status: number, message: string): void {
 }
 
 async function readJson(req: IncomingMessage): Promise<unknown> {
-  const body = await readRequestBody(req, MAX_INIT_BODY, () => new HttpError(413, `request body is larger than ${MAX_INIT_BODY} bytes`));
+  const body = await readRequestBody(req, MAX_INIT_BODY, () => new EnvdRouteError(413, `request body is larger than ${MAX_INIT_BODY} bytes`));
   const text = body.toString('utf8').trim();
   if (!text) return {};
   try {
     return JSON.parse(text);
   } catch {
-    throw new HttpError(400, 'request body is not valid JSON');
+    throw new EnvdRouteError(400, 'request body is not valid JSON');
   }
 }
 
 function optionalString(body: Record<string, unknown>, key: string): string | undefined {
   const v = body[key];
   if (v === undefined || v === null) return undefined;
-  if (typeof v !== 'string') throw new HttpError(400, `field '${key}' must be a string`);
+  if (typeof v !== 'string') throw new EnvdRouteError(400, `field '${key}' must be a string`);
   return v;
 }
 
@@ -62,56 +64,48 @@ export function createEnvd(config: EnvdConfig = {}): Envd {
   const state = new EnvdState(config);
   const processes = new ProcessManager();
   const sampler = new MetricsSampler();
-  const calls = processCalls(state, processes);
+  const downloads = { sendfile: config.sendfile ?? true };
 
   const requireToken: Interceptor = (next) => async (req) => {
-    if (state.accessToken !== undefined && !secretsEqual(req.header.get('x-access-token'), state.accessToken)) {
-      throw new ConnectError('missing or invalid access token', Code.Unauthenticated);
-    }
+    const check = checkAccess(state.accessToken, req.header.get('x-access-token'));
+    if (!check.ok) throw new ConnectError(check.reason, Code.Unauthenticated);
     return next(req);
   };
 
-  const rpc = connectNodeAdapter({
-    routes(router) {
-      router.service(Filesystem, filesystemService(state));
-      router.service(Process, processService(calls, processes));
-    },
-    interceptors: [requireToken],
-    jsonOptions: { ignoreUnknownFields: true },
-    // Clients of E2B's protocol reject compressed stream frames.
-    acceptCompression: [],
-    grpc: false,
-    grpcWeb: false,
-    connect: true,
-  });
-
-  function tokenOk(req: IncomingMessage): boolean {
-    if (state.accessToken === undefined) return true;
-    const header = req.headers['x-access-token'];
-    return secretsEqual(Array.isArray(header) ? header[0] : header, state.accessToken);
-  }
-
-  function authorizeFiles(req: IncomingMessage, params: URLSearchParams, op: FileOperation): void {
-    if (tokenOk(req)) return;
-    if (state.accessToken !== undefined && params.has('signature')) {
-      const check = checkFileSignature(params, op, state.accessToken);
-      if (check.ok) return;
-      throw new HttpError(401, check.reason);
+  // connect answers a binary request message that does not decode with
+  // `internal`, the code it gives a response that does not; a request's is
+  // the client's error, as JSON that does not parse already is. It is seen
+  // here for the streaming calls, whose messages are decoded as the call
+  // reads them; a unary call's is decoded before any interceptor runs.
+  const undecodableIsInvalid: Interceptor = (next) => async (req) => {
+    try {
+      return await next(req);
+    } catch (err) {
+      if (err instanceof ConnectError && err.code === Code.Internal && err.rawMessage.startsWith('parse binary:')) {
+        throw new ConnectError(`the request is not a valid ${req.method.input.typeName}: ${err.rawMessage}`, Code.InvalidArgument);
+      }
+      throw err;
     }
-    throw new HttpError(401, 'missing or invalid access token');
+  };
+
+  /** Lets a request to an HTTP route in, or throws the 401 that says why not. */
+  function authorizeRoute(req: IncomingMessage, signedFile?: { params: URLSearchParams; op: FileOperation }): void {
+    const header = req.headers['x-access-token'];
+    const check = checkAccess(state.accessToken, Array.isArray(header) ? header[0] : header, signedFile);
+    if (!check.ok) throw new EnvdRouteError(401, check.reason);
   }
 
   async function init(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const body = await readJson(req);
     if (typeof body !== 'object' || body === null || Array.isArray(body)) {
-      throw new HttpError(400, 'request body must be a JSON object');
+      throw new EnvdRouteError(400, 'request body must be a JSON object');
     }
     const b = body as Record<string, unknown>;
     const envVars = b.envVars;
     if (envVars !== undefined && envVars !== null) {
-      if (typeof envVars !== 'object' || Array.isArray(envVars)) throw new HttpError(400, "field 'envVars' must be an object of strings");
+      if (typeof envVars !== 'object' || Array.isArray(envVars)) throw new EnvdRouteError(400, "field 'envVars' must be an object of strings");
       for (const [k, v] of Object.entries(envVars)) {
-        if (typeof v !== 'string') throw new HttpError(400, `envVars['${k}'] must be a string`);
+        if (typeof v !== 'string') throw new EnvdRouteError(400, `envVars['${k}'] must be a string`);
       }
     }
     const accessToken = optionalString(b, 'accessToken');
@@ -122,7 +116,7 @@ export function createEnvd(config: EnvdConfig = {}): Envd {
     // a Paddock sandbox is a container that shares the host's clock, so
     // setting it would change the time for the host and every sandbox on it.
     optionalString(b, 'timestamp');
-    if (defaultUser && !state.users.lookup(defaultUser)) throw new HttpError(400, `defaultUser '${defaultUser}' does not exist`);
+    if (defaultUser && !state.users.lookup(defaultUser)) throw new EnvdRouteError(400, `defaultUser '${defaultUser}' does not exist`);
     for (const [k, v] of Object.entries((envVars as Record<string, string> | undefined) ?? {})) state.envVars.set(k, v);
     if (accessToken) state.accessToken = accessToken;
     if (defaultUser) state.defaultUser = defaultUser;
@@ -136,7 +130,7 @@ export function createEnvd(config: EnvdConfig = {}): Envd {
     const allow = (...methods: string[]) => {
       if (!methods.includes(method)) {
         res.setHeader('Allow', methods.join(', '));
-        throw new HttpError(405, `${method} is not allowed on ${url.pathname}; use ${methods.join(' or ')}`);
+        throw new EnvdRouteError(405, `${method} is not allowed on ${url.pathname}; use ${methods.join(' or ')}`);
       }
     };
     switch (url.pathname) {
@@ -147,9 +141,9 @@ export function createEnvd(config: EnvdConfig = {}): Envd {
       case '/files': {
         allow('GET', 'POST');
         const op: FileOperation = method === 'GET' ? 'read' : 'write';
-        authorizeFiles(req, url.searchParams, op);
+        authorizeRoute(req, { params: url.searchParams, op });
         const user = state.httpUser(url.searchParams.get('username') || basicAuthUser(req.headers.authorization));
-        await (op === 'read' ? getFile(req, res, url.searchParams, user) : postFile(req, res, url.searchParams, user));
+        await (op === 'read' ? getFile(req, res, url.searchParams, user, downloads) : postFile(req, res, url.searchParams, user));
         return;
       }
       case '/metrics':
@@ -157,9 +151,9 @@ export function createEnvd(config: EnvdConfig = {}): Envd {
       case '/init':
         break;
       default:
-        throw new HttpError(404, `no route for ${method} ${url.pathname}`);
+        throw new EnvdRouteError(404, `no route for ${method} ${url.pathname}`);
     }
-    if (!tokenOk(req)) throw new HttpError(401, 'missing or invalid access token');
+    authorizeRoute(req);
     if (url.pathname === '/metrics') {
       allow('GET');
       sendJson(res, 200, sampler.sample());
@@ -172,23 +166,9 @@ export function createEnvd(config: EnvdConfig = {}): Envd {
     }
   }
 
-  function handle(req: IncomingMessage, res: ServerResponse): void {
-    const path = (req.url ?? '/').split('?')[0]!;
-    const format = path === '/process.Process/Start' || path === '/process.Process/Connect' ? servesDirectly(req) : undefined;
-    if (format) {
-      const method = path === '/process.Process/Start' ? 'start' : 'connect';
-      serveProcessStream(req, res, method, calls, tokenOk(req), format).catch((err: unknown) => {
-        log.error('request failed', { method: req.method, url: req.url, error: String(err) });
-        res.destroy();
-      });
-      return;
-    }
-    if (path.startsWith('/filesystem.Filesystem/') || path.startsWith('/process.Process/')) {
-      rpc(req, res);
-      return;
-    }
+  function serveRoute(req: IncomingMessage, res: ServerResponse): void {
     route(req, res).catch((err: unknown) => {
-      if (err instanceof HttpError) {
+      if (err instanceof EnvdRouteError) {
         sendError(res, err.status, err.message);
         return;
       }
@@ -196,6 +176,29 @@ export function createEnvd(config: EnvdConfig = {}): Envd {
       sendError(res, 500, `internal error: ${err instanceof Error ? err.message : String(err)}`);
     });
   }
+
+  // What each handler is given; the router merges a handler's own options
+  // over these, except the choice of protocols, which each must repeat.
+  const protocols = { grpc: false, grpcWeb: false, connect: true } as const;
+  const processImpl = processService(state, processes);
+  const handle = connectNodeAdapter({
+    routes(router) {
+      router.service(Filesystem, filesystemService(state));
+      router.service(Process, processImpl);
+      // Registered again with a limit of their own, in place of the service's handlers.
+      const limited = { ...protocols, readMaxBytes: MAX_PROCESS_STREAM_REQUEST };
+      router.rpc(Process.method.start, processImpl.start, limited);
+      router.rpc(Process.method.connect, processImpl.connect, limited);
+    },
+    ...protocols,
+    interceptors: [requireToken, undecodableIsInvalid],
+    jsonOptions: { ignoreUnknownFields: true },
+    // Clients of E2B's protocol reject compressed stream frames.
+    acceptCompression: [],
+    // Any path that is not an RPC. An h2c request has all that the routes
+    // read of one (main.ts hands both kinds to this handler).
+    fallback: (req, res) => serveRoute(req as IncomingMessage, res as ServerResponse),
+  });
 
   return { handle, state, processes, shutdown: () => processes.shutdown() };
 }

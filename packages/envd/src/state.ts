@@ -1,7 +1,7 @@
 // What /init and the command line configure: the access token, sandbox-wide
 // environment variables, the default user and working directory.
 import { Code, ConnectError } from '@connectrpc/connect';
-import { HttpError } from './errors.js';
+import { EnvdRouteError } from './errors.js';
 import { UserDb, type User } from './users.js';
 
 export interface EnvdConfig {
@@ -11,6 +11,8 @@ export interface EnvdConfig {
   envVars?: Record<string, string>;
   passwdFile?: string;
   groupFile?: string;
+  /** Whether downloads may be sent by the kernel (sendfile.ts); on unless false. */
+  sendfile?: boolean;
 }
 
 export class EnvdState {
@@ -46,7 +48,7 @@ export class EnvdState {
   /** For HTTP routes: an unknown user is 401, as E2B's envd answers. */
   httpUser(name: string | undefined): User {
     const { name: n, user } = this.pick(name);
-    if (!user) throw new HttpError(401, `user '${n}' does not exist`);
+    if (!user) throw new EnvdRouteError(401, `user '${n}' does not exist`);
     return user;
   }
 }

@@ -1,13 +1,11 @@
 // The pure pieces of envd, without a running daemon.
 import { createHash } from 'node:crypto';
 import { lstatSync, mkdtempSync, writeFileSync, chmodSync, rmSync } from 'node:fs';
-import type { IncomingMessage } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { basicAuthUser, checkFileSignature, fileSignature, secretsEqual } from '../src/auth.js';
+import { basicAuthUser, checkAccess, checkFileSignature, fileSignature, secretsEqual } from '../src/auth.js';
 import { permissionString } from '../src/entry-info.js';
 import { EventQueue, HIGH_WATER_BYTES, MAX_JOINED_BYTES, type Joiner } from '../src/event-queue.js';
-import { skipBodyInParser } from '../src/http-parser.js';
 import { metadataFromHeaders } from '../src/metadata.js';
 import { resolveUserPath } from '../src/paths.js';
 import { UserDb } from '../src/users.js';
@@ -35,6 +33,24 @@ describe('signatures', () => {
       ok: false,
       reason: "signature_expiration 'soon' is not a unix time in seconds",
     });
+  });
+
+  test('one check lets a request in: no token set, the token, or for /files a valid signature', () => {
+    const q = (o: Record<string, string>) => new URLSearchParams(o);
+    const refused = { ok: false, reason: 'missing or invalid access token' };
+    expect(checkAccess(undefined, null)).toEqual({ ok: true });
+    expect(checkAccess('t', 't')).toEqual({ ok: true });
+    expect(checkAccess('t', 'T')).toEqual(refused);
+    expect(checkAccess('t', undefined)).toEqual(refused);
+    const sig = fileSignature('p', 'read', 'user', 't');
+    const signed = q({ path: 'p', username: 'user', signature: sig });
+    expect(checkAccess('t', null, { params: signed, op: 'read' })).toEqual({ ok: true });
+    expect(checkAccess('t', null, { params: signed, op: 'write' })).toEqual({ ok: false, reason: 'invalid signature' });
+    // A signature does not stand in for the token where no file operation is named.
+    expect(checkAccess('t', null)).toEqual(refused);
+    expect(checkAccess('t', null, { params: q({ path: 'p' }), op: 'read' })).toEqual(refused);
+    // The token is enough whatever the signature says.
+    expect(checkAccess('t', 't', { params: q({ signature: 'forged' }), op: 'read' })).toEqual({ ok: true });
   });
 
   test('secrets compare equal only when identical, whatever the lengths', () => {
@@ -171,34 +187,32 @@ describe('event queue', () => {
     expect(q.bytes).toBe(0);
   });
 
-  test('runs are the items the joiner would join, left apart; the drain is counted the same', async () => {
+  test('joined items count as drained once taken', async () => {
     const joiner: Joiner<string> = {
       joinable: (first, next) => first[0] === next[0],
-      join: () => {
-        throw new Error('runs do not join');
-      },
+      join: (values) => values.join(''),
     };
     const q = new EventQueue<string>(joiner);
     let drained = 0;
     q.onDrain = () => void drained++;
     for (const v of ['a1', 'a2', 'b1']) q.push(v, HIGH_WATER_BYTES / 2);
     expect(q.full).toBe(true);
-    const it = q.runs()[Symbol.asyncIterator]();
-    expect(await it.next()).toEqual({ value: ['a1', 'a2'], done: false });
+    const it = q[Symbol.asyncIterator]();
+    expect(await it.next()).toEqual({ value: 'a1a2', done: false });
     expect(drained).toBe(0); // half the mark still waits
-    expect(await it.next()).toEqual({ value: ['b1'], done: false });
+    expect(await it.next()).toEqual({ value: 'b1', done: false });
     expect(drained).toBe(1);
-    // An item pushed to a waiting reader is a run of its own.
+    // An item pushed to a waiting reader goes to it alone.
     const waiting = it.next();
     q.push('a3', 10);
-    expect(await waiting).toEqual({ value: ['a3'], done: false });
+    expect(await waiting).toEqual({ value: 'a3', done: false });
     q.close();
     expect(await it.next()).toEqual({ value: undefined, done: true });
   });
 
-  test('a reader waiting on runs gets the error the queue closes with, after what was queued', async () => {
+  test('a reader gets the error the queue closes with, after what was queued', async () => {
     const q = new EventQueue<string>();
-    const it = q.runs()[Symbol.asyncIterator]();
+    const it = q[Symbol.asyncIterator]();
     const waiting = it.next();
     q.close(new Error('gone'));
     await expect(waiting).rejects.toThrow('gone');
@@ -206,18 +220,18 @@ describe('event queue', () => {
     const q2 = new EventQueue<string>();
     q2.push('a', 1);
     q2.close(new Error('later'));
-    const it2 = q2.runs()[Symbol.asyncIterator]();
-    expect(await it2.next()).toEqual({ value: ['a'], done: false });
+    const it2 = q2[Symbol.asyncIterator]();
+    expect(await it2.next()).toEqual({ value: 'a', done: false });
     await expect(it2.next()).rejects.toThrow('later');
   });
 
-  test('a reader that stops reading runs drops what waits and closes the queue', async () => {
+  test('a reader that stops reading drops what waits and closes the queue', async () => {
     const q = new EventQueue<string>();
     let closes = 0;
     q.onClose = () => void closes++;
     q.push('a', 100);
-    for await (const run of q.runs()) {
-      expect(run).toEqual(['a']);
+    for await (const item of q) {
+      expect(item).toBe('a');
       q.push('b', 100);
       break;
     }
@@ -236,53 +250,5 @@ describe('event queue', () => {
     q.close();
     expect(await pending).toEqual({ value: undefined, done: true });
     expect(closes).toBe(1);
-  });
-});
-
-describe("moving Node's HTTP parser past a body it did not read", () => {
-  // Stand-ins for Node's internals, which skipBodyInParser must not trust to be there.
-  const requestOn = (parser: unknown, complete = false) => ({ socket: { parser }, complete }) as unknown as IncomingMessage;
-
-  test('does nothing, and says so, without a parser or without a body callback on it', () => {
-    const calls: number[] = [];
-    const parser = { execute: (data: Uint8Array) => (calls.push(data.length), data.length), 3: function other() {} };
-    expect(skipBodyInParser(requestOn(undefined), 10)).toBe(false);
-    expect(skipBodyInParser(requestOn(null), 10)).toBe(false);
-    expect(skipBodyInParser(requestOn({}), 10)).toBe(false);
-    expect(skipBodyInParser(requestOn(parser), 10)).toBe(false);
-    expect(calls).toEqual([]);
-  });
-
-  test('feeds the length in pieces of at most 1 MiB with the body callback off, and puts it back', () => {
-    const seen: { length: number; callback: unknown }[] = [];
-    const parser: Record<string, unknown> = {
-      3: function parserOnBody() {},
-      execute(data: Uint8Array) {
-        seen.push({ length: data.length, callback: parser[3] });
-        return data.length;
-      },
-    };
-    const onBody = parser[3];
-    const req = requestOn(parser, true);
-    expect(skipBodyInParser(req, 2.5 * 1024 * 1024)).toBe(true);
-    expect(seen).toEqual([
-      { length: 1024 * 1024, callback: undefined },
-      { length: 1024 * 1024, callback: undefined },
-      { length: 512 * 1024, callback: undefined },
-    ]);
-    expect(parser[3]).toBe(onBody);
-  });
-
-  test('is false when the parser refuses the bytes, throws, or is not at the end of the request after them', () => {
-    const parserThat = (execute: (data: Uint8Array) => unknown) => ({ 3: function parserOnBody() {}, execute });
-    const refusing = parserThat(() => new Error('Parse Error'));
-    expect(skipBodyInParser(requestOn(refusing, true), 100)).toBe(false);
-    expect(refusing[3].name).toBe('parserOnBody');
-    const throwing = parserThat(() => {
-      throw new Error('inside');
-    });
-    expect(skipBodyInParser(requestOn(throwing, true), 100)).toBe(false);
-    expect(throwing[3].name).toBe('parserOnBody');
-    expect(skipBodyInParser(requestOn(parserThat((d) => d.length), false), 100)).toBe(false);
   });
 });
