@@ -487,7 +487,8 @@ describe.each([
       const text = await got.text();
       expect(text.length).toBeGreaterThan(0);
       if (file === '/proc/version') expect(text).toBe(readFileSync(file, 'utf8'));
-      else expect(text).toMatch(/^Name:\s+node/m);
+      // Node 24 names its main thread MainThread; older ones left it as node.
+      else expect(text).toMatch(/^Name:\s+(node|MainThread)$/m);
     }
     // Identity is acceptable unless refused; refused, the text comes gzipped.
     const zipped = await fetch(url('/files', { path: '/proc/version' }), { headers: { ...auth(), 'accept-encoding': 'gzip, identity;q=0' } });
