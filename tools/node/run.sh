@@ -10,7 +10,7 @@
 #
 # Sourced (`. tools/node/run.sh`) it only sets PATH and npm_config_nodedir.
 
-PADDOCK_NODE_VERSION=24.21.0
+PADDOCK_NODE_VERSION=22.23.3
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 
 paddock_node_dir() {
@@ -53,7 +53,8 @@ export PADDOCK_NODE
 # When run (not sourced): rebuild native addons an older node installed, then run the command.
 if [ "${BASH_SOURCE[0]}" = "$0" ]; then
   set -euo pipefail
-  if [ -d "$root/node_modules/better-sqlite3" ] && ! (cd "$root" && node -e "new (require('better-sqlite3'))(':memory:').close()" 2>/dev/null); then
+  # The server's SQLite addon stands for all of them: loading it fails when another node built it.
+  if [ -d "$root/node_modules" ] && ! (cd "$root/packages/server" && node -e "new (require('better-sqlite3'))(':memory:').close()" 2>/dev/null); then
     echo "[paddock] native modules were built for another Node.js; rebuilding them for $(node -v)" >&2
     (cd "$root" && npm rebuild --no-audit --no-fund >/dev/null)
   fi

@@ -102,9 +102,9 @@ export async function runDoctor(opts: DoctorOptions): Promise<Check[]> {
 
   const major = Number(process.versions.node.split('.')[0]);
   checks.push(
-    major >= 24
+    major >= 22
       ? { name: 'node', ok: true, detail: `Node.js ${process.versions.node}` }
-      : { name: 'node', ok: false, detail: `Node.js ${process.versions.node}`, fix: 'run Paddock with Node.js 24: `npm start` in the repository brings it (tools/node/run.sh)' },
+      : { name: 'node', ok: false, detail: `Node.js ${process.versions.node}`, fix: 'run Paddock with Node.js 22: `npm start` in the repository brings it (tools/node/run.sh)' },
   );
 
   const root = process.getuid?.() === 0;

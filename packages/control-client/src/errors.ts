@@ -1,21 +1,10 @@
+import { errorKindOf, failureOf, type ErrorKind } from '@paddock/protocol';
+
 /**
  * What went wrong with a control API call. HTTP answers are classified by
  * status; the other kinds are failures with no usable answer.
  */
-export type ControlErrorKind =
-  | 'bad_request' // 400
-  | 'unauthorized' // 401
-  | 'forbidden' // 403
-  | 'not_found' // 404
-  | 'conflict' // 409
-  | 'rate_limited' // 429
-  | 'unavailable' // 502, 503, 504
-  | 'server' // any other 5xx
-  | 'http' // any other non-2xx status
-  | 'invalid_response' // a 2xx whose body is not what the operation returns
-  | 'timeout' // requestTimeoutMs elapsed
-  | 'aborted' // the caller's AbortSignal fired
-  | 'network'; // no answer: connection refused, reset, DNS failure…
+export type ControlErrorKind = ErrorKind;
 
 export interface ControlApiErrorDetails {
   kind: ControlErrorKind;
@@ -68,29 +57,6 @@ export class ControlApiError extends Error {
   }
 }
 
-export function kindOfStatus(status: number): ControlErrorKind {
-  switch (status) {
-    case 400:
-      return 'bad_request';
-    case 401:
-      return 'unauthorized';
-    case 403:
-      return 'forbidden';
-    case 404:
-      return 'not_found';
-    case 409:
-      return 'conflict';
-    case 429:
-      return 'rate_limited';
-    case 502:
-    case 503:
-    case 504:
-      return 'unavailable';
-    default:
-      return status >= 500 ? 'server' : 'http';
-  }
-}
-
 /** Integer seconds of a `Retry-After` header; an HTTP-date is ignored. */
 export function retryAfterSeconds(headers: Headers): number | undefined {
   const value = headers.get('retry-after')?.trim();
@@ -122,7 +88,7 @@ export function errorFromResponse(method: string, path: string, response: Respon
   const statusText = response.statusText ? ` ${response.statusText}` : '';
   const detail = serverMessage ?? `empty body${statusText ? ` (${statusText.trim()})` : ''}`;
   return new ControlApiError(`${method} ${path} failed with ${response.status}: ${detail}`, {
-    kind: kindOfStatus(response.status),
+    kind: errorKindOf(response.status),
     method,
     path,
     status: response.status,
@@ -140,59 +106,6 @@ export function errorFromResponse(method: string, path: string, response: Respon
  */
 export function errorFromFailure(method: string, path: string, err: unknown, callerAborted: boolean): ControlApiError {
   if (err instanceof ControlApiError) return err;
-  const name = asErrorLike(err)?.name;
-  let kind: ControlErrorKind;
-  let what: string;
-  if (callerAborted) {
-    kind = 'aborted';
-    what = 'was aborted by the caller';
-  } else if (name === 'TimeoutError') {
-    kind = 'timeout';
-    what = 'timed out';
-  } else if (name === 'SyntaxError') {
-    kind = 'invalid_response';
-    what = 'got a body that is not valid JSON';
-  } else {
-    kind = 'network';
-    what = `failed: ${describeFailure(err)}`;
-  }
+  const { kind, what } = failureOf(err, callerAborted);
   return new ControlApiError(`${method} ${path} ${what}`, { kind, method, path, cause: err });
-}
-
-/** undici hides the socket error behind "fetch failed"; show the cause chain. */
-function describeFailure(err: unknown): string {
-  const parts: string[] = [];
-  for (let e: unknown = err, depth = 0; e !== undefined && e !== null && depth < 5; depth++) {
-    const like = asErrorLike(e);
-    if (!like) {
-      parts.push(String(e));
-      break;
-    }
-    parts.push(like.code !== undefined ? `${like.message} (${like.code})` : like.message);
-    e = like.cause;
-  }
-  return parts.join(': ') || 'unknown error';
-}
-
-export interface ErrorLike {
-  name: string;
-  message: string;
-  code: string | undefined;
-  cause: unknown;
-}
-
-/**
- * Reads an error by shape: errors raised inside Node's fetch can come from
- * another realm (a VM context, a test runner), where `instanceof Error` fails.
- */
-export function asErrorLike(value: unknown): ErrorLike | undefined {
-  if (typeof value !== 'object' || value === null) return undefined;
-  const { name, message, code, cause } = value as Record<string, unknown>;
-  if (typeof message !== 'string') return undefined;
-  return {
-    name: typeof name === 'string' ? name : 'Error',
-    message,
-    code: typeof code === 'string' ? code : undefined,
-    cause,
-  };
 }

@@ -1,4 +1,5 @@
-import { asErrorLike, retryAfterSeconds } from './errors.js';
+import { asErrorLike } from '@paddock/protocol';
+import { retryAfterSeconds } from './errors.js';
 
 /** When and how often a failed request is sent again. */
 export interface RetryPolicy {

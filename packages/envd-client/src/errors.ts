@@ -1,6 +1,7 @@
-import { envdErrorKind, type EnvdErrorKind } from '@paddock/protocol';
+import { errorKindOf, failureOf, type ErrorKind } from '@paddock/protocol';
 
-export type { EnvdErrorKind };
+/** What went wrong with an HTTP call to envd; RPC failures stay `ConnectError`s with their Connect code. */
+export type EnvdErrorKind = ErrorKind;
 
 export interface EnvdHttpErrorDetails {
   kind: EnvdErrorKind;
@@ -78,7 +79,7 @@ export async function errorFromResponse(method: string, path: string, response: 
   }
   const detail = serverMessage ?? `empty body${response.statusText ? ` (${response.statusText})` : ''}`;
   return new EnvdHttpError(`${method} ${path} failed with ${response.status}: ${detail}`, {
-    kind: envdErrorKind(response.status),
+    kind: errorKindOf(response.status),
     method,
     path,
     status: response.status,
@@ -90,43 +91,6 @@ export async function errorFromResponse(method: string, path: string, response: 
 /** Builds the error for a call that got no usable answer. */
 export function errorFromFailure(method: string, path: string, err: unknown, callerAborted: boolean): EnvdError {
   if (err instanceof EnvdError) return err;
-  const like = asErrorLike(err);
-  let kind: EnvdErrorKind;
-  let what: string;
-  if (callerAborted) {
-    kind = 'aborted';
-    what = 'was aborted by the caller';
-  } else if (like?.name === 'TimeoutError') {
-    kind = 'timeout';
-    what = 'timed out';
-  } else {
-    kind = 'network';
-    what = `failed: ${describeFailure(err)}`;
-  }
+  const { kind, what } = failureOf(err, callerAborted);
   return new EnvdHttpError(`${method} ${path} ${what}`, { kind, method, path, cause: err });
-}
-
-function describeFailure(err: unknown): string {
-  const parts: string[] = [];
-  for (let e: unknown = err, depth = 0; e !== undefined && e !== null && depth < 5; depth++) {
-    const like = asErrorLike(e);
-    if (!like) {
-      parts.push(String(e));
-      break;
-    }
-    parts.push(like.code !== undefined ? `${like.message} (${like.code})` : like.message);
-    e = like.cause;
-  }
-  return parts.join(': ') || 'unknown error';
-}
-
-/**
- * Reads an error by shape: errors raised inside Node's fetch can come from
- * another realm (a VM context, a test runner), where `instanceof Error` fails.
- */
-function asErrorLike(value: unknown): { name: string; message: string; code: string | undefined; cause: unknown } | undefined {
-  if (typeof value !== 'object' || value === null) return undefined;
-  const { name, message, code, cause } = value as Record<string, unknown>;
-  if (typeof message !== 'string') return undefined;
-  return { name: typeof name === 'string' ? name : 'Error', message, code: typeof code === 'string' ? code : undefined, cause };
 }

@@ -487,7 +487,7 @@ describe.each([
       const text = await got.text();
       expect(text.length).toBeGreaterThan(0);
       if (file === '/proc/version') expect(text).toBe(readFileSync(file, 'utf8'));
-      // Node 24 names its main thread MainThread; older ones left it as node.
+      // Newer Node versions name the main thread MainThread; older ones left it as node.
       else expect(text).toMatch(/^Name:\s+(node|MainThread)$/m);
     }
     // Identity is acceptable unless refused; refused, the text comes gzipped.

@@ -13,4 +13,4 @@ export {
   type FileOperation,
   type FileSignatureInput,
 } from './file-signature.js';
-export { envdErrorKind, type EnvdErrorKind, type ErrorBody } from './errors.js';
+export { asErrorLike, describeFailure, errorKindOf, failureOf, type ErrorBody, type ErrorKind, type ErrorLike } from './errors.js';

@@ -3,7 +3,9 @@ import {
   ENVD_PORT,
   MAX_METADATA_BYTES,
   encodeFileSignature,
-  envdErrorKind,
+  describeFailure,
+  errorKindOf,
+  failureOf,
   fileOperationOf,
   fileSignaturePayload,
   isSandboxId,
@@ -72,9 +74,20 @@ describe('file metadata', () => {
 });
 
 test('statuses map to the kinds clients act on', () => {
-  expect(envdErrorKind(400)).toBe('bad_request');
-  expect(envdErrorKind(502)).toBe('unavailable');
-  expect(envdErrorKind(507)).toBe('insufficient_storage');
-  expect(envdErrorKind(500)).toBe('server');
-  expect(envdErrorKind(418)).toBe('http');
+  expect(errorKindOf(400)).toBe('bad_request');
+  expect(errorKindOf(502)).toBe('unavailable');
+  expect(errorKindOf(507)).toBe('insufficient_storage');
+  expect(errorKindOf(500)).toBe('server');
+  expect(errorKindOf(409)).toBe('conflict');
+  expect(errorKindOf(418)).toBe('http');
+});
+
+test('a call with no answer is told by why: the caller, a deadline, a body that is not JSON, or the network with its causes', () => {
+  const timeout = Object.assign(new Error('The operation was aborted due to timeout'), { name: 'TimeoutError' });
+  expect(failureOf(timeout, true).kind).toBe('aborted');
+  expect(failureOf(timeout, false)).toEqual({ kind: 'timeout', what: 'timed out' });
+  expect(failureOf(new SyntaxError('Unexpected token'), false).kind).toBe('invalid_response');
+  const refused = new TypeError('fetch failed', { cause: Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:1'), { code: 'ECONNREFUSED' }) });
+  expect(failureOf(refused, false)).toEqual({ kind: 'network', what: 'failed: fetch failed: connect ECONNREFUSED 127.0.0.1:1 (ECONNREFUSED)' });
+  expect(describeFailure('plain')).toBe('plain');
 });
