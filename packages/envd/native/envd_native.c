@@ -7,8 +7,6 @@
 // - waitpid on a given pid, so that envd, as a container's init, can reap
 //   orphaned processes without touching the children libuv waits for;
 // - starting a process with vfork semantics (see spawn below);
-// - sending a download's body from the file to the socket in the kernel
-//   (file_transfer.c);
 // - marking an inherited descriptor close-on-exec.
 #define _GNU_SOURCE
 #include <errno.h>
@@ -29,8 +27,6 @@
 
 #include <node_api.h>
 #include <uv.h>
-
-#include "file_transfer.h"
 
 #define CHECK(call)                                                   \
   do {                                                                \
@@ -624,8 +620,6 @@ static napi_value init(napi_env env, napi_value exports) {
       {"removeXattr", NULL, remove_xattr, NULL, NULL, NULL, napi_enumerable, NULL},
       {"spawn", NULL, spawn, NULL, NULL, NULL, napi_enumerable, NULL},
       {"waitStatus", NULL, wait_status, NULL, NULL, NULL, napi_enumerable, NULL},
-      {"sendFromFile", NULL, send_from_file, NULL, NULL, NULL, napi_enumerable, NULL},
-      {"cancelTransfer", NULL, cancel_transfer, NULL, NULL, NULL, napi_enumerable, NULL},
       {"closeOnExec", NULL, close_on_exec, NULL, NULL, NULL, napi_enumerable, NULL},
   };
   CHECK(napi_define_properties(env, exports, sizeof props / sizeof props[0], props));

@@ -10,7 +10,6 @@ import { EnvdRouteError, NotRegularFileError, fsRouteError } from './errors.js';
 import { openForWrite } from './fs-ops.js';
 import { metadataFromHeaders, writeMetadata } from './metadata.js';
 import { resolveUserPath } from './paths.js';
-import { sendFileInKernel } from './sendfile.js';
 import type { User } from './users.js';
 
 const READ_CHUNK = 256 * 1024;
@@ -84,12 +83,7 @@ function requirePath(params: URLSearchParams): string {
   return path;
 }
 
-export interface DownloadOptions {
-  /** Whether bodies may be sent by the kernel (sendfile.ts). */
-  sendfile: boolean;
-}
-
-export async function getFile(req: IncomingMessage, res: ServerResponse, params: URLSearchParams, user: User, opts: DownloadOptions): Promise<void> {
+export async function getFile(req: IncomingMessage, res: ServerResponse, params: URLSearchParams, user: User): Promise<void> {
   const target = resolveUserPath(requirePath(params), user);
   let fd: number;
   try {
@@ -155,7 +149,6 @@ export async function getFile(req: IncomingMessage, res: ServerResponse, params:
   // promised that many bytes, and reading to the end of a file that is
   // still growing would send others.
   if (!useGzip) {
-    if (opts.sendfile && (await sendFileInKernel(req, res, fd, size))) return;
     await (size <= DOWNLOAD_CHUNK ? sendWhole(res, fd, size, target) : sendStream(res, fd, size));
     return;
   }

@@ -7,7 +7,6 @@
 //                      [--access-token TOKEN]
 //                      [--default-user NAME] [--default-workdir DIR]
 //                      [--passwd-file PATH] [--group-file PATH]
-//                      [--sendfile on|off]
 // First: protobuf-es looks Uint8Array.prototype.toBase64 up when it loads.
 import './base64.js';
 import { chmodSync, rmSync } from 'node:fs';
@@ -34,13 +33,12 @@ export type CodeCacheStatus = 'accepted' | 'rejected' | 'none' | 'unreadable';
 const usage = `usage: envd [--port N] [--host ADDR] [--socket PATH] [--tunnel-socket PATH]
             [--listen-fd N] [--tunnel-fd N]
             [--access-token TOKEN] [--default-user NAME] [--default-workdir DIR]
-            [--passwd-file PATH] [--group-file PATH] [--sendfile on|off] [--version]
+            [--passwd-file PATH] [--group-file PATH] [--version]
 Serves the filesystem and process APIs of the sandbox it runs in. With none of
 --port, --socket and --listen-fd it listens on 127.0.0.1:49983. --listen-fd and
 --tunnel-fd take listening sockets inherited from whoever started envd (the
 runtime makes them outside the sandbox). The access token may also come from
-the environment variable PADDOCK_ENVD_ACCESS_TOKEN or later from POST /init.
---sendfile off sends downloads through Node's streams instead of sendfile(2).`;
+the environment variable PADDOCK_ENVD_ACCESS_TOKEN or later from POST /init.`;
 
 function fail(message: string): never {
   process.stderr.write(`envd: ${message}\n${usage}\n`);
@@ -61,7 +59,6 @@ function parse() {
       'default-workdir': { type: 'string' },
       'passwd-file': { type: 'string' },
       'group-file': { type: 'string' },
-      sendfile: { type: 'string', default: 'on' },
       version: { type: 'boolean' },
       help: { type: 'boolean' },
     },
@@ -97,7 +94,6 @@ function options() {
     if (!Number.isInteger(n) || n < 3) fail(`--${name} '${raw}' is not an inherited descriptor (3 or more)`);
     return n;
   };
-  if (args.sendfile !== 'on' && args.sendfile !== 'off') fail(`--sendfile '${args.sendfile}' must be on or off`);
   return { ...args, port, listenFd: fd('listen-fd'), tunnelFd: fd('tunnel-fd') };
 }
 
@@ -177,7 +173,6 @@ async function serve(args: ReturnType<typeof options>, codeCache: CodeCacheStatu
     defaultWorkdir: args['default-workdir'],
     passwdFile: args['passwd-file'],
     groupFile: args['group-file'],
-    sendfile: args.sendfile === 'on',
   });
   const handler = (req: IncomingMessage, res: ServerResponse) => envd.handle(req, res);
   const http1 = createHttp1Server({ requestTimeout: 0, headersTimeout: 60_000, keepAliveTimeout: 65_000 }, handler);

@@ -15,12 +15,6 @@ export interface InotifyEvent {
 declare const inotifyHandle: unique symbol;
 export type InotifyHandle = { readonly [inotifyHandle]: true };
 
-declare const transferHandle: unique symbol;
-export type TransferHandle = { readonly [transferHandle]: true };
-
-/** How a transfer from a file to a socket ended: code null when every byte went. */
-export type TransferDone = (code: string | null, moved: number, side: 'socket' | 'file' | null) => void;
-
 export interface EnvdNative {
   inotifyOpen(onEvents: (events: InotifyEvent[]) => void): InotifyHandle;
   inotifyAddWatch(handle: InotifyHandle, path: string, mask: number): number;
@@ -48,16 +42,6 @@ export interface EnvdNative {
   ): [pid: number, stdin: number, stdout: number, stderr: number];
   /** Collects child `pid` if it ended: [exit code or -1, signal number or 0]; null while it runs. */
   waitStatus(pid: number): [code: number, signal: number] | null;
-  /**
-   * Sends `length` bytes of file `fileFd` from `offset` to socket `sockFd`,
-   * in the kernel. `done` is called once, on a later turn of the event loop,
-   * with the bytes sent: code null when all went, else 'EOF' with side
-   * 'file' when the file ended first, or an errno name and the side that
-   * failed. Throws an errno error when it cannot start.
-   */
-  sendFromFile(sockFd: number, fileFd: number, offset: number, length: number, done: TransferDone): TransferHandle;
-  /** Stops a transfer; its `done` is not called. */
-  cancelTransfer(handle: TransferHandle): void;
   /** Marks inherited descriptor `fd` close-on-exec. Throws an errno error (EBADF). */
   closeOnExec(fd: number): void;
 }

@@ -1,13 +1,13 @@
 // Reading a whole request body held in memory, with a limit: the JSON of
-// /init and the one message of a Start or Connect.
+// /init.
 import type { IncomingMessage } from 'node:http';
 
 /**
  * The request's body, whole, or `tooLarge()` once more than `limit` bytes
  * arrived; the rest is then read and dropped, so that the error can still
  * be answered on the connection. Read with listeners rather than an async
- * iterator: a Start's body is one small chunk, and the iterator's promises
- * cost more than the rest of reading it, on the way to starting a command.
+ * iterator: leaving an iterator early destroys the request, and with it the
+ * connection the answer should go out on.
  */
 export function readRequestBody(req: IncomingMessage, limit: number, tooLarge: () => Error): Promise<Buffer> {
   return new Promise((resolve, reject) => {

@@ -64,7 +64,6 @@ export function createEnvd(config: EnvdConfig = {}): Envd {
   const state = new EnvdState(config);
   const processes = new ProcessManager();
   const sampler = new MetricsSampler();
-  const downloads = { sendfile: config.sendfile ?? true };
 
   const requireToken: Interceptor = (next) => async (req) => {
     const check = checkAccess(state.accessToken, req.header.get('x-access-token'));
@@ -143,7 +142,7 @@ export function createEnvd(config: EnvdConfig = {}): Envd {
         const op: FileOperation = method === 'GET' ? 'read' : 'write';
         authorizeRoute(req, { params: url.searchParams, op });
         const user = state.httpUser(url.searchParams.get('username') || basicAuthUser(req.headers.authorization));
-        await (op === 'read' ? getFile(req, res, url.searchParams, user, downloads) : postFile(req, res, url.searchParams, user));
+        await (op === 'read' ? getFile(req, res, url.searchParams, user) : postFile(req, res, url.searchParams, user));
         return;
       }
       case '/metrics':

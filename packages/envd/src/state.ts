@@ -11,8 +11,6 @@ export interface EnvdConfig {
   envVars?: Record<string, string>;
   passwdFile?: string;
   groupFile?: string;
-  /** Whether downloads may be sent by the kernel (sendfile.ts); on unless false. */
-  sendfile?: boolean;
 }
 
 export class EnvdState {

@@ -153,23 +153,7 @@ test('unknown routes are 404 and wrong methods 405, both with a JSON body', asyn
   expect(wrong.headers.get('allow')).toBe('GET, POST');
 });
 
-// Downloads go from the file to the socket in the kernel (sendfile.ts) unless
-// envd runs with --sendfile off: every /files test runs both ways, each on an
-// envd of its own.
-describe.each([
-  ['sendfile', []],
-  ["Node's streams", ['--sendfile', 'off']],
-])('files, downloads through %s', (_path, extraArgs) => {
-  let first: RunningEnvd;
-  beforeAll(async () => {
-    first = envd;
-    envd = await startEnvd({ extraArgs });
-  });
-  afterAll(async () => {
-    await envd.stop();
-    envd = first;
-  });
-
+describe('files', () => {
   test('an octet-stream upload creates parents owned by the user; the download streams it back', async () => {
     const res = await post({ path: 'docs/a/hello.txt' }, 'hello world');
     expect(res.status).toBe(200);

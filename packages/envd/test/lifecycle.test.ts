@@ -1,15 +1,6 @@
 // envd as a process: how it behaves when what surrounds it goes away.
-import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { envdMain, envdNodeFlags } from '@paddock/envd';
 import { processes, startEnvd } from './harness.js';
-
-test('a --sendfile that is neither on nor off is refused, named, with the usage', () => {
-  const r = spawnSync(process.execPath, [...envdNodeFlags, envdMain, '--sendfile', 'maybe'], { encoding: 'utf8', timeout: 30_000 });
-  expect(r.status).toBe(2);
-  expect(r.stderr).toContain("envd: --sendfile 'maybe' must be on or off");
-  expect(r.stderr).toContain('--sendfile off sends downloads through Node');
-});
 
 test('with nobody reading its stderr any more, envd still serves and shuts down on SIGTERM', async () => {
   const envd = await startEnvd();
