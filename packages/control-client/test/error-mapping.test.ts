@@ -32,7 +32,7 @@ describe('errors from {code, message} bodies', () => {
     [502, 'unavailable'],
     [503, 'unavailable'],
     [504, 'unavailable'],
-    [507, 'server'],
+    [507, 'insufficient_storage'],
     [418, 'http'],
   ];
 
