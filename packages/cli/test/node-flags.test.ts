@@ -17,6 +17,6 @@ describe("the server's node options", () => {
   it('are on the command line of npm start and npm run paddock', () => {
     const scripts = (JSON.parse(readFileSync(join(repo, 'package.json'), 'utf8')) as { scripts: Record<string, string> }).scripts;
     expect(scripts.start).toContain(`node ${serverNodeFlags.join(' ')} packages/cli/dist/main.js start`);
-    expect(scripts.paddock).toBe(`node ${serverNodeFlags.join(' ')} packages/cli/dist/main.js`);
+    expect(scripts.paddock).toBe(`tools/node/run.sh node ${serverNodeFlags.join(' ')} packages/cli/dist/main.js`);
   });
 });
