@@ -87,16 +87,30 @@ export async function pair(fns, { warmup, iterations, rate }) {
 }
 
 /**
+ * Starts `count` of `make()` at once and waits for all. On a loaded host some
+ * may fail (a sandbox whose envd boots too slowly): what was made is still
+ * given, for the caller to count and remove, with the failures beside it.
+ */
+export async function allAtOnce(count, make) {
+  const settled = await Promise.allSettled(Array.from({ length: count }, make));
+  return { made: settled.filter((s) => s.status === 'fulfilled').map((s) => s.value), failed: settled.filter((s) => s.status === 'rejected').map((s) => s.reason) };
+}
+
+/** What a row says of the `failed` among `total` (errors), or undefined when none failed. */
+export const failures = (failed, total) => (failed.length ? `${failed.length} of ${total} failed: ${failed[0]?.message ?? failed[0]}` : undefined);
+
+/**
  * A result row. `value` and `baseline` are summaries; the ratio is Paddock's
  * p50 over the baseline's, for times and rates alike (lower is better for
  * times, higher for rates). `target` ({ on: 'ratio' | 'value', op, value })
- * is checked on the ratio or on Paddock's own p50.
+ * is checked on the ratio or on Paddock's own p50. `failed` says what failed
+ * among the row's attempts (see allAtOnce).
  */
-export function row({ suite, name, unit, value, baseline, baselineName, target }) {
+export function row({ suite, name, unit, value, baseline, baselineName, target, failed }) {
   const ratio = baseline ? value.p50 / baseline.p50 : null;
   const judged = target?.on === 'ratio' ? ratio : value.p50;
   const met = target ? (target.op === '<=' ? judged <= target.value : judged >= target.value) : null;
-  return { suite, name, unit, value, baselineName: baselineName ?? null, baseline: baseline ?? null, ratio, target: target ?? null, met };
+  return { suite, name, unit, value, baselineName: baselineName ?? null, baseline: baseline ?? null, ratio, target: target ?? null, met, failed: failed ?? null };
 }
 
 /**

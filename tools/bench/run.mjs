@@ -45,7 +45,8 @@ export function summary(run, previous) {
   const rows = run.rows.map((x) => {
     const t = x.target;
     const r = { suite: x.suite, name: x.name, unit: x.unit, n: x.value.n, p50: x.value.p50, p90: x.value.p90, baseline: x.baselineName, baselineP50: x.baseline?.p50 ?? null, ratio: x.ratio };
-    return { ...r, target: t ? `${t.on === 'ratio' ? 'ratio' : x.unit} ${t.op} ${t.value}` : null, met: x.met, previous: before.get(key(r)) ?? null };
+    const target = t ? `${t.on === 'ratio' ? 'ratio' : x.unit} ${t.op} ${t.value}` : null;
+    return { ...r, target, met: x.met, failed: x.failed ?? null, previous: before.get(key(r)) ?? null };
   });
   return { date: run.date, command: run.command, quick: run.quick, machine: run.machine, rows };
 }
@@ -89,7 +90,7 @@ export function markdown(s) {
     '|---|---|---|---|---|---|---|---|---|---|',
     ...s.rows.map(
       (r) =>
-        `| ${r.suite} | ${r.name} | ${fmt(r.p50)} ${r.unit} | ${fmt(r.p90)} | ${r.baseline ?? '–'} | ${r.baseline ? `${fmt(r.baselineP50)} ${r.unit}` : '–'} | ${r.ratio === null ? '–' : `${fmt(r.ratio)}×`} | ${r.target ?? ''} | ${r.met === null ? '' : r.met ? 'yes' : '**no**'} | ${change(r)} |`,
+        `| ${r.suite} | ${r.name}${r.failed ? ` (**${r.failed}**)` : ''} | ${fmt(r.p50)} ${r.unit} | ${fmt(r.p90)} | ${r.baseline ?? '–'} | ${r.baseline ? `${fmt(r.baselineP50)} ${r.unit}` : '–'} | ${r.ratio === null ? '–' : `${fmt(r.ratio)}×`} | ${r.target ?? ''} | ${r.met === null ? '' : r.met ? 'yes' : '**no**'} | ${change(r)} |`,
     ),
     '',
   ].join('\n');

@@ -15,6 +15,8 @@ interface LibModule {
   alternate(fns: (Sample | { fn: Sample; every: number })[], opts?: { rate?: boolean }): { take(o: { warmup?: number; iterations: number }): Promise<void>; result(): Summary[] };
   summarize(samples: number[], opts?: { rate?: boolean }): Summary;
   row(o: { suite: string; name: string; unit: string; value: Summary; baseline?: Summary; target?: { on: 'ratio' | 'value'; op: '<=' | '>='; value: number } }): { ratio: number | null; met: boolean | null };
+  allAtOnce<T>(count: number, make: () => Promise<T>): Promise<{ made: T[]; failed: Error[] }>;
+  failures(failed: Error[], total: number): string | undefined;
 }
 
 const root = fileURLToPath(new URL('../../..', import.meta.url));
@@ -66,4 +68,16 @@ test("a row's ratio is the quotient of the two medians, and its target is checke
   expect(onRatio).toMatchObject({ ratio: 1.5, met: true });
   expect(lib.row({ suite: 's', name: 'n', unit: 'ms', value, baseline, target: { on: 'value', op: '<=', value: 25 } })).toMatchObject({ ratio: 1.5, met: false });
   expect(lib.row({ suite: 's', name: 'n', unit: 'ms', value })).toMatchObject({ ratio: null, met: null });
+});
+
+test('allAtOnce keeps what was made when some fail, and says how many failed and why', async () => {
+  let i = 0;
+  const { made, failed } = await lib.allAtOnce(5, async () => {
+    const n = i++;
+    if (n % 2) throw new Error(`envd of ${n} did not answer`);
+    return n;
+  });
+  expect(made).toEqual([0, 2, 4]);
+  expect(lib.failures(failed, 5)).toBe('2 of 5 failed: envd of 1 did not answer');
+  expect(lib.failures([], 5)).toBeUndefined();
 });

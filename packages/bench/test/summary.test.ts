@@ -13,6 +13,7 @@ interface Row {
   ratio: number | null;
   target: { on: 'ratio' | 'value'; op: '<=' | '>='; value: number } | null;
   met: boolean | null;
+  failed?: string;
 }
 interface SummaryRow {
   name: string;
@@ -74,4 +75,9 @@ test('a row the previous run did not have, or a previous run of the other kind (
   const quick = bench.summary(run([row('create', 300, 40)], true), older);
   expect(quick.rows[0]!.previous).toBeNull();
   expect(bench.markdown(quick)).toContain('| **no** | – |');
+});
+
+test('a row some of whose attempts failed says so beside its name', () => {
+  const s = bench.summary(run([{ ...row('20 concurrent creates', 3, 12), failed: '2 of 240 failed: envd did not answer' }]), null);
+  expect(bench.markdown(s)).toContain('| sdk | 20 concurrent creates (**2 of 240 failed: envd did not answer**) | 3.00 ms |');
 });

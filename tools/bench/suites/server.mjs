@@ -2,7 +2,7 @@
 // through the proxy, one at a time and many at once, with and without a warm
 // pool, next to a bare `runc run true` on the same root filesystem.
 import { join } from 'node:path';
-import { closings, pair, row, summarize } from '../lib.mjs';
+import { allAtOnce, closings, failures, pair, row, summarize } from '../lib.mjs';
 import { serverInHome, startBaselines } from '../processes.mjs';
 import { openBareRunc } from './runtime.mjs';
 
@@ -49,11 +49,11 @@ export async function serverSuite({ quick, log }) {
       log(`server: ${concurrent} concurrent creates, ${label}`);
       await server.poolReady();
       const t = performance.now();
-      const made = await Promise.all(Array.from({ length: concurrent }, () => createReady(server)));
-      const rate = summarize([concurrent / ((performance.now() - t) / 1000)], { rate: true });
+      const { made, failed } = await allAtOnce(concurrent, () => createReady(server));
+      const rate = summarize([made.length / ((performance.now() - t) / 1000)], { rate: true });
       await Promise.all(made.map((m) => kill(server, m.id)));
       const bareRate = summarize(bareRuns.samples.map((ms) => 1000 / ms), { rate: true });
-      rows.push(row({ suite: 'server', name: `${concurrent} concurrent creates, ${label}`, unit: 'sandboxes/s', value: rate, baseline: bareRate, baselineName: 'bare `runc run true` one after another' }));
+      rows.push(row({ suite: 'server', name: `${concurrent} concurrent creates, ${label}`, unit: 'sandboxes/s', value: rate, baseline: bareRate, baselineName: 'bare `runc run true` one after another', failed: failures(failed, concurrent) }));
     } finally {
       await closing.run();
     }
