@@ -4,6 +4,7 @@
 // sandbox's state is an operation of its repository, which checks the state
 // it finds and refuses a change the state does not allow, atomically: two
 // processes on one database cannot both pause, resume or kill one sandbox.
+import type { SandboxStats } from '@paddock/runtime';
 import { randomBytes } from 'node:crypto';
 
 // ---------------------------------------------------------------- refusals
@@ -304,16 +305,8 @@ export interface ApiKeyRepository {
 
 // ---------------------------------------------------------------- telemetry
 
-export interface MetricSample {
-  ts: number;
-  cpuCount: number;
-  cpuUsedPct: number;
-  memUsed: number;
-  memTotal: number;
-  memCache: number;
-  diskUsed: number;
-  diskTotal: number;
-}
+/** The runtime's stats of one moment, as stored: its time in milliseconds since the epoch. */
+export type MetricSample = Omit<SandboxStats, 'timestamp'> & { ts: number };
 
 export type LogLevel = 'debug' | 'info' | 'warn' | 'error';
 
