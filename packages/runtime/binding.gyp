@@ -4,6 +4,11 @@
       "target_name": "runtime_native",
       "sources": ["native/listen_unix.c"],
       "cflags": ["-O2", "-Wall", "-Wextra", "-Wno-unused-parameter"]
+    },
+    {
+      "target_name": "image_fs",
+      "sources": ["native/image_fs.c"],
+      "cflags": ["-O2", "-Wall", "-Wextra", "-Wno-unused-parameter"]
     }
   ]
 }

@@ -20,6 +20,7 @@ const suites = {
   envd: async () => (await import('./suites/envd.mjs')).envdSuite,
   runtime: async () => (await import('./suites/runtime.mjs')).runtimeSuite,
   server: async () => (await import('./suites/server.mjs')).serverSuite,
+  images: async () => (await import('./suites/images.mjs')).imagesSuite,
 };
 const defaultSuites = ['sdk', 'memory'];
 
