@@ -3,7 +3,8 @@
 // one static busybox, the same without even the applet links (no shell at
 // all), an Alpine-like musl image and a small glibc one with only bash. Each
 // image is assembled here from this machine's Debian packages (busybox-static,
-// musl, musl-tools, bash) and run by runc as the runtime runs sandboxes: the
+// musl, musl-tools, bash) and run by runc as the runtime runs sandboxes: in
+// a user namespace, on files owned by the sandbox's shifted id range, the
 // directory bind-mounted read-only at /.paddock and envd started with
 // envdCommand. The test talks to envd over a unix socket in a directory
 // bind-mounted from the host.
@@ -11,7 +12,7 @@ import { createClient, type Client } from '@connectrpc/connect';
 import { createConnectTransport } from '@connectrpc/connect-node';
 import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { chmodSync, chownSync, copyFileSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, copyFileSync, lchownSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { dirname, join, relative, resolve } from 'node:path';
@@ -23,9 +24,15 @@ const DEFAULT_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/b
 /** In envd's own environment only: no process envd starts may see it. */
 const ENVD_ONLY = { PATH: `${envdMountPoint}/bin:/envd-only`, PADDOCK_TEST_ENVD_ONLY: 'leaked' };
 
+/** Sandbox uid/gid 0..65535 are host ids ID_SHIFT.., as the runtime maps them. */
+const ID_SHIFT = 1_000_000_000;
+const ID_RANGE = 65536;
+
 let work: string;
 beforeAll(() => {
   work = mkdtempSync(join(tmpdir(), 'envd-sandbox-'));
+  // Root of a sandbox is nobody on the host: it must be let through to the images below.
+  chmodSync(work, 0o755);
 });
 afterAll(() => rmSync(work, { recursive: true, force: true }));
 
@@ -91,6 +98,13 @@ function makeImage(kind: Kind, rootfs: string): void {
   }
 }
 
+/** Moves the owner of `path` and of all below it into the sandbox's range, as the runtime unpacks image layers. */
+function shiftOwners(path: string): void {
+  const st = lstatSync(path);
+  lchownSync(path, st.uid + ID_SHIFT, st.gid + ID_SHIFT);
+  if (st.isDirectory()) for (const name of readdirSync(path)) shiftOwners(join(path, name));
+}
+
 // ---------------------------------------------------------------- sandboxes
 
 interface Sandbox {
@@ -113,6 +127,8 @@ async function startSandbox(kind: Kind, envdArgs: string[] = [], extraMounts: ob
   const runcRoot = join(work, 'runc');
   makeImage(kind, rootfs);
   mkdirSync(sockDir, { mode: 0o700 });
+  shiftOwners(rootfs);
+  shiftOwners(sockDir);
   const config = {
     ociVersion: '1.0.2',
     process: {
@@ -136,7 +152,11 @@ async function startSandbox(kind: Kind, envdArgs: string[] = [], extraMounts: ob
       { destination: '/run/envd', type: 'bind', source: sockDir, options: ['rbind', 'rw'] },
       ...extraMounts,
     ],
-    linux: { namespaces: [{ type: 'pid' }, { type: 'network' }, { type: 'ipc' }, { type: 'uts' }, { type: 'mount' }] },
+    linux: {
+      uidMappings: [{ containerID: 0, hostID: ID_SHIFT, size: ID_RANGE }],
+      gidMappings: [{ containerID: 0, hostID: ID_SHIFT, size: ID_RANGE }],
+      namespaces: [{ type: 'user' }, { type: 'pid' }, { type: 'network' }, { type: 'ipc' }, { type: 'uts' }, { type: 'mount' }],
+    },
   };
   writeFileSync(join(bundle, 'config.json'), JSON.stringify(config));
   const runc: ChildProcess = spawn('runc', ['--root', runcRoot, 'run', '--bundle', bundle, id], { stdio: ['ignore', 'inherit', 'pipe'] });
@@ -336,6 +356,11 @@ describe('a scratch image with one static busybox', () => {
   test("commands run with the image's busybox and sh (it has no bash), as root (it has no passwd), with the default PATH and nothing of envd's environment", async () => {
     const r = await sh(sandbox(), 'echo "$PATH|${PADDOCK_TEST_ENVD_ONLY:-}"; id -u; readlink /proc/self/exe; readlink /proc/$$/exe; grep -c paddock /proc/$$/maps || true');
     expect(r).toEqual({ stdout: `${DEFAULT_PATH}|\n0\n/bin/busybox\n/bin/busybox\n0\n`, stderr: '', exitCode: 0 });
+  });
+
+  test("envd's root is in a user namespace, host uid ID_SHIFT", async () => {
+    const r = await run(sandbox(), '/bin/cat', ['/proc/self/uid_map']);
+    expect(r.stdout.trim().split(/\s+/)).toEqual(['0', String(ID_SHIFT), String(ID_RANGE)]);
   });
 
   test('a user the request names must exist: no fallback to root', async () => {
