@@ -1,23 +1,37 @@
-// Builds envd into a self-contained directory, dist/: the bundled entry
-// points, the code cache of the main bundle, the native addon and node-pty
-// (native too, so it cannot be bundled). The runtime mounts dist/ read-only
-// into every sandbox and runs `node /…/main.cjs` there, so nothing may be
-// loaded from outside it.
+// Builds envd. What the runtime imports is dist/index.js (ESM) and its
+// types; what sandboxes run is dist/sandbox/, a directory that needs
+// nothing of the image it is mounted into (read-only, at /.paddock):
 //
-//   index.js          what the runtime imports (ESM): where dist/ is, envd's node options
-//   main.cjs          the entry point (src/launcher.ts)
-//   envd.cjs          envd (src/main.ts and all it uses), CommonJS, loaded by main.cjs
-//   envd.cjs.cache    V8's code cache for envd.cjs, made by the node that ran this build
+//   sandbox/bin/node              the node that runs this build
+//   sandbox/lib/                  the dynamic loader and every shared library node and the
+//                                 native addons need, copied from where the host's ldd finds them
+//   sandbox/envd/main.cjs         the entry point (src/launcher.ts)
+//   sandbox/envd/envd.cjs         envd (src/main.ts and all it uses), CommonJS, loaded by main.cjs
+//   sandbox/envd/envd.cjs.cache   V8's code cache for envd.cjs, made by sandbox/bin/node
+//   sandbox/envd/envd_native.node, sandbox/envd/node_modules/node-pty   native, so not bundled
+//   sandbox.json                  the loader's name, for envdCommand (src/index.ts)
+//
+// Files are copied, not linked, so that nothing in the directory points
+// outside it. node and the libraries are copied again only when their
+// source changed (size or modification time), as they are most of the
+// directory's size.
 import { build } from 'esbuild';
 import { execFileSync } from 'node:child_process';
-import { chmodSync, cpSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
+import { chmodSync, copyFileSync, cpSync, mkdirSync, readdirSync, readFileSync, realpathSync, renameSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { dirname, join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 
 const here = import.meta.dirname;
 const dist = join(here, 'dist');
+const sandbox = join(dist, 'sandbox');
+const bundleDir = join(sandbox, 'envd');
 const pkg = JSON.parse(readFileSync(join(here, 'package.json'), 'utf8'));
 const common = { bundle: true, platform: 'node', target: 'node20', sourcemap: true, logLevel: 'warning' };
+
+// The layout before dist/sandbox: entry points and addons at the top of dist/.
+for (const old of ['main.cjs', 'main.cjs.map', 'envd.cjs', 'envd.cjs.map', 'envd.cjs.cache', 'envd_native.node', 'node_modules']) {
+  rmSync(join(dist, old), { recursive: true, force: true });
+}
 
 await build({
   ...common,
@@ -29,7 +43,7 @@ await build({
 await build({
   ...common,
   entryPoints: { envd: join(here, 'src/main.ts'), main: join(here, 'src/launcher.ts') },
-  outdir: dist,
+  outdir: bundleDir,
   outExtension: { '.js': '.cjs' },
   format: 'cjs',
   external: ['node-pty'],
@@ -41,25 +55,82 @@ await build({
   },
   inject: [join(here, 'src/cjs-import-meta.ts')],
 });
-chmodSync(join(dist, 'main.cjs'), 0o755);
-rmSync(join(dist, 'main.js'), { force: true });
-rmSync(join(dist, 'main.js.map'), { force: true });
+chmodSync(join(bundleDir, 'main.cjs'), 0o755);
 
-cpSync(join(here, 'build/Release/envd_native.node'), join(dist, 'envd_native.node'));
+const addon = join(bundleDir, 'envd_native.node');
+cpSync(join(here, 'build/Release/envd_native.node'), addon);
 
 const ptyDir = dirname(createRequire(import.meta.url).resolve('node-pty/package.json'));
-const ptyOut = join(dist, 'node_modules/node-pty');
+const ptyOut = join(bundleDir, 'node_modules/node-pty');
 rmSync(ptyOut, { recursive: true, force: true });
 mkdirSync(join(ptyOut, 'build/Release'), { recursive: true });
 cpSync(join(ptyDir, 'package.json'), join(ptyOut, 'package.json'));
 cpSync(join(ptyDir, 'lib'), join(ptyOut, 'lib'), { recursive: true, filter: (src) => !src.endsWith('.test.js') && !src.endsWith('.map') });
-cpSync(join(ptyDir, 'build/Release/pty.node'), join(ptyOut, 'build/Release/pty.node'));
+const ptyAddon = join(ptyOut, 'build/Release/pty.node');
+cpSync(join(ptyDir, 'build/Release/pty.node'), ptyAddon);
 
-// Last, once dist/ is complete: the cache is made by loading envd.cjs as
-// main.cjs does, with the options envd always runs with (V8 refuses a cache
-// made with others) and none from NODE_OPTIONS, which a sandbox's envd never
-// has.
-const { envdNodeFlags } = await import(join(dist, 'index.js'));
-const env = { ...process.env };
-delete env.NODE_OPTIONS;
-execFileSync(process.execPath, [...envdNodeFlags, join(dist, 'main.cjs'), '--write-code-cache', join(dist, 'envd.cjs.cache')], { stdio: 'inherit', env });
+/**
+ * What `file` needs from the dynamic linker, as ldd resolves it on this
+ * host: the loader (its ELF interpreter) and each shared library by the
+ * name it is asked for. ldd runs without LD_LIBRARY_PATH or LD_PRELOAD, so
+ * that only the host's own libraries are taken.
+ */
+function sharedObjects(file) {
+  const out = execFileSync('ldd', [file], { encoding: 'utf8', env: { PATH: process.env.PATH ?? '/usr/bin:/bin' } });
+  const libs = new Map();
+  let loader;
+  for (const line of out.split('\n')) {
+    if (line.includes('=> not found')) throw new Error(`${file} needs a library this host does not have: ${line.trim()}`);
+    const lib = /^\s*(\S+) => (\/\S+) \(0x[0-9a-f]+\)$/.exec(line);
+    if (lib) libs.set(lib[1], lib[2]);
+    const interp = /^\s*(\/\S+) \(0x[0-9a-f]+\)$/.exec(line);
+    if (interp) loader = interp[1];
+  }
+  return { loader, libs };
+}
+
+/** Copies `src` (followed if a link) to `dest` unless `dest` already has its size and modification time. */
+function copyIfChanged(src, dest) {
+  const from = statSync(src);
+  try {
+    const to = statSync(dest);
+    if (to.size === from.size && Math.trunc(to.mtimeMs) === Math.trunc(from.mtimeMs)) return;
+  } catch {
+    // not there yet
+  }
+  // Beside it and renamed: a running sandbox keeps the file it mapped.
+  const tmp = `${dest}.tmp`;
+  copyFileSync(src, tmp);
+  chmodSync(tmp, from.mode & 0o755);
+  utimesSync(tmp, from.atime, from.mtime);
+  renameSync(tmp, dest);
+}
+
+const node = realpathSync(process.execPath);
+const needs = [node, addon, ptyAddon].map(sharedObjects);
+const loader = needs[0].loader;
+if (!loader) throw new Error(`${node} has no dynamic loader; envd's sandbox directory is made for a dynamically linked node`);
+for (const [i, n] of needs.entries()) {
+  if (n.loader && n.loader !== loader) throw new Error(`${[node, addon, ptyAddon][i]} wants the loader ${n.loader}, node ${loader}`);
+}
+const libs = new Map(needs.flatMap((n) => [...n.libs]));
+libs.set(basename(loader), loader);
+
+const wanted = { bin: new Map([['node', node]]), lib: libs };
+for (const [dir, files] of Object.entries(wanted)) {
+  mkdirSync(join(sandbox, dir), { recursive: true });
+  for (const [name, path] of files) copyIfChanged(path, join(sandbox, dir, name));
+  // What an older build or an interrupted copy left.
+  for (const name of readdirSync(join(sandbox, dir))) {
+    if (!files.has(name)) rmSync(join(sandbox, dir, name), { recursive: true, force: true });
+  }
+}
+writeFileSync(join(dist, 'sandbox.json'), JSON.stringify({ loader: basename(loader) }, null, 2) + '\n');
+
+// Last, once the directory is complete: the cache is made by loading
+// envd.cjs as main.cjs does, by the sandbox's own node through its own
+// loader, with the options envd always runs with (V8 refuses a cache made
+// with others) and an empty environment, as a sandbox's envd has.
+const { envdCommand } = await import(join(dist, 'index.js'));
+const [program, ...args] = envdCommand({ root: sandbox, args: ['--write-code-cache', join(bundleDir, 'envd.cjs.cache')] });
+execFileSync(program, args, { stdio: 'inherit', env: {} });

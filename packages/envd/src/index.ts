@@ -1,21 +1,42 @@
-// What the runtime needs to put envd into a sandbox: where the self-contained
-// build is and which version it reports.
-import { join, resolve } from 'node:path';
+// What the runtime needs to put envd into a sandbox: the self-contained
+// directory the build makes, the command that starts envd from it, and the
+// version envd reports.
+import { readFileSync } from 'node:fs';
+import { join, posix, resolve } from 'node:path';
 
 export { envdVersion } from './version.js';
 export { fileSignature, type FileOperation } from './auth.js';
 
 /**
- * The directory holding envd's bundle (`main.cjs` and what it loads), its native addons and the
- * node modules they need. Mounted read-only into every sandbox.
+ * The directory the build makes (dist/sandbox): envd's own node, the shared
+ * libraries and dynamic loader that node and envd's native addons need,
+ * and envd's bundle. It needs nothing of the image it runs in, so it is
+ * mounted read-only at `envdMountPoint` in every sandbox, whatever its image.
+ *
+ *   bin/node
+ *   lib/        the loader (ld-linux-*.so.*) and the libraries, as the host's ldd resolved them
+ *   envd/       main.cjs (the entry point) and what it loads
  */
-export const envdDistDir: string = resolve(import.meta.dirname, '..', 'dist');
+export const envdSandboxDir: string = resolve(import.meta.dirname, '..', 'dist', 'sandbox');
 
-/** The entry point's name inside `envdDistDir`: `node <envdNodeFlags> <it> [envd's options]` starts envd. */
+/** Where `envdSandboxDir` is mounted inside a sandbox. */
+export const envdMountPoint = '/.paddock';
+
+/** envd's entry point on this machine: `node <envdNodeFlags> <it>` runs envd on the host (tests, benchmarks). */
+export const envdMain: string = join(envdSandboxDir, 'envd', 'main.cjs');
+
+/**
+ * The bundle's directory inside `envdSandboxDir`, for runtimes that still
+ * mount only the bundle and run the host's node.
+ * @deprecated mount `envdSandboxDir` and start envd with `envdCommand`.
+ */
+export const envdDistDir: string = join(envdSandboxDir, 'envd');
+
+/**
+ * The entry point's name inside `envdDistDir`.
+ * @deprecated start envd with `envdCommand`.
+ */
 export const envdEntry = 'main.cjs';
-
-/** The entry point, on this machine. */
-export const envdMain: string = join(envdDistDir, envdEntry);
 
 /**
  * The options of the `node` that runs envd, wherever it runs.
@@ -32,5 +53,60 @@ export const envdMain: string = join(envdDistDir, envdEntry);
  */
 export const envdNodeFlags: readonly string[] = ['--max-old-space-size=96', '--initial-old-space-size=32'];
 
+/** What the build records about the sandbox directory (dist/sandbox.json). */
+interface SandboxManifest {
+  /** The dynamic loader's file name in lib/. */
+  loader: string;
+}
+
+let manifest: SandboxManifest | undefined;
+
+function sandboxManifest(): SandboxManifest {
+  if (!manifest) {
+    const file = resolve(envdSandboxDir, '..', 'sandbox.json');
+    try {
+      manifest = JSON.parse(readFileSync(file, 'utf8')) as SandboxManifest;
+    } catch (err) {
+      throw new Error(`envd's sandbox directory is not built (${(err as Error).message}); run the envd build`, { cause: err });
+    }
+  }
+  return manifest;
+}
+
+export interface EnvdCommandOptions {
+  /**
+   * Where the sandbox directory is, as the process that runs the command
+   * sees it: `envdMountPoint` (the default) inside a sandbox,
+   * `envdSandboxDir` to run the same envd on the host.
+   */
+  root?: string;
+  /** envd's own options: `--listen-fd 3`, `--default-user user`, `--env NAME=VALUE` (the image's environment)... */
+  args?: readonly string[];
+}
+
+/**
+ * The argv that starts envd from the sandbox directory. The program is the
+ * directory's own dynamic loader, told where the libraries are on its
+ * command line (`--library-path`, and `--inhibit-cache` so that it does not
+ * read the image's /etc/ld.so.cache): envd uses nothing of the image's
+ * libc, and no LD_* variable is set that the processes envd starts would
+ * inherit. Nothing from the environment reaches envd's node either, so the
+ * runtime starts it with an empty environment and hands the image's to
+ * envd as `--env` options instead (an image's LD_PRELOAD or NODE_OPTIONS
+ * would otherwise act on envd).
+ */
+export function envdCommand({ root = envdMountPoint, args = [] }: EnvdCommandOptions = {}): string[] {
+  const at = (...parts: string[]) => posix.join(root, ...parts);
+  return [
+    at('lib', sandboxManifest().loader),
+    '--library-path',
+    at('lib'),
+    '--inhibit-cache',
+    at('bin', 'node'),
+    ...envdNodeFlags,
+    at('envd', 'main.cjs'),
+    ...args,
+  ];
+}
 
 export { ENVD_PORT } from '@paddock/protocol';

@@ -1,7 +1,7 @@
 #!/usr/bin/env node
-// envd's entry point (dist/main.cjs). It loads envd itself (dist/envd.cjs,
-// the bundle of main.ts) with the code cache the build made for it, and
-// starts it.
+// envd's entry point (dist/sandbox/envd/main.cjs). It loads envd itself
+// (envd.cjs beside it, the bundle of main.ts) with the code cache the build
+// made for it, and starts it.
 //
 // Compiling the 480 KB bundle and running its top level (protobuf-es builds
 // the descriptors of every service there) was a third of envd's start, and
@@ -15,11 +15,11 @@
 // V8 checks that a cache matches the source, its own version and the
 // options that affect code (`envdNodeFlags`: the cache is made with them);
 // a cache that does not match is refused and the bundle compiled from its
-// source, only slower. The cache is made by the build and lives in dist/,
-// which sandboxes see read-only.
+// source, only slower. The cache is made by the build, by the node of
+// dist/sandbox, and lives beside the bundle, which sandboxes see read-only.
 //
-//   node dist/main.cjs [envd's options]          start envd
-//   node dist/main.cjs --write-code-cache FILE   load the bundle, write its cache to FILE (the build does)
+//   node main.cjs [envd's options]          start envd
+//   node main.cjs --write-code-cache FILE   load the bundle, write its cache to FILE (the build does)
 import { readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Script } from 'node:vm';

@@ -1,12 +1,13 @@
 // envd: serves one sandbox's filesystem and processes. `main` starts it;
-// the entry point is launcher.ts (dist/main.cjs), which loads this module's
-// bundle (dist/envd.cjs) with V8's code cache for it and then calls `main`.
+// the entry point is launcher.ts (main.cjs), which loads this module's
+// bundle (envd.cjs) with V8's code cache for it and then calls `main`.
 //
-//   node dist/main.cjs [--port 49983] [--host 127.0.0.1] [--socket PATH]
-//                      [--tunnel-socket PATH] [--listen-fd N] [--tunnel-fd N]
-//                      [--access-token TOKEN]
-//                      [--default-user NAME] [--default-workdir DIR]
-//                      [--passwd-file PATH] [--group-file PATH]
+//   node main.cjs [--port 49983] [--host 127.0.0.1] [--socket PATH]
+//                 [--tunnel-socket PATH] [--listen-fd N] [--tunnel-fd N]
+//                 [--access-token TOKEN]
+//                 [--default-user NAME] [--default-workdir DIR]
+//                 [--passwd-file PATH] [--group-file PATH]
+//                 [--env NAME=VALUE]...
 // First: protobuf-es looks Uint8Array.prototype.toBase64 up when it loads.
 import './base64.js';
 import { chmodSync, rmSync } from 'node:fs';
@@ -33,12 +34,15 @@ export type CodeCacheStatus = 'accepted' | 'rejected' | 'none' | 'unreadable';
 const usage = `usage: envd [--port N] [--host ADDR] [--socket PATH] [--tunnel-socket PATH]
             [--listen-fd N] [--tunnel-fd N]
             [--access-token TOKEN] [--default-user NAME] [--default-workdir DIR]
-            [--passwd-file PATH] [--group-file PATH] [--version]
+            [--passwd-file PATH] [--group-file PATH] [--env NAME=VALUE]...
+            [--version]
 Serves the filesystem and process APIs of the sandbox it runs in. With none of
 --port, --socket and --listen-fd it listens on 127.0.0.1:49983. --listen-fd and
 --tunnel-fd take listening sockets inherited from whoever started envd (the
 runtime makes them outside the sandbox). The access token may also come from
-the environment variable PADDOCK_ENVD_ACCESS_TOKEN or later from POST /init.`;
+the environment variable PADDOCK_ENVD_ACCESS_TOKEN or later from POST /init.
+Each --env is a variable of the environment the processes envd starts begin
+with (the image's); envd's own environment is never passed on.`;
 
 function fail(message: string): never {
   process.stderr.write(`envd: ${message}\n${usage}\n`);
@@ -59,6 +63,7 @@ function parse() {
       'default-workdir': { type: 'string' },
       'passwd-file': { type: 'string' },
       'group-file': { type: 'string' },
+      env: { type: 'string', multiple: true },
       version: { type: 'boolean' },
       help: { type: 'boolean' },
     },
@@ -94,7 +99,13 @@ function options() {
     if (!Number.isInteger(n) || n < 3) fail(`--${name} '${raw}' is not an inherited descriptor (3 or more)`);
     return n;
   };
-  return { ...args, port, listenFd: fd('listen-fd'), tunnelFd: fd('tunnel-fd') };
+  const env: Record<string, string> = {};
+  for (const pair of args.env ?? []) {
+    const eq = pair.indexOf('=');
+    if (eq < 1) fail(`--env '${pair}' is not NAME=VALUE`);
+    env[pair.slice(0, eq)] = pair.slice(eq + 1);
+  }
+  return { ...args, port, listenFd: fd('listen-fd'), tunnelFd: fd('tunnel-fd'), env };
 }
 
 /**
@@ -173,6 +184,7 @@ async function serve(args: ReturnType<typeof options>, codeCache: CodeCacheStatu
     defaultWorkdir: args['default-workdir'],
     passwdFile: args['passwd-file'],
     groupFile: args['group-file'],
+    imageEnv: args.env,
   });
   const handler = (req: IncomingMessage, res: ServerResponse) => envd.handle(req, res);
   const http1 = createHttp1Server({ requestTimeout: 0, headersTimeout: 60_000, keepAliveTimeout: 65_000 }, handler);

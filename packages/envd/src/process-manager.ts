@@ -4,7 +4,7 @@
 // (as a local pipe would block the writer); output that no client reads is
 // dropped, so memory stays bounded.
 import { Code, ConnectError } from '@connectrpc/connect';
-import { statSync, writeFileSync } from 'node:fs';
+import { accessSync, constants as fsConstants, statSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { constants as osConstants } from 'node:os';
 import type * as pty from 'node-pty';
@@ -23,6 +23,8 @@ export interface ProcessSpec {
   user: User;
   /** Sandbox-wide variables, under `envs`. */
   baseEnv: Record<string, string>;
+  /** The image's environment, under the user's HOME, USER and LOGNAME and `baseEnv`. */
+  imageEnv: Readonly<Record<string, string>>;
   tag?: string;
   stdin: boolean;
   pty?: { cols: number; rows: number };
@@ -35,7 +37,31 @@ export interface ProcessConfigView {
   cwd?: string;
 }
 
+/** PATH for an image that sets none. */
 const DEFAULT_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
+
+const canRun = (path: string): boolean => {
+  try {
+    accessSync(path, fsConstants.X_OK);
+    return true;
+  } catch {
+    return false;
+  }
+};
+
+/**
+ * The program to start for `cmd`. E2B's clients run every command as
+ * `/bin/bash -l -c CMD` and every terminal as `/bin/bash -i -l`; an image
+ * without bash (Alpine, a busybox or distroless one) runs them with its
+ * POSIX shell, which takes `-l`, `-c` and `-i` alike (dash, busybox ash) and
+ * reads the same /etc/profile as a login shell. An image with no shell at
+ * all cannot run them; anything else is started as asked.
+ */
+function programFor(cmd: string): string {
+  if (cmd !== '/bin/bash' || canRun('/bin/bash')) return cmd;
+  if (canRun('/bin/sh')) return '/bin/sh';
+  throw new ConnectError("cannot start '/bin/bash': this sandbox's image has neither /bin/bash nor /bin/sh", Code.InvalidArgument);
+}
 
 /** After a piped process exits, its pipes (kept open by children it left behind) are read until quiet this long. */
 const PIPE_LINGER_MS = 200;
@@ -162,6 +188,7 @@ export class ManagedProcess {
   static async start(spec: ProcessSpec, onEnd: (p: ManagedProcess) => void): Promise<ManagedProcess> {
     const env: Record<string, string> = {
       PATH: DEFAULT_PATH,
+      ...spec.imageEnv,
       HOME: spec.user.home,
       USER: spec.user.name,
       LOGNAME: spec.user.name,
@@ -177,13 +204,14 @@ export class ManagedProcess {
       throw new ConnectError(`cwd '${spec.cwd}' does not exist`, Code.InvalidArgument);
     }
     const config: ProcessConfigView = { cmd: spec.cmd, args: spec.args, envs: spec.envs, cwd: spec.cwd };
-    if (spec.pty) return ManagedProcess.startPty(spec, env, config, onEnd);
+    const program = programFor(spec.cmd);
+    if (spec.pty) return ManagedProcess.startPty(spec, program, env, config, onEnd);
 
     let child: PipedChild;
     try {
       // In a session of its own, so that a signal reaches everything it started.
       child = PipedChild.spawn({
-        cmd: spec.cmd,
+        cmd: program,
         args: spec.args,
         env,
         cwd: spec.cwd,
@@ -202,6 +230,7 @@ export class ManagedProcess {
 
   private static startPty(
     spec: ProcessSpec,
+    program: string,
     env: Record<string, string>,
     config: ProcessConfigView,
     onEnd: (p: ManagedProcess) => void,
@@ -213,7 +242,7 @@ export class ManagedProcess {
     let term: pty.IPty;
     try {
       process.setgroups?.([spec.user.gid]);
-      term = nodePty().spawn(spec.cmd, spec.args, {
+      term = nodePty().spawn(program, spec.args, {
         name: env.TERM ?? 'xterm-256color',
         cols: spec.pty!.cols || 80,
         rows: spec.pty!.rows || 24,

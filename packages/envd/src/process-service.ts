@@ -63,6 +63,7 @@ export function processService(state: EnvdState, manager: ProcessManager): Servi
         cwd,
         user,
         baseEnv: Object.fromEntries(state.envVars),
+        imageEnv: state.imageEnv,
         tag: req.tag,
         stdin: req.stdin ?? true,
         pty: req.pty ? { cols: req.pty.size?.cols ?? 80, rows: req.pty.size?.rows ?? 24 } : undefined,

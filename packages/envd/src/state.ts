@@ -1,5 +1,6 @@
 // What /init and the command line configure: the access token, sandbox-wide
-// environment variables, the default user and working directory.
+// environment variables, the default user and working directory, and the
+// image's environment.
 import { Code, ConnectError } from '@connectrpc/connect';
 import { EnvdRouteError } from './errors.js';
 import { UserDb, type User } from './users.js';
@@ -11,6 +12,8 @@ export interface EnvdConfig {
   envVars?: Record<string, string>;
   passwdFile?: string;
   groupFile?: string;
+  /** The environment every process envd starts begins with: the image's (`--env`). */
+  imageEnv?: Record<string, string>;
 }
 
 export class EnvdState {
@@ -18,6 +21,7 @@ export class EnvdState {
   defaultUser: string | undefined;
   defaultWorkdir: string | undefined;
   readonly envVars: Map<string, string>;
+  readonly imageEnv: Readonly<Record<string, string>>;
   readonly users: UserDb;
 
   constructor(config: EnvdConfig = {}) {
@@ -25,15 +29,21 @@ export class EnvdState {
     this.defaultUser = config.defaultUser || undefined;
     this.defaultWorkdir = config.defaultWorkdir || undefined;
     this.envVars = new Map(Object.entries(config.envVars ?? {}));
+    this.imageEnv = { ...config.imageEnv };
     this.users = new UserDb(config.passwdFile, config.groupFile);
   }
 
-  /** The user a request acts as: the one it names, else the default. */
+  /**
+   * The user a request acts as: the one it names, which must exist, else the
+   * default. An image need not have the default user (`user`, or whom
+   * --default-user or /init named): a scratch or distroless image has no
+   * passwd file at all. Root acts then, as a container engine runs such an
+   * image's processes.
+   */
   private pick(name: string | undefined): { name: string; user: User | undefined } {
     if (name) return { name, user: this.users.lookup(name) };
     const fallback = this.defaultUser ?? 'user';
-    const user = this.users.lookup(fallback) ?? (this.defaultUser ? undefined : this.users.lookup('root'));
-    return { name: fallback, user };
+    return { name: fallback, user: this.users.lookup(fallback) ?? this.users.lookup('root') };
   }
 
   /** For RPCs: an unknown user is `invalid_argument`. */

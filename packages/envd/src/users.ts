@@ -1,7 +1,8 @@
 // The sandbox's users, read from its passwd and group files. envd acts as
 // these users: processes run with their uid/gid and files are created owned
 // by them. The files are re-read when they change, so users added inside a
-// running sandbox (useradd) are seen at once.
+// running sandbox (useradd) are seen at once. Root, uid 0, is there in every
+// image, whether its passwd file names it or not (a scratch image has none).
 import { closeSync, fstatSync, openSync, readFileSync, statSync, constants as fsc, type Stats } from 'node:fs';
 
 export interface User {
@@ -100,6 +101,17 @@ export interface Names {
   group(gid: number): string;
 }
 
+/** Root where the passwd file does not name it: at home in /root when the image has one, else in /. */
+function unlistedRoot(): User {
+  let home = '/';
+  try {
+    if (statSync('/root').isDirectory()) home = '/root';
+  } catch {
+    // no /root
+  }
+  return { name: 'root', uid: 0, gid: 0, home, shell: '/bin/sh' };
+}
+
 export class UserDb {
   private readonly passwd: CachedFile<Passwd>;
   private readonly groups: CachedFile<Map<number, string>>;
@@ -110,7 +122,7 @@ export class UserDb {
   }
 
   lookup(name: string): User | undefined {
-    return this.passwd.get().byName.get(name);
+    return this.passwd.get().byName.get(name) ?? (name === 'root' ? unlistedRoot() : undefined);
   }
 
   /**
@@ -121,8 +133,8 @@ export class UserDb {
     const { byUid } = this.passwd.get();
     const groups = this.groups.get();
     return {
-      user: (uid) => byUid.get(uid)?.name ?? String(uid),
-      group: (gid) => groups.get(gid) ?? String(gid),
+      user: (uid) => byUid.get(uid)?.name ?? (uid === 0 ? 'root' : String(uid)),
+      group: (gid) => groups.get(gid) ?? (gid === 0 ? 'root' : String(gid)),
     };
   }
 }

@@ -1,11 +1,11 @@
-// How envd starts: the launcher (src/launcher.ts, dist/main.cjs) hands V8
+// How envd starts: the launcher (src/launcher.ts, main.cjs) hands V8
 // the code cache the build made for the bundle, and says in the `ready`
 // line whether V8 took it. A cache that does not fit must cost only time.
 import { spawnSync } from 'node:child_process';
 import { appendFileSync, cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { envdDistDir, envdEntry, envdNodeFlags } from '../src/index.js';
+import { basename, dirname, join } from 'node:path';
+import { envdMain, envdNodeFlags } from '../src/index.js';
 import { processes, startEnvd } from './harness.js';
 
 type Ready = { codeCache?: string };
@@ -34,6 +34,10 @@ async function startAndServe(main?: string): Promise<{ ready: Ready; logs: strin
   }
 }
 
+/** The bundle's directory in the build, and its entry point's name there. */
+const bundleDir = dirname(envdMain);
+const envdEntry = basename(envdMain);
+
 const cacheFile = (dist: string) => join(dist, 'envd.cjs.cache');
 
 /** Runs the launcher at `dist` with `args`, under `flags` and no others (none from NODE_OPTIONS, as the build). */
@@ -53,7 +57,7 @@ describe('a copy of the build', () => {
   let dist: string;
   beforeEach(() => {
     dist = mkdtempSync(join(tmpdir(), 'envd-code-cache-'));
-    cpSync(envdDistDir, dist, { recursive: true });
+    cpSync(bundleDir, dist, { recursive: true });
   });
   afterEach(() => rmSync(dist, { recursive: true, force: true }));
 
@@ -75,7 +79,7 @@ describe('a copy of the build', () => {
     // The same bundle with one more line: the cache no longer fits its source.
     appendFileSync(join(dist, 'envd.cjs'), '// changed after the cache was made\n');
     expect((await startAndServe(join(dist, envdEntry))).ready.codeCache).toBe('rejected');
-    writeFileSync(cacheFile(dist), Buffer.alloc(readFileSync(cacheFile(envdDistDir)).length, 0x5a));
+    writeFileSync(cacheFile(dist), Buffer.alloc(readFileSync(cacheFile(bundleDir)).length, 0x5a));
     expect((await startAndServe(join(dist, envdEntry))).ready.codeCache).toBe('rejected');
   }, 30_000);
 
