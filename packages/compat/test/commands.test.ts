@@ -1,17 +1,11 @@
 // sandbox.commands and sandbox.pty with the official e2b SDK.
-import { CommandExitError, Sandbox, TimeoutError } from 'e2b';
-import { eventually, startForE2b, type CompatServer } from './harness.js';
+import { CommandExitError, TimeoutError, type Sandbox } from 'e2b';
+import { eventually, startWithSandbox } from './harness.js';
 
-let c: CompatServer;
 let sbx: Sandbox;
-beforeAll(async () => {
-  c = await startForE2b();
-  sbx = await Sandbox.create('base');
-});
-afterAll(async () => {
-  await sbx.kill();
-  await c.teardown();
-});
+let teardown: () => Promise<void>;
+beforeAll(async () => ({ sbx, teardown } = await startWithSandbox()));
+afterAll(() => teardown());
 
 test('run streams stdout and stderr to the callbacks and returns the result', async () => {
   const out: string[] = [];

@@ -1,18 +1,12 @@
 // sandbox.files with the official e2b SDK, through Paddock's proxy.
-import { Sandbox, type FilesystemEvent } from 'e2b';
+import type { FilesystemEvent, Sandbox } from 'e2b';
 import { createHash, randomBytes } from 'node:crypto';
-import { eventually, startForE2b, type CompatServer } from './harness.js';
+import { eventually, startWithSandbox } from './harness.js';
 
-let c: CompatServer;
 let sbx: Sandbox;
-beforeAll(async () => {
-  c = await startForE2b();
-  sbx = await Sandbox.create('base');
-});
-afterAll(async () => {
-  await sbx.kill();
-  await c.teardown();
-});
+let teardown: () => Promise<void>;
+beforeAll(async () => ({ sbx, teardown } = await startWithSandbox()));
+afterAll(() => teardown());
 
 const streamOf = (chunks: Uint8Array[]) =>
   new ReadableStream<Uint8Array>({

@@ -1,5 +1,6 @@
 // A Paddock server started by the suite itself, and the three environment
 // variables that point the official e2b SDK at it, as a user would set them.
+import { Sandbox } from 'e2b';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -34,13 +35,17 @@ export async function startForE2b(): Promise<CompatServer> {
   };
 }
 
-export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-export async function eventually(check: () => Promise<boolean> | boolean, what: string, ms = 15_000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (Date.now() < deadline) {
-    if (await check()) return;
-    await sleep(100);
-  }
-  throw new Error(`timed out waiting for ${what}`);
+/** A server and one sandbox of the base template on it, for a test file that shares one; the teardown kills it first. */
+export async function startWithSandbox(): Promise<{ sbx: Sandbox; teardown(): Promise<void> }> {
+  const c = await startForE2b();
+  const sbx = await Sandbox.create('base');
+  return {
+    sbx,
+    async teardown() {
+      await sbx.kill();
+      await c.teardown();
+    },
+  };
 }
+
+export { eventually, sleep } from '../../../tools/testing/poll.mjs';

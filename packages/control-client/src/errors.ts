@@ -1,4 +1,4 @@
-import { errorKindOf, failureOf, type ErrorKind } from '@paddock/protocol';
+import { answerFailure, callFailure, withHttpCallFields, type ErrorKind, type HttpCallErrorDetails } from '@paddock/protocol';
 
 /**
  * What went wrong with a control API call. HTTP answers are classified by
@@ -6,53 +6,27 @@ import { errorKindOf, failureOf, type ErrorKind } from '@paddock/protocol';
  */
 export type ControlErrorKind = ErrorKind;
 
-export interface ControlApiErrorDetails {
-  kind: ControlErrorKind;
-  method: string;
-  path: string;
-  status?: number;
-  code?: number;
+export interface ControlApiErrorDetails extends HttpCallErrorDetails {
   errorCode?: string;
-  serverMessage?: string;
   retryAfterSeconds?: number;
-  cause?: unknown;
 }
 
 /**
  * The one error type this package throws for a failed call. It stays
- * structured (status, body `code`, server message) so that a facade can map
- * it into its own error classes; `cause` keeps the underlying failure.
+ * structured (kind, method, path, status, body `code`, server message: the
+ * fields envd's client has too) so that a facade can map it into its own
+ * error classes; `cause` keeps the underlying failure.
  */
-export class ControlApiError extends Error {
+export class ControlApiError extends withHttpCallFields(Error) {
   override readonly name = 'ControlApiError';
-  readonly kind: ControlErrorKind;
-  /** HTTP method of the failed call. */
-  readonly method: string;
-  /** Path of the failed call, as sent (path parameters filled in). */
-  readonly path: string;
-  /** HTTP status, when the server answered. */
-  readonly status: number | undefined;
-  /**
-   * `code` of the `{code, message}` error body. E2B clients branch on this
-   * rather than on the status, so it is kept apart from `status`.
-   */
-  readonly code: number | undefined;
   /** Optional `error_code` of the error body. */
   readonly errorCode: string | undefined;
-  /** `message` of the error body, or the body text when it is not JSON. */
-  readonly serverMessage: string | undefined;
   /** Integer `Retry-After` of the final answer, in seconds. */
   readonly retryAfterSeconds: number | undefined;
 
   constructor(message: string, details: ControlApiErrorDetails) {
-    super(message, details.cause === undefined ? undefined : { cause: details.cause });
-    this.kind = details.kind;
-    this.method = details.method;
-    this.path = details.path;
-    this.status = details.status;
-    this.code = details.code;
+    super(message, details);
     this.errorCode = details.errorCode;
-    this.serverMessage = details.serverMessage;
     this.retryAfterSeconds = details.retryAfterSeconds;
   }
 }
@@ -69,34 +43,8 @@ export function retryAfterSeconds(headers: Headers): number | undefined {
  * there was none.
  */
 export function errorFromResponse(method: string, path: string, response: Response, body: unknown): ControlApiError {
-  let code: number | undefined;
-  let errorCode: string | undefined;
-  let serverMessage: string | undefined;
-  if (typeof body === 'object' && body !== null) {
-    const fields = body as Record<string, unknown>;
-    // Some servers send the code as a string; keep it only when it is a number.
-    if (typeof fields.code === 'number') code = fields.code;
-    else if (typeof fields.code === 'string' && /^\d+$/.test(fields.code)) code = Number(fields.code);
-    if (typeof fields.error_code === 'string') errorCode = fields.error_code;
-    if (typeof fields.message === 'string') serverMessage = fields.message;
-    else serverMessage = JSON.stringify(body);
-  } else if (typeof body === 'string' && body.trim() !== '') {
-    serverMessage = body.trim();
-  } else if (body !== undefined && body !== null && body !== '') {
-    serverMessage = String(body);
-  }
-  const statusText = response.statusText ? ` ${response.statusText}` : '';
-  const detail = serverMessage ?? `empty body${statusText ? ` (${statusText.trim()})` : ''}`;
-  return new ControlApiError(`${method} ${path} failed with ${response.status}: ${detail}`, {
-    kind: errorKindOf(response.status),
-    method,
-    path,
-    status: response.status,
-    code,
-    errorCode,
-    serverMessage,
-    retryAfterSeconds: retryAfterSeconds(response.headers),
-  });
+  const { message, details } = answerFailure(method, path, response.status, response.statusText, body);
+  return new ControlApiError(message, { ...details, retryAfterSeconds: retryAfterSeconds(response.headers) });
 }
 
 /**
@@ -106,6 +54,6 @@ export function errorFromResponse(method: string, path: string, response: Respon
  */
 export function errorFromFailure(method: string, path: string, err: unknown, callerAborted: boolean): ControlApiError {
   if (err instanceof ControlApiError) return err;
-  const { kind, what } = failureOf(err, callerAborted);
-  return new ControlApiError(`${method} ${path} ${what}`, { kind, method, path, cause: err });
+  const { message, details } = callFailure(method, path, err, callerAborted);
+  return new ControlApiError(message, details);
 }

@@ -293,13 +293,7 @@ export class EnvdClient {
   /** `GET /metrics`: current CPU, memory and disk usage. */
   metrics(options: CallOptions = {}): Promise<Metrics> {
     return this.#call('GET', '/metrics', undefined, options, async (answer) => {
-      if (answer.status < 200 || answer.status > 299) throw await errorFromResponse('GET', '/metrics', answer);
-      let body: unknown;
-      try {
-        body = JSON.parse(await answer.text());
-      } catch (err) {
-        throw invalidResponse('GET', '/metrics', answer.status, 'a body that is not JSON', err);
-      }
+      const body = await jsonOf('GET', '/metrics', answer);
       if (typeof body !== 'object' || body === null || Array.isArray(body)) {
         throw invalidResponse('GET', '/metrics', answer.status, 'a body that is not a metrics object');
       }
@@ -357,13 +351,7 @@ export class EnvdClient {
     const call = startCall(signal, timeoutMs);
     try {
       const answer = await this.#send({ method: 'POST', url, route: '/files', headers, body, signal: call.signal });
-      if (answer.status < 200 || answer.status > 299) throw await errorFromResponse('POST', '/files', answer);
-      let entries: unknown;
-      try {
-        entries = JSON.parse(await answer.text());
-      } catch (err) {
-        throw invalidResponse('POST', '/files', answer.status, 'a body that is not JSON', err);
-      }
+      const entries = await jsonOf('POST', '/files', answer);
       if (!Array.isArray(entries)) throw invalidResponse('POST', '/files', answer.status, 'no list of written files');
       return entries as EntryInfo[];
     } catch (err) {
@@ -404,6 +392,16 @@ function startCall(callerSignal: AbortSignal | undefined, timeoutMs: number): Ca
     stopTimer: () => clearTimeout(timer),
     callerAborted: () => callerSignal?.aborted ?? false,
   };
+}
+
+/** The JSON body of a 2xx answer; another status, or a body that is not JSON, throws. */
+async function jsonOf(method: string, path: string, answer: HttpAnswer): Promise<unknown> {
+  if (answer.status < 200 || answer.status > 299) throw await errorFromResponse(method, path, answer);
+  try {
+    return JSON.parse(await answer.text());
+  } catch (err) {
+    throw invalidResponse(method, path, answer.status, 'a body that is not JSON', err);
+  }
 }
 
 function invalidResponse(method: string, path: string, status: number, what: string, cause?: unknown): EnvdHttpError {

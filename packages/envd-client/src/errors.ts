@@ -1,45 +1,25 @@
-import { errorKindOf, failureOf, type ErrorKind } from '@paddock/protocol';
+import { answerFailure, callFailure, withHttpCallFields, type ErrorKind, type HttpCallErrorDetails } from '@paddock/protocol';
 
 /** What went wrong with an HTTP call to envd; RPC failures stay `ConnectError`s with their Connect code. */
 export type EnvdErrorKind = ErrorKind;
 
-export interface EnvdHttpErrorDetails {
-  kind: EnvdErrorKind;
-  method: string;
-  path: string;
-  status?: number;
-  code?: number;
-  serverMessage?: string;
-  cause?: unknown;
-}
+export type EnvdHttpErrorDetails = HttpCallErrorDetails;
 
 /** Base of the errors this package throws itself. */
 export class EnvdError extends Error {
   override readonly name: string = 'EnvdError';
 }
 
-/** A failed HTTP call to envd, kept structured for a facade to map. */
-export class EnvdHttpError extends EnvdError {
+/**
+ * A failed HTTP call to envd, kept structured for a facade to map: the same
+ * fields as the control API client's errors, and an `EnvdError` all the same.
+ */
+export class EnvdHttpError extends withHttpCallFields(EnvdError) {
   override readonly name = 'EnvdHttpError';
-  readonly kind: EnvdErrorKind;
-  readonly method: string;
-  /** Path of the call (`/files`, `/health`…), without the query. */
-  readonly path: string;
-  /** HTTP status, when envd (or the proxy) answered. */
-  readonly status: number | undefined;
-  /** `code` of the `{code, message}` error body. */
-  readonly code: number | undefined;
-  /** `message` of the error body, or the body text when it is not JSON. */
-  readonly serverMessage: string | undefined;
 
+  // Declared to type the arguments: the mixin's constructor takes any.
   constructor(message: string, details: EnvdHttpErrorDetails) {
-    super(message, details.cause === undefined ? undefined : { cause: details.cause });
-    this.kind = details.kind;
-    this.method = details.method;
-    this.path = details.path;
-    this.status = details.status;
-    this.code = details.code;
-    this.serverMessage = details.serverMessage;
+    super(message, details);
   }
 }
 
@@ -64,33 +44,20 @@ export interface ErrorAnswer {
 
 /** Reads the error body of a non-2xx answer and builds the error. */
 export async function errorFromResponse(method: string, path: string, response: ErrorAnswer): Promise<EnvdHttpError> {
-  const text = (await response.text().catch(() => '')).trim();
-  let code: number | undefined;
-  let serverMessage: string | undefined = text || undefined;
+  const text = await response.text().catch(() => '');
+  let body: unknown = text;
   try {
-    const body: unknown = JSON.parse(text);
-    if (typeof body === 'object' && body !== null) {
-      const fields = body as Record<string, unknown>;
-      if (typeof fields.code === 'number') code = fields.code;
-      if (typeof fields.message === 'string') serverMessage = fields.message;
-    }
+    body = JSON.parse(text);
   } catch {
     // Not JSON: the text itself is the message.
   }
-  const detail = serverMessage ?? `empty body${response.statusText ? ` (${response.statusText})` : ''}`;
-  return new EnvdHttpError(`${method} ${path} failed with ${response.status}: ${detail}`, {
-    kind: errorKindOf(response.status),
-    method,
-    path,
-    status: response.status,
-    code,
-    serverMessage,
-  });
+  const { message, details } = answerFailure(method, path, response.status, response.statusText, body);
+  return new EnvdHttpError(message, details);
 }
 
 /** Builds the error for a call that got no usable answer. */
 export function errorFromFailure(method: string, path: string, err: unknown, callerAborted: boolean): EnvdError {
   if (err instanceof EnvdError) return err;
-  const { kind, what } = failureOf(err, callerAborted);
-  return new EnvdHttpError(`${method} ${path} ${what}`, { kind, method, path, cause: err });
+  const { message, details } = callFailure(method, path, err, callerAborted);
+  return new EnvdHttpError(message, details);
 }

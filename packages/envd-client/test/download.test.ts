@@ -1,26 +1,16 @@
-import { createHash } from 'node:crypto';
 import type { ServerResponse } from 'node:http';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { createGzip } from 'node:zlib';
 import { EnvdClient, EnvdHttpError } from '../src/index.js';
-import { generatedBytes, sendJson, serve, type TestServer } from './http-server.js';
+import { generatedBytes, sha256Of } from '../../../tools/testing/bytes.mjs';
+import { sendJson, serve, type TestServer } from './http-server.js';
 
 let server: TestServer | undefined;
 afterEach(async () => {
   await server?.close();
   server = undefined;
 });
-
-async function sha256Of(chunks: AsyncIterable<Uint8Array>): Promise<{ sha256: string; size: number }> {
-  const hash = createHash('sha256');
-  let size = 0;
-  for await (const c of chunks) {
-    hash.update(c);
-    size += c.length;
-  }
-  return { sha256: hash.digest('hex'), size };
-}
 
 async function* readAll(stream: ReadableStream<Uint8Array>): AsyncGenerator<Uint8Array> {
   const reader = stream.getReader();

@@ -1,5 +1,8 @@
-// A real HTTP server on 127.0.0.1 standing in for envd's HTTP endpoints; the
-// test's handler reads the request as a stream, as envd would.
+// A real HTTP server on 127.0.0.1 standing in for envd's HTTP endpoints (the
+// test's handler reads the request as a stream, as envd would), and a Node
+// process of its own for what must run outside jest.
+import { spawn, type SpawnOptions } from 'node:child_process';
+import { once } from 'node:events';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 
@@ -34,15 +37,16 @@ export function sendJson(res: ServerResponse, status: number, body: unknown): vo
   res.end(text);
 }
 
-/** Deterministic pseudo-random bytes, produced chunk by chunk without holding them all. */
-export async function* generatedBytes(total: number, chunkSize = 64 * 1024, seed = 1): AsyncGenerator<Uint8Array> {
-  let state = seed;
-  for (let sent = 0; sent < total; sent += chunkSize) {
-    const chunk = new Uint8Array(Math.min(chunkSize, total - sent));
-    for (let i = 0; i < chunk.length; i++) {
-      state = (state * 1103515245 + 12345) >>> 0;
-      chunk[i] = state >>> 24;
-    }
-    yield chunk;
-  }
+/** Runs `node ...args` to its end and gives what it printed; it must exit 0 with nothing on stderr. */
+export async function nodeOutput(args: string[], options: SpawnOptions = {}): Promise<string> {
+  const child = spawn(process.execPath, args, { ...options, stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  let errors = '';
+  child.stdout?.setEncoding('utf8').on('data', (d: string) => (out += d));
+  child.stderr?.setEncoding('utf8').on('data', (d: string) => (errors += d));
+  // 'close', not 'exit': the output may still be on its way when the process exits.
+  const [code] = (await once(child, 'close')) as [number];
+  expect(errors).toBe('');
+  expect(code).toBe(0);
+  return out;
 }

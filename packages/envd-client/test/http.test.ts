@@ -3,7 +3,7 @@
 // every body framing, answers no Node server would send, content codings,
 // and TLS. Behaviours that fetch gives too are in download.test.ts and
 // upload.test.ts, run through both.
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { once } from 'node:events';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer as createHttpsServer } from 'node:https';
@@ -13,7 +13,7 @@ import { brotliCompressSync, deflateSync, gzipSync } from 'node:zlib';
 import { join } from 'node:path';
 import { Agent } from 'undici';
 import { EnvdArgumentError, EnvdClient, EnvdHttpError } from '../src/index.js';
-import { sendJson, serve } from './http-server.js';
+import { nodeOutput, sendJson, serve } from './http-server.js';
 
 interface RawServer {
   url: string;
@@ -358,14 +358,7 @@ console.log(await client.download('f.txt'));
 console.log(await client.download('f.txt', { format: 'bytes' }).then((b) => b.length));
 console.log(await client.download('f.txt', { format: 'blob' }).then((b) => b.size));`,
       );
-      const child = spawn(process.execPath, [script, url], { env: { ...process.env, NODE_EXTRA_CA_CERTS: join(dir, 'cert.pem') } });
-      let out = '';
-      let errors = '';
-      child.stdout.on('data', (b: Buffer) => (out += b.toString()));
-      child.stderr.on('data', (b: Buffer) => (errors += b.toString()));
-      const [code] = (await once(child, 'exit')) as [number];
-      expect(errors).toBe('');
-      expect(code).toBe(0);
+      const out = await nodeOutput([script, url], { env: { ...process.env, NODE_EXTRA_CA_CERTS: join(dir, 'cert.pem') } });
       const expected = `over TLS to localhost:${(https.address() as AddressInfo).port}`;
       expect(out).toBe(`${expected}\n${expected.length}\n${expected.length}\n`);
       expect(handshakes).toBeLessThanOrEqual(2);

@@ -2,8 +2,6 @@
 // HTTP/1.1 or HTTP/2, over TCP or a unix socket) against a real connect-node
 // server: every outcome of a call (answer, error, end of stream, timeout,
 // a proxy's answer, a dead server) is what the SDK's error mapping reads.
-import { spawn } from 'node:child_process';
-import { once } from 'node:events';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { createServer as createHttp2Server, type Http2Server, type Http2ServerRequest, type Http2ServerResponse } from 'node:http2';
@@ -15,6 +13,7 @@ import { connectNodeAdapter } from '@connectrpc/connect-node';
 import { type MessageInitShape } from '@bufbuild/protobuf';
 import { FileType, Filesystem, Process, type StreamInputRequestSchema } from '@paddock/models';
 import { EnvdClient, type EnvdClientOptions } from '../src/index.js';
+import { nodeOutput } from './http-server.js';
 
 /** How many events the last `start` handler managed to yield. */
 let yielded = 0;
@@ -324,14 +323,7 @@ console.log(JSON.stringify(out));
   await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve));
   const closedUrl = `http://127.0.0.1:${(closed.address() as AddressInfo).port}`;
   await new Promise((resolve) => closed.close(resolve));
-  const child = spawn(process.execPath, ['--input-type=module', '-e', script, urls.http1, urls.http2, closedUrl], { cwd: join(import.meta.dirname, '..') });
-  let out = '';
-  let errors = '';
-  child.stdout.on('data', (b: Buffer) => (out += b.toString()));
-  child.stderr.on('data', (b: Buffer) => (errors += b.toString()));
-  const [code] = (await once(child, 'exit')) as [number];
-  expect(errors).toBe('');
-  expect(code).toBe(0);
+  const out = await nodeOutput(['--input-type=module', '-e', script, urls.http1, urls.http2, closedUrl], { cwd: join(import.meta.dirname, '..') });
   expect(JSON.parse(out)).toEqual({
     'http1 unary abort': 'Canceled',
     'http1 aborted before': 'Canceled',

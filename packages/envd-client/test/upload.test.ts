@@ -4,7 +4,8 @@ import { Readable } from 'node:stream';
 import { createGunzip } from 'node:zlib';
 import busboy from 'busboy';
 import { EnvdArgumentError, EnvdClient, EnvdHttpError } from '../src/index.js';
-import { generatedBytes, sendJson, serve, type TestServer } from './http-server.js';
+import { generatedBytes, sha256Of } from '../../../tools/testing/bytes.mjs';
+import { sendJson, serve, type TestServer } from './http-server.js';
 
 interface ReceivedFile {
   field: string;
@@ -20,16 +21,6 @@ interface ReceivedUpload {
 }
 
 const sha256 = (data: string | Uint8Array): string => createHash('sha256').update(data).digest('hex');
-
-async function sha256Of(chunks: AsyncIterable<Uint8Array>): Promise<{ sha256: string; size: number }> {
-  const hash = createHash('sha256');
-  let size = 0;
-  for await (const c of chunks) {
-    hash.update(c);
-    size += c.length;
-  }
-  return { sha256: hash.digest('hex'), size };
-}
 
 /** Parses a multipart upload with busboy, as envd's stand-in, hashing each part as it streams. */
 function parseMultipart(req: IncomingMessage): Promise<ReceivedFile[]> {

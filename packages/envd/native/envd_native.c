@@ -36,6 +36,13 @@
     }                                                                 \
   } while (0)
 
+// Declares argv[n] and fills it with the call's arguments (undefined for
+// those left out); argc is how many the caller passed.
+#define ARGS(n)         \
+  size_t argc = (n);      \
+  napi_value argv[(n)];   \
+  CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL))
+
 // Throws an Error whose `code` is the errno name (ENOENT, ...), like Node's
 // own fs errors, so that callers can branch on it.
 static napi_value throw_errno(napi_env env, int err, const char* what, const char* path) {
@@ -67,6 +74,18 @@ static char* get_string(napi_env env, napi_value value) {
   }
   napi_get_value_string_utf8(env, value, buf, len + 1, &len);
   return buf;
+}
+
+// Reads the first n arguments as C strings into out (caller frees each).
+// On failure frees those it read and returns 0, with an exception pending.
+static int get_string_args(napi_env env, napi_value* argv, size_t n, char** out) {
+  for (size_t i = 0; i < n; i++) {
+    if (!(out[i] = get_string(env, argv[i]))) {
+      while (i > 0) free(out[--i]);
+      return 0;
+    }
+  }
+  return 1;
 }
 
 // ---------------------------------------------------------------- inotify
@@ -154,9 +173,7 @@ static void watcher_finalize(napi_env env, void* data, void* hint) {
 
 // inotifyOpen(callback) -> handle
 static napi_value inotify_open(napi_env env, napi_callback_info info) {
-  size_t argc = 1;
-  napi_value argv[1];
-  CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  ARGS(1);
   napi_valuetype t;
   if (argc < 1 || napi_typeof(env, argv[0], &t) != napi_ok || t != napi_function) {
     napi_throw_type_error(env, NULL, "inotifyOpen expects a callback");
@@ -211,9 +228,7 @@ static watcher_t* get_watcher(napi_env env, napi_value v) {
 
 // inotifyAddWatch(handle, path, mask) -> wd
 static napi_value inotify_add(napi_env env, napi_callback_info info) {
-  size_t argc = 3;
-  napi_value argv[3];
-  CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  ARGS(3);
   watcher_t* w = get_watcher(env, argv[0]);
   if (!w) return NULL;
   char* path = get_string(env, argv[1]);
@@ -238,9 +253,7 @@ static napi_value inotify_add(napi_env env, napi_callback_info info) {
 
 // inotifyRemoveWatch(handle, wd); a watch the kernel already dropped is fine.
 static napi_value inotify_rm(napi_env env, napi_callback_info info) {
-  size_t argc = 2;
-  napi_value argv[2];
-  CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  ARGS(2);
   watcher_t* w = get_watcher(env, argv[0]);
   if (!w) return NULL;
   int32_t wd;
@@ -250,9 +263,7 @@ static napi_value inotify_rm(napi_env env, napi_callback_info info) {
 }
 
 static napi_value inotify_close(napi_env env, napi_callback_info info) {
-  size_t argc = 1;
-  napi_value argv[1];
-  CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  ARGS(1);
   void* data = NULL;
   if (napi_get_value_external(env, argv[0], &data) == napi_ok && data) watcher_close(data);
   return NULL;
@@ -263,16 +274,10 @@ static napi_value inotify_close(napi_env env, napi_callback_info info) {
 // getXattrs(path, prefix) -> {name-without-prefix: value}. Entries that
 // cannot carry attributes (symlinks, some filesystems) give {}.
 static napi_value get_xattrs(napi_env env, napi_callback_info info) {
-  size_t argc = 2;
-  napi_value argv[2];
-  CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
-  char* path = get_string(env, argv[0]);
-  if (!path) return NULL;
-  char* prefix = get_string(env, argv[1]);
-  if (!prefix) {
-    free(path);
-    return NULL;
-  }
+  ARGS(2);
+  char* args[2];
+  if (!get_string_args(env, argv, 2, args)) return NULL;
+  char *path = args[0], *prefix = args[1];
   size_t plen = strlen(prefix);
   napi_value out;
   napi_create_object(env, &out);
@@ -300,34 +305,31 @@ done:
   return out;
 }
 
-// setXattr(path, name, value)
-static napi_value set_xattr(napi_env env, napi_callback_info info) {
-  size_t argc = 3;
-  napi_value argv[3];
-  CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
-  char* path = get_string(env, argv[0]);
-  char* name = path ? get_string(env, argv[1]) : NULL;
-  char* value = name ? get_string(env, argv[2]) : NULL;
+// Calls op with the call's first n arguments (n <= 3) as C strings; when it
+// fails, throws its errno, naming `what` and the path (the first argument).
+static napi_value on_string_args(napi_env env, napi_callback_info info, size_t n, int (*op)(char** args), const char* what) {
+  ARGS(3);
+  char* args[3];
+  if (!get_string_args(env, argv, n, args)) return NULL;
   napi_value r = NULL;
-  if (value && lsetxattr(path, name, value, strlen(value), 0) < 0) r = throw_errno(env, errno, "lsetxattr", path);
-  free(path);
-  free(name);
-  free(value);
+  if (op(args) < 0) r = throw_errno(env, errno, what, args[0]);
+  for (size_t i = 0; i < n; i++) free(args[i]);
   return r;
 }
 
-// removeXattr(path, name); a missing attribute is fine.
+static int set_xattr_op(char** a) { return lsetxattr(a[0], a[1], a[2], strlen(a[2]), 0); }
+
+// A missing attribute is fine.
+static int remove_xattr_op(char** a) { return lremovexattr(a[0], a[1]) < 0 && errno != ENODATA ? -1 : 0; }
+
+// setXattr(path, name, value)
+static napi_value set_xattr(napi_env env, napi_callback_info info) {
+  return on_string_args(env, info, 3, set_xattr_op, "lsetxattr");
+}
+
+// removeXattr(path, name)
 static napi_value remove_xattr(napi_env env, napi_callback_info info) {
-  size_t argc = 2;
-  napi_value argv[2];
-  CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
-  char* path = get_string(env, argv[0]);
-  char* name = path ? get_string(env, argv[1]) : NULL;
-  napi_value r = NULL;
-  if (name && lremovexattr(path, name) < 0 && errno != ENODATA) r = throw_errno(env, errno, "lremovexattr", path);
-  free(path);
-  free(name);
-  return r;
+  return on_string_args(env, info, 2, remove_xattr_op, "lremovexattr");
 }
 
 // ---------------------------------------------------------------- spawn
@@ -458,9 +460,7 @@ static void close_all(int* fds, int n) {
 // stdin the child reads /dev/null. Throws an errno error (ENOENT, EACCES,
 // ...) when the program cannot be started; no process is left then.
 static napi_value spawn(napi_env env, napi_callback_info info) {
-  size_t argc = 8;
-  napi_value argv[8];
-  CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  ARGS(8);
   spawn_args_t a;
   memset(&a, 0, sizeof a);
   char* cwd = NULL;
@@ -573,9 +573,7 @@ done:
 // waitStatus(pid) -> null while it runs, else [exitCode or -1, signal number or 0];
 // collects it. Throws ECHILD when there is no such child.
 static napi_value wait_status(napi_env env, napi_callback_info info) {
-  size_t argc = 1;
-  napi_value argv[1];
-  CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  ARGS(1);
   int32_t pid;
   CHECK(napi_get_value_int32(env, argv[0], &pid));
   int status;
@@ -599,9 +597,7 @@ static napi_value wait_status(napi_env env, napi_callback_info info) {
 // processes envd starts do not get it (the listening sockets the runtime
 // passes in are envd's alone).
 static napi_value close_on_exec(napi_env env, napi_callback_info info) {
-  size_t argc = 1;
-  napi_value argv[1];
-  CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  ARGS(1);
   int32_t fd;
   CHECK(napi_get_value_int32(env, argv[0], &fd));
   int flags = fcntl(fd, F_GETFD);

@@ -69,13 +69,7 @@ export function filesystemService(state: EnvdState): ServiceImpl<typeof Filesyst
   /** Checks the directory to watch and starts watching it. */
   function startWatch(spec: WatchSpec, user: User, onEvent: (ev: WatchEvent) => void, onGone: () => void): DirWatch {
     const dir = resolved(spec.path, user);
-    let st;
-    try {
-      st = statSync(dir);
-    } catch (err) {
-      throw fsConnectError(err, dir);
-    }
-    if (!st.isDirectory()) throw new ConnectError(`path '${dir}' is not a directory`, Code.InvalidArgument);
+    requireDirectory(dir);
     if (!spec.allowNetworkMounts && NETWORK_FS.has(Number(statfsSync(dir).type))) {
       throw new ConnectError(`path '${dir}' is on a network filesystem; set allow_network_mounts to watch it`, Code.FailedPrecondition);
     }
@@ -127,13 +121,7 @@ export function filesystemService(state: EnvdState): ServiceImpl<typeof Filesyst
     listDir(req, ctx) {
       const path = resolved(req.path, actingUser(ctx));
       const depth = req.depth === 0 ? 1 : req.depth;
-      let st;
-      try {
-        st = statSync(path);
-      } catch (err) {
-        throw fsConnectError(err, path);
-      }
-      if (!st.isDirectory()) throw new ConnectError(`path '${path}' is not a directory`, Code.InvalidArgument);
+      requireDirectory(path);
       const entries: EntryInfo[] = [];
       const owners = state.users.names();
       const walk = (dir: string, level: number) => {
@@ -222,6 +210,17 @@ export function filesystemService(state: EnvdState): ServiceImpl<typeof Filesyst
       return {};
     },
   };
+}
+
+/** Throws unless `path` is a directory (following links): what stat(2) refuses, or InvalidArgument for anything else. */
+function requireDirectory(path: string): void {
+  let st;
+  try {
+    st = statSync(path);
+  } catch (err) {
+    throw fsConnectError(err, path);
+  }
+  if (!st.isDirectory()) throw new ConnectError(`path '${path}' is not a directory`, Code.InvalidArgument);
 }
 
 function lstatSafe(path: string): boolean {

@@ -3,7 +3,7 @@ import { Code } from '@connectrpc/connect';
 import { lstatSync, mkdirSync, readlinkSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { FileType } from '@paddock/models';
-import { failure, filesystem, startEnvd, type RunningEnvd } from './harness.js';
+import { CONNECT_FORMATS, failure, filesystem, startEnvd, type RunningEnvd } from './harness.js';
 
 let envd: RunningEnvd;
 beforeAll(async () => {
@@ -11,10 +11,7 @@ beforeAll(async () => {
 });
 afterAll(() => envd.stop());
 
-describe.each([
-  ['JSON', false],
-  ['binary', true],
-])('Filesystem over %s', (_name, binary) => {
+describe.each(CONNECT_FORMATS)('Filesystem over %s', (_name, binary) => {
   const fs = () => filesystem(envd, { binary });
 
   test('MakeDir creates missing parents owned by the acting user, then says already_exists', async () => {

@@ -22,6 +22,12 @@ export function startEnvd(opts: EnvdStartOptions = {}): Promise<RunningEnvd> {
   return startLocalEnvd({ prefix: 'envd-test-', token, port: opts.port, extraArgs: opts.extraArgs, main: opts.main });
 }
 
+/** Connect's two encodings, named, for `describe.each`: every RPC test runs in both. */
+export const CONNECT_FORMATS = [
+  ['JSON', false],
+  ['binary', true],
+] as const;
+
 export interface ClientOptions {
   user?: string;
   token?: string | null;

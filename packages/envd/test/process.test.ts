@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { Signal, type ProcessEvent } from '@paddock/models';
 import type { MessageInitShape } from '@bufbuild/protobuf';
 import type { StartRequestSchema } from '@paddock/models';
-import { memoryOf, processes as processClient, resetPeakMemory, startEnvd, type ClientOptions, type RunningEnvd } from './harness.js';
+import { CONNECT_FORMATS, memoryOf, processes as processClient, resetPeakMemory, startEnvd, type ClientOptions, type RunningEnvd } from './harness.js';
 
 let envd: RunningEnvd;
 beforeAll(async () => {
@@ -16,10 +16,7 @@ beforeAll(async () => {
 afterAll(() => envd.stop());
 
 // Every test runs in both Connect formats, served by connect-node's handler.
-describe.each([
-  ['JSON', false],
-  ['binary', true],
-] as const)('over Connect %s', (_format, binary) => {
+describe.each(CONNECT_FORMATS)('over Connect %s', (_format, binary) => {
   const processes = (e: RunningEnvd, opts: ClientOptions = {}) => processClient(e, { binary, ...opts });
 
   const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

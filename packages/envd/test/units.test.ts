@@ -7,6 +7,7 @@ import { basicAuthUser, checkAccess, checkFileSignature, fileSignature, secretsE
 import { permissionString } from '../src/entry-info.js';
 import { EventQueue, HIGH_WATER_BYTES, MAX_JOINED_BYTES, type Joiner } from '../src/event-queue.js';
 import { metadataFromHeaders } from '../src/metadata.js';
+import { native } from '../src/native.js';
 import { resolveUserPath } from '../src/paths.js';
 import { UserDb } from '../src/users.js';
 
@@ -123,6 +124,30 @@ test('metadata headers are validated and lowercased', () => {
   expect(metadataFromHeaders({ 'content-type': 'x' })).toBeUndefined();
   expect(metadataFromHeaders({ 'x-metadata-Owner': 'Al' })).toEqual({ owner: 'Al' });
   expect(() => metadataFromHeaders({ 'x-metadata-k': 'caf\u00e9' })).toThrow('metadata value of "k" must be printable ASCII');
+});
+
+test('extended attributes through the addon: set, read by prefix, removed (a missing one too); failures carry the errno and the path', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'envd-xattr-'));
+  try {
+    const file = join(dir, 'f');
+    writeFileSync(file, '');
+    native.setXattr(file, 'user.t.a', 'one');
+    native.setXattr(file, 'user.t.b', 'two');
+    native.setXattr(file, 'user.other', 'x');
+    expect(native.getXattrs(file, 'user.t.')).toEqual({ a: 'one', b: 'two' });
+    native.removeXattr(file, 'user.t.a');
+    native.removeXattr(file, 'user.t.a');
+    expect(native.getXattrs(file, 'user.t.')).toEqual({ b: 'two' });
+    const missing = join(dir, 'missing');
+    expect(() => native.setXattr(missing, 'user.t.a', 'v')).toThrow(expect.objectContaining({ code: 'ENOENT', message: expect.stringContaining(`lsetxattr '${missing}'`) }));
+    expect(() => native.removeXattr(missing, 'user.t.a')).toThrow(expect.objectContaining({ code: 'ENOENT', message: expect.stringContaining('lremovexattr') }));
+    expect(() => native.getXattrs(missing, 'user.t.')).toThrow(expect.objectContaining({ code: 'ENOENT' }));
+    // The addon's TypeError is of Node's realm, not jest's: compared by name.
+    expect(() => native.setXattr(file, 'user.t.a', 7 as unknown as string)).toThrow(expect.objectContaining({ name: 'TypeError', message: 'expected a string' }));
+    expect(native.getXattrs(file, 'user.t.')).toEqual({ b: 'two' });
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });
 
 test('Uint8Array.prototype.toBase64 is there for protobuf-es, with both alphabets and optional padding', async () => {

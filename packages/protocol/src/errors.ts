@@ -100,3 +100,96 @@ export function failureOf(err: unknown, callerAborted: boolean): { kind: ErrorKi
   if (name === 'SyntaxError') return { kind: 'invalid_response', what: 'got a body that is not valid JSON' };
   return { kind: 'network', what: `failed: ${describeFailure(err)}` };
 }
+
+/** What an error of a failed HTTP call carries, in every client. */
+export interface HttpCallErrorDetails {
+  kind: ErrorKind;
+  method: string;
+  path: string;
+  status?: number;
+  code?: number;
+  serverMessage?: string;
+  cause?: unknown;
+}
+
+// TypeScript accepts a class as a mixin's base only when its constructor takes `...any[]`.
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+type ErrorClass = new (...args: any[]) => Error;
+
+/**
+ * Gives an error class the fields of a failed HTTP call, built from
+ * `(message, details)`. A mixin rather than a base class, so that each client
+ * keeps its own hierarchy (envd's `EnvdHttpError` is an `EnvdError`, the
+ * control API's `ControlApiError` an `Error`) while both read the same fields.
+ */
+export function withHttpCallFields<TBase extends ErrorClass>(Base: TBase) {
+  return class HttpCallError extends Base {
+    readonly kind: ErrorKind;
+    /** HTTP method of the failed call. */
+    readonly method: string;
+    /** Path of the failed call, as sent (path parameters filled in), without the query. */
+    readonly path: string;
+    /** HTTP status, when the server (or the proxy) answered. */
+    readonly status: number | undefined;
+    /**
+     * `code` of the `{code, message}` error body. E2B clients branch on this
+     * rather than on the status, so it is kept apart from `status`.
+     */
+    readonly code: number | undefined;
+    /** `message` of the error body, or the body text when it is not JSON. */
+    readonly serverMessage: string | undefined;
+
+    // eslint-disable-next-line @typescript-eslint/no-explicit-any
+    constructor(...args: any[]) {
+      const [message, details] = args as [string, HttpCallErrorDetails];
+      super(message, details.cause === undefined ? undefined : { cause: details.cause });
+      this.kind = details.kind;
+      this.method = details.method;
+      this.path = details.path;
+      this.status = details.status;
+      this.code = details.code;
+      this.serverMessage = details.serverMessage;
+    }
+  };
+}
+
+/** The message and details of the error for a failed call, for a client to build its own error class from. */
+export interface HttpCallFailure {
+  message: string;
+  /** `errorCode` is the body's optional `error_code`, which only the control API sends. */
+  details: HttpCallErrorDetails & { errorCode?: string };
+}
+
+/**
+ * The error of a non-2xx answer. `body` is what the client made of the body:
+ * parsed JSON, the text when it is not JSON, or undefined when there was
+ * none. Reads it leniently, as servers vary: a `code` sent as a string of
+ * digits counts, a JSON body without a `message` is the message as a whole.
+ */
+export function answerFailure(method: string, path: string, status: number, statusText: string, body: unknown): HttpCallFailure {
+  let code: number | undefined;
+  let errorCode: string | undefined;
+  let serverMessage: string | undefined;
+  if (typeof body === 'object' && body !== null) {
+    const fields = body as Record<string, unknown>;
+    if (typeof fields.code === 'number') code = fields.code;
+    else if (typeof fields.code === 'string' && /^\d+$/.test(fields.code)) code = Number(fields.code);
+    if (typeof fields.error_code === 'string') errorCode = fields.error_code;
+    serverMessage = typeof fields.message === 'string' ? fields.message : JSON.stringify(body);
+  } else if (typeof body === 'string') {
+    serverMessage = body.trim() || undefined;
+  } else if (body !== undefined && body !== null) {
+    serverMessage = String(body);
+  }
+  const detail = serverMessage ?? `empty body${statusText.trim() ? ` (${statusText.trim()})` : ''}`;
+  return {
+    message: `${method} ${path} failed with ${status}: ${detail}`,
+    details: { kind: errorKindOf(status), method, path, status, code, errorCode, serverMessage },
+  };
+}
+
+/** The error of a call that got no usable answer; `callerAborted` as for {@link failureOf}. */
+export function callFailure(method: string, path: string, err: unknown, callerAborted: boolean): HttpCallFailure {
+  const { kind, what } = failureOf(err, callerAborted);
+  return { message: `${method} ${path} ${what}`, details: { kind, method, path, cause: err } };
+}

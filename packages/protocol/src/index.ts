@@ -13,4 +13,17 @@ export {
   type FileOperation,
   type FileSignatureInput,
 } from './file-signature.js';
-export { asErrorLike, describeFailure, errorKindOf, failureOf, type ErrorBody, type ErrorKind, type ErrorLike } from './errors.js';
+export {
+  answerFailure,
+  asErrorLike,
+  callFailure,
+  describeFailure,
+  errorKindOf,
+  failureOf,
+  withHttpCallFields,
+  type ErrorBody,
+  type ErrorKind,
+  type ErrorLike,
+  type HttpCallErrorDetails,
+  type HttpCallFailure,
+} from './errors.js';

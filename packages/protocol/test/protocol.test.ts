@@ -2,6 +2,8 @@ import { createHash } from 'node:crypto';
 import {
   ENVD_PORT,
   MAX_METADATA_BYTES,
+  answerFailure,
+  callFailure,
   encodeFileSignature,
   describeFailure,
   errorKindOf,
@@ -13,6 +15,8 @@ import {
   metadataProblem,
   parseSandboxHost,
   sandboxHost,
+  withHttpCallFields,
+  type HttpCallErrorDetails,
 } from '../src/index.js';
 
 function sign(payload: string): string {
@@ -90,4 +94,53 @@ test('a call with no answer is told by why: the caller, a deadline, a body that 
   const refused = new TypeError('fetch failed', { cause: Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:1'), { code: 'ECONNREFUSED' }) });
   expect(failureOf(refused, false)).toEqual({ kind: 'network', what: 'failed: fetch failed: connect ECONNREFUSED 127.0.0.1:1 (ECONNREFUSED)' });
   expect(describeFailure('plain')).toBe('plain');
+});
+
+describe('errors of failed HTTP calls', () => {
+  test('a {code, message} body is read leniently: a code of digits as a string, error_code, a message-less body as a whole', () => {
+    expect(answerFailure('GET', '/x', 404, 'Not Found', { code: 404, message: 'no such x' })).toEqual({
+      message: 'GET /x failed with 404: no such x',
+      details: { kind: 'not_found', method: 'GET', path: '/x', status: 404, code: 404, errorCode: undefined, serverMessage: 'no such x' },
+    });
+    expect(answerFailure('POST', '/y', 409, '', { code: '409', message: 'busy', error_code: 'in_use' }).details).toMatchObject({
+      kind: 'conflict',
+      code: 409,
+      errorCode: 'in_use',
+    });
+    expect(answerFailure('GET', '/x', 400, '', { code: 'four hundred', field: 'a' }).details).toMatchObject({
+      code: undefined,
+      serverMessage: '{"code":"four hundred","field":"a"}',
+    });
+  });
+
+  test('a text body is the message; no body names the status text', () => {
+    expect(answerFailure('GET', '/x', 502, 'Bad Gateway', '  proxy: upstream gone \n').message).toBe('GET /x failed with 502: proxy: upstream gone');
+    expect(answerFailure('GET', '/x', 401, 'Unauthorized', '').message).toBe('GET /x failed with 401: empty body (Unauthorized)');
+    expect(answerFailure('GET', '/x', 500, '', undefined)).toMatchObject({ message: 'GET /x failed with 500: empty body', details: { serverMessage: undefined } });
+  });
+
+  test('a call with no answer keeps its cause', () => {
+    const cause = new Error('socket hang up');
+    expect(callFailure('GET', '/x', cause, false)).toEqual({
+      message: 'GET /x failed: socket hang up',
+      details: { kind: 'network', method: 'GET', path: '/x', cause },
+    });
+  });
+
+  test('the mixin adds the fields and keeps the class it extends, and its cause', () => {
+    class BaseError extends Error {}
+    class CallError extends withHttpCallFields(BaseError) {
+      constructor(message: string, details: HttpCallErrorDetails) {
+        super(message, details);
+      }
+    }
+    const cause = new Error('underneath');
+    const { message, details } = answerFailure('GET', '/x', 507, '', { code: 507, message: 'disk full' });
+    const err = new CallError(message, { ...details, cause });
+    expect(err).toBeInstanceOf(BaseError);
+    expect(err).toBeInstanceOf(Error);
+    expect(err).toMatchObject({ message: 'GET /x failed with 507: disk full', kind: 'insufficient_storage', method: 'GET', path: '/x', status: 507, code: 507, serverMessage: 'disk full' });
+    expect(err.cause).toBe(cause);
+    expect('cause' in new CallError('m', { kind: 'http', method: 'GET', path: '/' })).toBe(false);
+  });
 });

@@ -155,13 +155,7 @@ export class Filesystem {
 
   /** Whether something exists at `path`. */
   async exists(path: string, opts?: FilesystemRequestOpts): Promise<boolean> {
-    try {
-      await this.#context.envd.filesystem.stat({ path }, rpcOptions(this.#context, opts));
-      return true;
-    } catch (err) {
-      if (ConnectError.from(err).code === Code.NotFound) return false;
-      throw fromRpcError(err, 'file');
-    }
+    return succeedsUnless(Code.NotFound, () => this.#context.envd.filesystem.stat({ path }, rpcOptions(this.#context, opts)));
   }
 
   /** What is at `path`. Throws `FileNotFoundError` when nothing is. */
@@ -176,13 +170,7 @@ export class Filesystem {
 
   /** Creates a directory and its missing parents. False when it already exists. */
   async makeDir(path: string, opts?: FilesystemRequestOpts): Promise<boolean> {
-    try {
-      await this.#context.envd.filesystem.makeDir({ path }, rpcOptions(this.#context, opts));
-      return true;
-    } catch (err) {
-      if (ConnectError.from(err).code === Code.AlreadyExists) return false;
-      throw fromRpcError(err, 'file');
-    }
+    return succeedsUnless(Code.AlreadyExists, () => this.#context.envd.filesystem.makeDir({ path }, rpcOptions(this.#context, opts)));
   }
 
   /** Moves a file or directory; returns it at its new path. */
@@ -240,4 +228,15 @@ export class Filesystem {
 function requireEntry<E>(entry: E | undefined, method: string, path: string): E {
   if (entry === undefined) throw new SandboxError(`envd answered ${method} on '${path}' without the entry`);
   return entry;
+}
+
+/** True when `call` succeeds, false when it fails with `code`; any other failure throws the SDK's error for it. */
+async function succeedsUnless(code: Code, call: () => Promise<unknown>): Promise<boolean> {
+  try {
+    await call();
+    return true;
+  } catch (err) {
+    if (ConnectError.from(err).code === code) return false;
+    throw fromRpcError(err, 'file');
+  }
 }

@@ -33,39 +33,6 @@ export type { WatchEventCallback, WatchExitCallback, WatchHandle } from './watch
 export type { CommandConnectOpts, CommandRequestOpts, CommandStartOpts, Commands } from './commands.js';
 export type { CommandHandle, OutputCallback, PtyOutputCallback } from './command-handle.js';
 export type { Pty, PtyConnectOpts, PtyCreateOpts } from './pty.js';
-export {
-  FileType,
-  FilesystemEventType,
-  type EntryInfo,
-  type FilesystemEvent,
-  type ProcessInfo,
-  type PtySize,
-  type SandboxConnectionInfo,
-  type SandboxEgressProxy,
-  type SandboxInfo,
-  type SandboxInfoLifecycle,
-  type SandboxLifecycle,
-  type SandboxMetrics,
-  type SandboxNetworkInfo,
-  type SandboxNetworkOpts,
-  type SandboxNetworkRule,
-  type SandboxNetworkUpdate,
-  type SandboxOnTimeout,
-  type SandboxState,
-  type WriteInfo,
-} from './types.js';
-export {
-  AuthenticationError,
-  CommandExitError,
-  FileNotFoundError,
-  InvalidArgumentError,
-  NotEnoughSpaceError,
-  NotFoundError,
-  RateLimitError,
-  SandboxError,
-  SandboxNotFoundError,
-  TemplateError,
-  TimeoutError,
-  type CommandResult,
-  type SandboxErrorOptions,
-} from './errors.js';
+// Everything in types.ts and errors.ts is public: they hold the API's own shapes and its errors.
+export * from './types.js';
+export * from './errors.js';

@@ -1,26 +1,13 @@
 // sandbox.commands against a real envd, through the SDK only.
 import { join } from 'node:path';
 import { CommandExitError, NotFoundError, SandboxError, TimeoutError, type Sandbox } from '../src/index.js';
-import { startEnvd, type LocalEnvd } from './support/envd.js';
+import { eventually } from '../../../tools/testing/poll.mjs';
+import { startEnvdWithSandbox, type LocalEnvd } from './support/envd.js';
 
 let envd: LocalEnvd;
 let sbx: Sandbox;
-
-beforeAll(async () => {
-  envd = await startEnvd();
-  sbx = envd.sandbox();
-});
-afterAll(async () => {
-  await envd.stop();
-});
-
-async function until(check: () => boolean | Promise<boolean>, what: string, ms = 5000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
+beforeAll(async () => ({ envd, sbx } = await startEnvdWithSandbox()));
+afterAll(() => envd.stop());
 
 /** Index of the first character where `a` and `b` differ, -1 when equal; a readable failure for huge strings. */
 function firstDifference(a: string, b: string): number {
@@ -86,7 +73,7 @@ describe('run in the foreground', () => {
     const started = Date.now();
     await expect(sbx.commands.run(`sleep 30; touch ${marker}`, { timeoutMs: 700 })).rejects.toBeInstanceOf(TimeoutError);
     expect(Date.now() - started).toBeLessThan(10_000);
-    await until(async () => !(await sbx.commands.list()).some((p) => p.args.some((a) => a.includes(marker))), 'the process to be gone');
+    await eventually(async () => !(await sbx.commands.list()).some((p) => p.args.some((a) => a.includes(marker))), 'the process to be gone');
   });
 });
 
@@ -94,7 +81,7 @@ describe('background commands', () => {
   test('list shows it, connect attaches by pid, kill ends it', async () => {
     const handle = await sbx.commands.run('echo started; sleep 60', { background: true, envs: { TAGGED: 'yes' } });
     expect(handle.pid).toBeGreaterThan(0);
-    await until(() => handle.stdout === 'started\n', 'first output');
+    await eventually(() => handle.stdout === 'started\n', 'first output');
 
     const listed = (await sbx.commands.list()).find((p) => p.pid === handle.pid);
     expect(listed).toMatchObject({ cmd: '/bin/bash', args: ['-l', '-c', 'echo started; sleep 60'] });

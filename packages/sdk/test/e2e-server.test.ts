@@ -18,6 +18,7 @@ import {
   type ConnectionOpts,
   type FilesystemEvent,
 } from '../src/index.js';
+import { eventually } from '../../../tools/testing/poll.mjs';
 
 const API_KEY = 'e2b_5dc5dc5dc5dc5dc5dc5dc5dc5dc5dc5dc5dc5dc5';
 const MiB = 1024 * 1024;
@@ -38,16 +39,6 @@ afterAll(async () => {
   expect(await runtime.leftovers()).toEqual([]);
   rmSync(home, { recursive: true, force: true });
 });
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-async function eventually(check: () => Promise<boolean> | boolean, what: string, ms = 15_000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (Date.now() < deadline) {
-    if (await check()) return;
-    await sleep(100);
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
 
 describe('one sandbox', () => {
   let sbx: Sandbox;

@@ -1,5 +1,4 @@
 // sandbox.files against a real envd, through the SDK only.
-import { createHash } from 'node:crypto';
 import { Readable } from 'node:stream';
 import { join } from 'node:path';
 import {
@@ -13,50 +12,14 @@ import {
   type FilesystemEvent,
   type Sandbox,
 } from '../src/index.js';
-import { startEnvd, type LocalEnvd } from './support/envd.js';
+import { generatedBytes, sha256Of } from '../../../tools/testing/bytes.mjs';
+import { eventually } from '../../../tools/testing/poll.mjs';
+import { startEnvdWithSandbox, type LocalEnvd } from './support/envd.js';
 
 let envd: LocalEnvd;
 let sbx: Sandbox;
-
-beforeAll(async () => {
-  envd = await startEnvd();
-  sbx = envd.sandbox();
-});
-afterAll(async () => {
-  await envd.stop();
-});
-
-/** Deterministic pseudo-random bytes, produced chunk by chunk so that no test holds them all. */
-async function* generatedBytes(total: number, seed: number): AsyncGenerator<Uint8Array> {
-  let state = seed;
-  const chunkSize = 256 * 1024;
-  for (let sent = 0; sent < total; sent += chunkSize) {
-    const chunk = new Uint8Array(Math.min(chunkSize, total - sent));
-    for (let i = 0; i < chunk.length; i++) {
-      state = (state * 1103515245 + 12345) >>> 0;
-      chunk[i] = state >>> 24;
-    }
-    yield chunk;
-  }
-}
-
-async function sha256Of(chunks: AsyncIterable<Uint8Array>): Promise<{ digest: string; size: number }> {
-  const hash = createHash('sha256');
-  let size = 0;
-  for await (const chunk of chunks) {
-    hash.update(chunk);
-    size += chunk.byteLength;
-  }
-  return { digest: hash.digest('hex'), size };
-}
-
-async function until(check: () => boolean, what: string, ms = 5000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
+beforeAll(async () => ({ envd, sbx } = await startEnvdWithSandbox()));
+afterAll(() => envd.stop());
 
 describe('read and write', () => {
   test('text written is read back as text, bytes, blob and stream; relative paths are in the home', async () => {
@@ -113,16 +76,16 @@ describe('read and write', () => {
 
   test('50 MiB streamed up and down keeps its sha256', async () => {
     const size = 50 * 1024 * 1024;
-    const sent = await sha256Of(generatedBytes(size, 7));
+    const sent = await sha256Of(generatedBytes(size, 256 * 1024, 7));
     const path = join(envd.dir, 'work/big.bin');
-    await sbx.files.write(path, Readable.from(generatedBytes(size, 7)));
+    await sbx.files.write(path, Readable.from(generatedBytes(size, 256 * 1024, 7)));
     expect((await sbx.files.getInfo(path)).size).toBe(size);
     const stream = await sbx.files.read(path, { format: 'stream' });
     expect(await sha256Of(stream)).toEqual(sent);
     // A Web ReadableStream as the source, in one raw request.
-    await sbx.files.write(path, ReadableStream.from(generatedBytes(size, 9)), { useOctetStream: true });
+    await sbx.files.write(path, ReadableStream.from(generatedBytes(size, 256 * 1024, 9)), { useOctetStream: true });
     const again = await sbx.files.read(path, { format: 'stream' });
-    expect(await sha256Of(again)).toEqual(await sha256Of(generatedBytes(size, 9)));
+    expect(await sha256Of(again)).toEqual(await sha256Of(generatedBytes(size, 256 * 1024, 9)));
     await sbx.files.remove(path);
   }, 120_000);
 });
@@ -226,12 +189,12 @@ describe('watchDir', () => {
     const seen = (type: string, name: string) => events.some((e) => e.type === type && e.name === name);
 
     await sbx.files.write(join(dir, 'w.txt'), 'one');
-    await until(() => seen(FilesystemEventType.WRITE, 'w.txt'), 'write of w.txt');
+    await eventually(() => seen(FilesystemEventType.WRITE, 'w.txt'), 'write of w.txt');
     expect(seen('create', 'w.txt')).toBe(true);
     await sbx.files.rename(join(dir, 'w.txt'), join(dir, 'renamed.txt'));
-    await until(() => seen('rename', 'w.txt') || seen('create', 'renamed.txt'), 'rename');
+    await eventually(() => seen('rename', 'w.txt') || seen('create', 'renamed.txt'), 'rename');
     await sbx.files.remove(join(dir, 'renamed.txt'));
-    await until(() => seen('remove', 'renamed.txt'), 'remove of renamed.txt');
+    await eventually(() => seen('remove', 'renamed.txt'), 'remove of renamed.txt');
 
     await handle.stop();
     expect(exits).toEqual([undefined]);
@@ -255,10 +218,10 @@ describe('watchDir', () => {
       },
     });
     await sbx.files.write(join(dir, 'sub/deep.txt'), 'deep');
-    await until(() => events.some((e) => e.name === 'sub/deep.txt' && e.type === 'write'), 'write of sub/deep.txt');
+    await eventually(() => events.some((e) => e.name === 'sub/deep.txt' && e.type === 'write'), 'write of sub/deep.txt');
     const withEntry = events.find((e) => e.name === 'sub/deep.txt' && e.entry);
     expect(withEntry?.entry).toMatchObject({ name: 'deep.txt', type: 'file' });
-    await until(() => exit !== 'running', 'the watch to time out', 10_000);
+    await eventually(() => exit !== 'running', 'the watch to time out', 10_000);
     expect((exit as unknown as Error).name).toBe('TimeoutError');
     await handle.stop();
   });

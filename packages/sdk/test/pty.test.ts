@@ -1,17 +1,11 @@
 // sandbox.pty against a real envd, through the SDK only.
 import { CommandExitError, type Sandbox } from '../src/index.js';
-import { startEnvd, type LocalEnvd } from './support/envd.js';
+import { startEnvdWithSandbox, type LocalEnvd } from './support/envd.js';
 
 let envd: LocalEnvd;
 let sbx: Sandbox;
-
-beforeAll(async () => {
-  envd = await startEnvd();
-  sbx = envd.sandbox();
-});
-afterAll(async () => {
-  await envd.stop();
-});
+beforeAll(async () => ({ envd, sbx } = await startEnvdWithSandbox()));
+afterAll(() => envd.stop());
 
 /** Collects what a terminal prints, as text. */
 function screen(): { onData: (data: Uint8Array) => void; text: () => string; waitFor: (pattern: RegExp) => Promise<RegExpExecArray> } {

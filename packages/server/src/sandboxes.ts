@@ -203,30 +203,20 @@ export class Sandboxes {
 
   // ---------------------------------------------------------------- read
 
+  /** GET /sandboxes/{id}: what a listing says of it, and how to reach it and what it may do. */
   async detail(id: string) {
     const s = await this.require(id);
     return {
-      templateID: s.templateId,
-      ...(s.alias ? { alias: s.alias } : {}),
-      sandboxID: s.id,
-      clientID: s.id,
-      startedAt: iso(s.startedAt),
-      endAt: iso(s.endAt),
-      envdVersion: s.envdVersion,
+      ...this.listed(s),
       ...(s.envdAccessToken ? { envdAccessToken: s.envdAccessToken } : {}),
       allowInternetAccess: s.allowInternetAccess,
       domain: this.config.domain,
-      cpuCount: s.cpuCount,
-      memoryMB: s.memoryMB,
-      diskSizeMB: s.diskSizeMB,
-      metadata: s.metadata,
-      state: s.state as 'running' | 'paused',
       network: s.network,
       lifecycle: { autoResume: s.autoResume, onTimeout: s.autoPause ? ('pause' as const) : ('kill' as const) },
-      volumeMounts: [],
     };
   }
 
+  /** What a listing (GET /v2/sandboxes) says of a sandbox. */
   private listed(s: SandboxRecord) {
     return {
       templateID: s.templateId,

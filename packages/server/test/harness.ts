@@ -69,14 +69,4 @@ export async function run(server: PaddockServer, sandboxId: string, token: strin
   return { stdout, exitCode };
 }
 
-export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-/** Waits until `check` holds, polling; fails with `what` after `ms`. */
-export async function eventually(check: () => Promise<boolean> | boolean, what: string, ms = 15_000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (Date.now() < deadline) {
-    if (await check()) return;
-    await sleep(100);
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
+export { eventually, sleep } from '../../../tools/testing/poll.mjs';

@@ -33,3 +33,9 @@ export async function startEnvd(): Promise<LocalEnvd> {
     stop: () => envd.stop(),
   };
 }
+
+/** An envd and a Sandbox object for it with its token, as most test files share them. */
+export async function startEnvdWithSandbox(): Promise<{ envd: LocalEnvd; sbx: Sandbox }> {
+  const envd = await startEnvd();
+  return { envd, sbx: envd.sandbox() };
+}
