@@ -8,7 +8,8 @@
 //   sandbox/envd/main.cjs         the entry point (src/launcher.ts)
 //   sandbox/envd/envd.cjs         envd (src/main.ts and all it uses), CommonJS, loaded by main.cjs
 //   sandbox/envd/envd.cjs.cache   V8's code cache for envd.cjs, made by sandbox/bin/node
-//   sandbox/envd/envd_native.node, sandbox/envd/node_modules/node-pty   native, so not bundled
+//   sandbox/envd/envd_native.node                 envd's native addon
+//   sandbox/envd/build/Release/pty.node           node-pty's, where its loader looks beside the bundle
 //   sandbox.json                  the loader's name, for envdCommand (src/index.ts)
 //
 // Files are copied, not linked, so that nothing in the directory points
@@ -46,7 +47,6 @@ await build({
   outdir: bundleDir,
   outExtension: { '.js': '.cjs' },
   format: 'cjs',
-  external: ['node-pty'],
   define: {
     __ENVD_VERSION__: JSON.stringify(pkg.version),
     // The sources are ES modules; in the CommonJS bundle a module's file is __filename.
@@ -60,13 +60,13 @@ chmodSync(join(bundleDir, 'main.cjs'), 0o755);
 const addon = join(bundleDir, 'envd_native.node');
 cpSync(join(here, 'build/Release/envd_native.node'), addon);
 
+// node-pty's JavaScript is bundled; it requires its addon by a path relative
+// to the requiring module (../build/Release/, then ./build/Release/), which
+// here is the bundle.
+rmSync(join(bundleDir, 'node_modules'), { recursive: true, force: true });
 const ptyDir = dirname(createRequire(import.meta.url).resolve('node-pty/package.json'));
-const ptyOut = join(bundleDir, 'node_modules/node-pty');
-rmSync(ptyOut, { recursive: true, force: true });
-mkdirSync(join(ptyOut, 'build/Release'), { recursive: true });
-cpSync(join(ptyDir, 'package.json'), join(ptyOut, 'package.json'));
-cpSync(join(ptyDir, 'lib'), join(ptyOut, 'lib'), { recursive: true, filter: (src) => !src.endsWith('.test.js') && !src.endsWith('.map') });
-const ptyAddon = join(ptyOut, 'build/Release/pty.node');
+const ptyAddon = join(bundleDir, 'build/Release/pty.node');
+mkdirSync(dirname(ptyAddon), { recursive: true });
 cpSync(join(ptyDir, 'build/Release/pty.node'), ptyAddon);
 
 /**

@@ -93,7 +93,9 @@ export interface EnvdCommandOptions {
  * inherit. Nothing from the environment reaches envd's node either, so the
  * runtime starts it with an empty environment and hands the image's to
  * envd as `--env` options instead (an image's LD_PRELOAD or NODE_OPTIONS
- * would otherwise act on envd).
+ * would otherwise act on envd). In envd, process.execPath (/proc/self/exe)
+ * is then the loader, not node: envd never starts node itself, and could
+ * not run it without this command.
  */
 export function envdCommand({ root = envdMountPoint, args = [] }: EnvdCommandOptions = {}): string[] {
   const at = (...parts: string[]) => posix.join(root, ...parts);

@@ -5,7 +5,6 @@
 // dropped, so memory stays bounded.
 import { Code, ConnectError } from '@connectrpc/connect';
 import { accessSync, constants as fsConstants, statSync, writeFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
 import { constants as osConstants } from 'node:os';
 import type * as pty from 'node-pty';
 import { create as createMessage, type MessageInitShape } from '@bufbuild/protobuf';
@@ -103,10 +102,13 @@ let ptyModule: typeof pty | undefined;
 /**
  * node-pty, loaded with the first terminal: loading it took ~7 ms of every
  * envd start, before the first command of a new sandbox could run, and most
- * sandboxes never open a terminal.
+ * sandboxes never open a terminal. Its JavaScript is in the bundle, which
+ * runs it on this first require; its addon (pty.node) is found beside the
+ * bundle (build.mjs puts it there).
  */
 function nodePty(): typeof pty {
-  ptyModule ??= createRequire(import.meta.url)('node-pty') as typeof pty;
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  ptyModule ??= require('node-pty') as typeof pty;
   return ptyModule;
 }
 

@@ -293,12 +293,14 @@ async function filesWatchMetrics(sb: Sandbox): Promise<void> {
 // -------------------------------------------------------------------- tests
 
 describe('the sandbox directory', () => {
-  test('holds node, its loader and libraries and the bundle, and no link that leads out of it', () => {
+  test('holds node, its loader and libraries and the bundle with its addons, no node_modules, and no link that leads out of it', () => {
     const manifest = JSON.parse(readFileSync(join(envdSandboxDir, '../sandbox.json'), 'utf8')) as { loader: string };
     expect(manifest.loader).toMatch(/^ld-linux-.+\.so\.\d+$/);
-    for (const f of ['bin/node', `lib/${manifest.loader}`, 'lib/libc.so.6', 'envd/main.cjs', 'envd/envd.cjs', 'envd/envd.cjs.cache', 'envd/envd_native.node', 'envd/node_modules/node-pty/build/Release/pty.node']) {
+    for (const f of ['bin/node', `lib/${manifest.loader}`, 'lib/libc.so.6', 'envd/main.cjs', 'envd/envd.cjs', 'envd/envd.cjs.cache', 'envd/envd_native.node', 'envd/build/Release/pty.node']) {
       expect([f, lstatSync(join(envdSandboxDir, f)).isFile()]).toEqual([f, true]);
     }
+    // node-pty's JavaScript is in the bundle: nothing is loaded from node_modules.
+    expect(readdirSync(join(envdSandboxDir, 'envd')).sort()).toEqual(['build', 'envd.cjs', 'envd.cjs.cache', 'envd.cjs.map', 'envd_native.node', 'main.cjs', 'main.cjs.map']);
     const walk = (dir: string): string[] =>
       readdirSync(dir, { withFileTypes: true }).flatMap((e) => {
         const path = join(dir, e.name);
