@@ -6,7 +6,7 @@
 // alternation in one run, so that a shared machine's load falls on all,
 // next to loopback TCP and to the client talking to the upstream directly.
 //
-//   node tools/bench/proxy.mjs [--relays library,fast,git:REF,pipe] [--rounds N] [--sizes 256,1] [--only upload,download]
+//   node tools/bench/proxy.mjs [--relays library,fast,git:REF,pipe] [--rounds N] [--sizes 256,1] [--only upload,download] [--piece KiB]
 //
 // A relay is `library` or `fast` (packages/server/dist, built, with the fast
 // path switched off or on), `git:REF` (packages/server/src/relay and native/
@@ -52,9 +52,9 @@ function buildAt(ref) {
 
 // ---- helper processes: the upstream and a relay --------------------------------------------
 
-/** envd's part: takes an upload's body and answers; sends a download of `?size=` bytes in 64 KiB pieces, as a file stream does. */
-async function serveUpstream({ socketPath }) {
-  const piece = Buffer.alloc(64 * 1024, 7);
+/** envd's part: takes an upload's body and answers; sends a download of `?size=` bytes in pieces of `pieceKiB` (a file stream's are 64 KiB). */
+async function serveUpstream({ socketPath, pieceKiB }) {
+  const piece = Buffer.alloc(pieceKiB * 1024, 7);
   const srv = createServer((req, res) => {
     const size = Number(new URL(req.url, 'http://x').searchParams.get('size') ?? 0);
     if (req.method === 'POST') {
@@ -139,6 +139,7 @@ async function main() {
       rounds: { type: 'string', default: '5' },
       sizes: { type: 'string', default: '256,1' },
       only: { type: 'string', default: 'upload,download' },
+      piece: { type: 'string', default: '64' },
     },
   });
   const work = mkdtempSync(join(tmpdir(), 'paddock-proxy-bench-'));
@@ -146,7 +147,7 @@ async function main() {
   const temps = [work];
   try {
     const socketPath = join(work, 'envd.sock');
-    const up = await helper('upstream', { socketPath });
+    const up = await helper('upstream', { socketPath, pieceKiB: Number(values.piece) });
     helpers.push(up);
     const relays = [];
     for (const spec of values.relays.split(',')) {
@@ -175,6 +176,7 @@ async function main() {
       return n;
     };
     const table = [];
+    const round = (v) => Number(v.toPrecision(3));
     for (const mib of values.sizes.split(',').map(Number)) {
       const size = mib * MiB;
       const payload = Buffer.alloc(size, 3);
@@ -189,17 +191,17 @@ async function main() {
         await alt.take({ warmup: 1, iterations });
         const results = alt.result();
         const tcp = results.at(-1);
-        const line = { row: `${what} ${mib} MiB`, n: tcp.n, tcp: tcp.p50, direct: results.at(-2).p50 / tcp.p50 };
-        relays.forEach((r, i) => (line[r.spec] = results[i].p50 / tcp.p50));
+        const cell = (x) => `${round(x.p50)} (${round(x.p50 / tcp.p50)})`;
+        const line = { row: `${what} ${mib} MiB`, n: tcp.n, tcp: round(tcp.p50), direct: cell(results.at(-2)) };
+        relays.forEach((r, i) => (line[r.spec] = cell(results[i])));
         table.push(line);
         console.error(`${what} ${mib} MiB done`);
       }
     }
     await agent.close();
     await direct.close();
-    const round = (v) => (typeof v === 'number' ? Number(v.toPrecision(3)) : v);
-    console.log('MiB/s of loopback TCP (tcp, MiB/s) and, for the rest, their ratio to it (p50 over p50)');
-    console.table(table.map((r) => Object.fromEntries(Object.entries(r).map(([k, v]) => [k, round(v)]))));
+    console.log('MiB/s (p50), and in brackets its ratio to loopback TCP in the same run');
+    console.table(table);
   } finally {
     for (const h of helpers.reverse()) await h.close().catch(() => undefined);
     for (const t of temps) rmSync(t, { recursive: true, force: true });
