@@ -47,6 +47,11 @@ export interface ServerConfig {
   idleTimeoutMs: number;
   /** Client connections open at once from one address; one more is closed as it opens. */
   maxConnectionsPerAddress: number;
+  /**
+   * The sandbox proxy moves bodies through its fast path (its own HTTP/1.1
+   * reader and a kernel pump) rather than Node's http server and undici.
+   */
+  proxyFastPath: boolean;
 }
 
 function num(name: string, fallback: number): number {
@@ -55,6 +60,14 @@ function num(name: string, fallback: number): number {
   const n = Number(raw);
   if (!Number.isFinite(n) || n < 0) throw new Error(`${name}='${raw}' is not a non-negative number`);
   return n;
+}
+
+function flag(name: string, fallback: boolean): boolean {
+  const raw = process.env[name]?.trim().toLowerCase();
+  if (raw === undefined || raw === '') return fallback;
+  if (['1', 'true', 'on'].includes(raw)) return true;
+  if (['0', 'false', 'off'].includes(raw)) return false;
+  throw new Error(`${name}='${process.env[name]}' is neither on (1, true, on) nor off (0, false, off)`);
 }
 
 /** The part of the configuration that bounds client connections. */
@@ -90,6 +103,7 @@ export function resolveServerConfig(options: Partial<ServerConfig> = {}): Server
     idleTimeoutMs: limit('idleTimeoutMs', options.idleTimeoutMs, 'PADDOCK_IDLE_TIMEOUT_MS', 65_000),
     // SDK test suites open hundreds of connections at once from 127.0.0.1.
     maxConnectionsPerAddress: limit('maxConnectionsPerAddress', options.maxConnectionsPerAddress, 'PADDOCK_MAX_CONNECTIONS_PER_ADDRESS', 512),
+    proxyFastPath: options.proxyFastPath ?? flag('PADDOCK_PROXY_FAST_PATH', true),
   };
   if (config.defaultTimeoutSeconds > config.maxTimeoutSeconds) {
     throw new Error(`the default timeout (${config.defaultTimeoutSeconds} s) is longer than the maximum (${config.maxTimeoutSeconds} s)`);

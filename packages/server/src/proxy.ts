@@ -4,9 +4,9 @@
 // carry neither are matched by their signature. Port 49983 reaches envd's
 // socket (connections are kept and reused), any other port the sandbox's own
 // TCP port through the runtime's tunnel (one per request). The relay in
-// ./relay carries requests and answers; WebSocket upgrades are spliced
-// through. A sandbox
-// that is not running answers 502. A request the proxy refuses itself (400,
+// ./relay carries requests and answers (through Node's http server and
+// undici, or its fast path); WebSocket upgrades are spliced through. A
+// sandbox that is not running answers 502. A request the proxy refuses itself (400,
 // 401, 403, 502) closes its connection: a client refused holds none.
 import {
   ENVD_PORT,
@@ -24,11 +24,11 @@ import {
 } from '@paddock/protocol';
 import type { Runtime } from '@paddock/runtime';
 import { createHash, timingSafeEqual } from 'node:crypto';
-import type { IncomingMessage } from 'node:http';
 import { connect } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { ConnectionLimits } from './config.js';
-import { ProxyError, Relay, type Destination } from './relay/relay.js';
+import { createRelay, type SandboxRelay } from './relay/index.js';
+import { ProxyError, type Destination, type RequestView } from './relay/relay.js';
 import type { Sandboxes } from './sandboxes.js';
 import type { SandboxRecord, SandboxRoute, SandboxRepository } from './store/repositories.js';
 
@@ -39,7 +39,7 @@ interface Target {
 }
 
 /** A field's value; Node joins a repeated one with commas, which no id, port or token holds. */
-function field(req: IncomingMessage, name: string): string | undefined {
+function field(req: RequestView, name: string): string | undefined {
   const v = req.headers[name.toLowerCase()];
   return Array.isArray(v) ? v.join(', ') : v;
 }
@@ -56,7 +56,7 @@ export interface ProxyDeps {
   sandboxes: Sandboxes;
 }
 
-export function createProxy({ runtime, store, sandboxes }: ProxyDeps, limits: ConnectionLimits): Relay {
+export function createProxy({ runtime, store, sandboxes }: ProxyDeps, limits: ConnectionLimits & { proxyFastPath: boolean }): SandboxRelay {
   /** Finds a running sandbox whose envd token signed this /files URL. */
   async function bySignature(method: string, url: URL): Promise<SandboxRecord | undefined> {
     const signature = url.searchParams.get(FILE_SIGNATURE_PARAM);
@@ -71,7 +71,7 @@ export function createProxy({ runtime, store, sandboxes }: ProxyDeps, limits: Co
     return (await store.allLive()).find((s) => s.envdAccessToken !== null && sameSecret(signed(s.envdAccessToken), signature));
   }
 
-  async function target(req: IncomingMessage): Promise<Target> {
+  async function target(req: RequestView): Promise<Target> {
     let id: string | undefined;
     let port: number | undefined;
     const byHost = parseSandboxHost(req.headers.host ?? '');
@@ -113,7 +113,7 @@ export function createProxy({ runtime, store, sandboxes }: ProxyDeps, limits: Co
     return { sandbox: s, port };
   }
 
-  function checkTraffic(t: Target, req: IncomingMessage): void {
+  function checkTraffic(t: Target, req: RequestView): void {
     if (t.port === ENVD_PORT || t.sandbox.trafficAccessToken === null) return;
     const given = field(req, TRAFFIC_ACCESS_TOKEN_HEADER);
     if (!given || !sameSecret(given, t.sandbox.trafficAccessToken)) {
@@ -132,7 +132,7 @@ export function createProxy({ runtime, store, sandboxes }: ProxyDeps, limits: Co
     });
   }
 
-  async function route(req: IncomingMessage): Promise<Destination> {
+  async function route(req: RequestView): Promise<Destination> {
     const t = await target(req);
     checkTraffic(t, req);
     const name = `sandbox '${t.sandbox.id}' on port ${t.port}`;
@@ -142,7 +142,8 @@ export function createProxy({ runtime, store, sandboxes }: ProxyDeps, limits: Co
     return { name, poolKey, open: () => connectTo(endpoint) };
   }
 
-  return new Relay({
+  return createRelay({
+    fastPath: limits.proxyFastPath,
     route,
     headTimeoutMs: limits.headerTimeoutMs,
     bodyTimeoutMs: limits.bodyTimeoutMs,

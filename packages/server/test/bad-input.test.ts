@@ -162,7 +162,9 @@ test('the proxy answers what it cannot route with a 4xx and a JSON body naming t
   const noHost = await ask(`GET /health HTTP/1.1\r\nE2b-Sandbox-Id: ${sandboxId}\r\n\r\n`);
   expect(bodyOf(noHost)).toEqual({ code: 400, message: 'an HTTP/1.1 request must have a Host header' });
   const smuggle = await ask('POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n');
-  expect(bodyOf(smuggle)).toEqual({ code: 400, message: "the request is not valid HTTP/1.1: Transfer-Encoding can't be present with Content-Length" });
+  // In the words of the path the switch picked; test/relay.test.ts holds each path to its own.
+  expect(bodyOf(smuggle).code).toBe(400);
+  expect(bodyOf(smuggle).message).toMatch(/^(the request has both content-length and transfer-encoding|the request is not valid HTTP\/1\.1: Transfer-Encoding can't be present with Content-Length)$/);
 });
 
 test('a well-formed template build request answers 501 with a JSON body, by design', async () => {

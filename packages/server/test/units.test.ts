@@ -150,6 +150,23 @@ test('configuration: options over PADDOCK_* variables over defaults', () => {
   }
 });
 
+test("configuration: the proxy's fast path, on by default, switched by option or PADDOCK_PROXY_FAST_PATH", () => {
+  const saved = { ...process.env };
+  try {
+    delete process.env.PADDOCK_PROXY_FAST_PATH;
+    expect(resolveServerConfig().proxyFastPath).toBe(true);
+    process.env.PADDOCK_PROXY_FAST_PATH = 'off';
+    expect(resolveServerConfig().proxyFastPath).toBe(false);
+    expect(resolveServerConfig({ proxyFastPath: true }).proxyFastPath).toBe(true);
+    process.env.PADDOCK_PROXY_FAST_PATH = '1';
+    expect(resolveServerConfig().proxyFastPath).toBe(true);
+    process.env.PADDOCK_PROXY_FAST_PATH = 'fast';
+    expect(() => resolveServerConfig()).toThrow("PADDOCK_PROXY_FAST_PATH='fast' is neither on (1, true, on) nor off (0, false, off)");
+  } finally {
+    process.env = saved;
+  }
+});
+
 test('configuration: limits on client connections, by option, PADDOCK_* variable or default, and each at least 1', () => {
   const saved = { ...process.env };
   try {

@@ -30,7 +30,8 @@ export function tokens(value: string | string[] | undefined): string[] {
     .filter(Boolean);
 }
 
-function dropped(connection: string | string[] | undefined): (lowerName: string) => boolean {
+/** Whether a field stays behind, given the message's Connection field. */
+export function dropped(connection: string | string[] | undefined): (lowerName: string) => boolean {
   const named = tokens(connection).filter((t) => !FRAMING.has(t));
   return (name) => HOP_BY_HOP.has(name) || named.includes(name);
 }
@@ -50,4 +51,12 @@ export function responseFields(headers: IncomingHttpHeaders | Record<string, str
   const out: OutgoingHttpHeaders = {};
   for (const [name, value] of Object.entries(headers)) if (value !== undefined && !drop(name)) out[name] = value;
   return out;
+}
+
+/** What is wrong with a request's Host fields, if anything: both paths route by the one Host there must be. */
+export function hostFault(lowerNames: readonly string[], minor: number): string | undefined {
+  const hosts = lowerNames.filter((n) => n === 'host').length;
+  if (hosts > 1) return 'the request has more than one Host header';
+  if (hosts === 0 && minor === 1) return 'an HTTP/1.1 request must have a Host header';
+  return undefined;
 }

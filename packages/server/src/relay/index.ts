@@ -1,0 +1,22 @@
+// The proxy's relay, by one switch: Node's http server and undici
+// (./relay.ts), or the fast path (./fast), a relay that reads HTTP/1.1 heads
+// itself and moves large bodies socket to socket in the kernel. The fast path
+// stays because a large upload through the library path is more than twice
+// as slow, and so is any relay that moves the bytes through JavaScript, a
+// plain byte pipe included (tools/bench/proxy.mjs measures them side by
+// side). Both take the same options and pass the same tests
+// (test/relay.test.ts runs every case through each).
+import type { Server } from 'node:net';
+import { FastRelay } from './fast/relay.js';
+import { Relay, type RelayOptions } from './relay.js';
+
+/** What the server needs of either relay. */
+export interface SandboxRelay {
+  readonly server: Server;
+  /** Closes every client connection, streams and upgraded ones included. */
+  destroyConnections(): void;
+}
+
+export function createRelay({ fastPath, ...options }: RelayOptions & { fastPath: boolean }): SandboxRelay {
+  return fastPath ? new FastRelay(options) : new Relay(options);
+}
