@@ -9,6 +9,13 @@
       "target_name": "image_fs",
       "sources": ["native/image_fs.c"],
       "cflags": ["-O2", "-Wall", "-Wextra", "-Wno-unused-parameter"]
+    },
+    {
+      "target_name": "paddock-boot-id",
+      "type": "executable",
+      "sources": ["native/boot_id_hook.c"],
+      "cflags": ["-O2", "-Wall", "-Wextra"],
+      "ldflags": ["-static"]
     }
   ]
 }

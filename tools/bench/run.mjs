@@ -13,6 +13,12 @@ import { parseArgs } from 'node:util';
 import { exitCodeOf, interrupted, STOP_SIGNALS, undoAllOnSignals } from './interrupt.mjs';
 import { benchNodeFlags } from './lib.mjs';
 
+// Every runtime and server of the bench shares the image store and the built
+// base that the tests use (tools/jest/run.mjs), so no suite unpacks the base.
+process.env.PADDOCK_TEST_CACHE ??= '/var/tmp/paddock-test-cache';
+process.env.PADDOCK_IMAGES_DIR ??= `${process.env.PADDOCK_TEST_CACHE}/layers`;
+process.env.PADDOCK_CACHE_DIR ??= process.env.PADDOCK_TEST_CACHE;
+
 /** What users see, run by default; `--layers` adds the layers below the SDK, to show where a row's time goes. */
 const suites = {
   sdk: async () => (await import('./suites/sdk.mjs')).sdkSuite,

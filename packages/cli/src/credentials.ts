@@ -2,8 +2,8 @@
 // written by `paddock start` (mode 0600, root only). The server itself keeps
 // API keys only as hashes; this file is the local client's copy of one.
 import { readFileSync, renameSync, writeFileSync } from 'node:fs';
-import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { defaultHome } from '@paddock/server';
 
 export interface Credentials {
   apiUrl: string;
@@ -13,7 +13,7 @@ export interface Credentials {
 }
 
 export function paddockHome(flag?: string): string {
-  return resolve(flag ?? process.env.PADDOCK_HOME ?? join(homedir(), '.paddock'));
+  return resolve(flag ?? defaultHome());
 }
 
 const file = (home: string) => join(home, 'credentials.json');

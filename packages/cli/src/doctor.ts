@@ -125,6 +125,15 @@ export async function runDoctor(opts: DoctorOptions): Promise<Check[]> {
   for (const tool of ['mount', 'umount', 'mknod', 'cp']) {
     if (!which(tool)) checks.push({ name: tool, ok: false, detail: `${tool} is not on PATH`, fix: tool === 'cp' || tool === 'mknod' ? 'apt-get install -y coreutils' : 'apt-get install -y mount' });
   }
+  // The base template is a Debian root filesystem made here on first start.
+  if (!which('mmdebstrap')) checks.push({ name: 'mmdebstrap', ok: false, detail: 'mmdebstrap is not on PATH (it makes the base template on first start)', fix: 'apt-get install -y mmdebstrap (or start with --base-image REF from a registry you can reach)' });
+  // Sandbox root is an unprivileged id outside: every sandbox has a user namespace.
+  const userns = Number(readIfExists('/proc/sys/user/max_user_namespaces') ?? '0');
+  checks.push(
+    userns > 0
+      ? { name: 'user namespaces', ok: true, detail: `up to ${userns}` }
+      : { name: 'user namespaces', ok: false, detail: 'user namespaces are off (/proc/sys/user/max_user_namespaces is 0)', fix: 'sysctl -w user.max_user_namespaces=15000' },
+  );
   // Each sandbox's disk is an ext4 filesystem in a file, loop-mounted.
   if (!which('mkfs.ext4')) checks.push({ name: 'mkfs.ext4', ok: false, detail: 'mkfs.ext4 is not on PATH (sandbox disks are ext4)', fix: 'apt-get install -y e2fsprogs' });
   checks.push(
@@ -164,4 +173,12 @@ export async function runDoctor(opts: DoctorOptions): Promise<Check[]> {
     }
   }
   return checks;
+}
+
+function readIfExists(path: string): string | undefined {
+  try {
+    return readFileSync(path, 'utf8').trim();
+  } catch {
+    return undefined;
+  }
 }

@@ -29,7 +29,7 @@ function program(): Command {
   const root = new Command('paddock')
     .description('Run untrusted code in sandboxes on this machine.')
     .version(VERSION)
-    .option('--home <dir>', 'data directory (default: $PADDOCK_HOME or ~/.paddock)')
+    .option('--home <dir>', 'data directory (default: $PADDOCK_HOME, else /var/lib/paddock for root, else ~/.paddock)')
     .showHelpAfterError('(run with --help for usage)')
     .exitOverride();
 
@@ -48,10 +48,14 @@ function program(): Command {
     .option('--proxy-port <port>', 'port of the sandbox proxy (default 3001)', port)
     .option('--domain <domain>', 'domain of sandbox hosts, {port}-{id}.<domain> (default localhost:<proxy port>)')
     .option('--warm-pool <n>', 'ready sandboxes kept for fast creates (default 2, 0 disables)', count)
+    .option('--base-image <ref>', 'make the base template from this image (registry/name:tag) instead of building Debian with mmdebstrap')
+    .option('--insecure-registry <host:port...>', 'registries to reach over plain HTTP (loopback ones always are)')
     .option('--json', 'print the addresses (and a new key) as JSON once ready')
-    .action(async (o: { apiHost?: string; apiPort?: number; proxyHost?: string; proxyPort?: number; domain?: string; warmPool?: number; json?: boolean }) => {
-      await start({ ...serverAddresses(o), domain: o.domain, warmPool: o.warmPool, json: o.json });
-    });
+    .action(
+      async (o: { apiHost?: string; apiPort?: number; proxyHost?: string; proxyPort?: number; domain?: string; warmPool?: number; baseImage?: string; insecureRegistry?: string[]; json?: boolean }) => {
+        await start({ ...serverAddresses(o), domain: o.domain, warmPool: o.warmPool, baseImage: o.baseImage, insecureRegistries: o.insecureRegistry, json: o.json });
+      },
+    );
 
   root
     .command('doctor')

@@ -4,7 +4,7 @@ import { Sandbox } from 'e2b';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { RuncRuntime } from '@paddock/runtime';
+import { isHostAdmin } from '@paddock/runtime';
 import { startServer, type PaddockServer } from '@paddock/server';
 
 export const API_KEY = 'e2b_c0ffee00c0ffee00c0ffee00c0ffee00c0ffee00';
@@ -27,7 +27,8 @@ export async function startForE2b(): Promise<CompatServer> {
       delete process.env.E2B_SANDBOX_URL;
       delete process.env.E2B_API_KEY;
       await server.close();
-      const runtime = server.runtime as RuncRuntime;
+      const runtime = server.runtime;
+      if (!isHostAdmin(runtime)) throw new Error('the server runs a runtime without HostAdmin: nothing can check it left nothing behind');
       await runtime.removeEverything();
       expect(await runtime.leftovers()).toEqual([]);
       rmSync(home, { recursive: true, force: true });

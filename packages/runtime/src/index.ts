@@ -1,7 +1,10 @@
 export * from './runtime.js';
 export { RuncRuntime, type RuncRuntimeOptions } from './runc-runtime.js';
 export { BASE_TEMPLATE_ID, DEFAULT_LIMITS } from './templates.js';
-export { SANDBOX_USER } from './base-template.js';
+export { SANDBOX_USER } from './oci-config.js';
+export { DEFAULT_ID_SHIFT, ID_RANGE } from './ids.js';
+export { sandboxPassable } from './host-files.js';
+export { baseImage, type BaseImageOptions } from './image-templates.js';
 export { BASE_IMAGE_CONFIG, BASE_PACKAGES, buildBaseRootfs, hostDebianSources, type BaseBuildProgress, type BaseRootfs, type BuildBaseRootfsOptions } from './base-image.js';
 export { KeyedMutex } from './util.js';
 export { mountPoints } from './mounts.js';

@@ -1,6 +1,6 @@
 // Overlay mounts of sandbox root filesystems, through mount(8): Node has no
 // mount(2), and one short command per sandbox start costs little.
-import { mkdirSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import { run } from './exec.js';
 
@@ -31,7 +31,7 @@ export async function mountOverlay(target: string, lowers: string[], upper: stri
 /**
  * Deletes a directory tree, refusing when anything is mounted inside it: a
  * recursive delete would walk into the mount (a sandbox's root filesystem,
- * the host view) instead of stopping at it.
+ * a disk) instead of stopping at it.
  *
  * A container being created at the same moment briefly holds copies of all
  * mounts in its new mount namespace (until runc detaches the old root), and
@@ -61,19 +61,4 @@ export async function unmount(target: string): Promise<void> {
   } catch {
     await run('umount', ['--lazy', target]);
   }
-}
-
-/**
- * The host's root filesystem as one read-only overlay (`/` plus an empty
- * tmpfs directory, since overlayfs wants two lower layers without an upper).
- * Sandboxes stack on this view rather than on `/` itself: overlayfs refuses
- * lower layers nested inside another lower layer, and every template layer
- * lives somewhere under `/`. The view is its own filesystem, so they do not
- * nest. The stack is ext4 → view → sandbox, the two levels the kernel allows.
- */
-export async function ensureHostView(view: string, empty: string): Promise<void> {
-  mkdirSync(view, { recursive: true });
-  mkdirSync(empty, { recursive: true });
-  if (!isMounted(empty)) await run('mount', ['-t', 'tmpfs', '-o', 'size=64k,mode=755', 'tmpfs', empty]);
-  if (!isMounted(view)) await run('mount', ['-t', 'overlay', 'overlay', '-o', `ro,lowerdir=/:${empty}`, view]);
 }

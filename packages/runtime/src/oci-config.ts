@@ -1,7 +1,7 @@
 // The OCI runtime configuration (config.json) of a sandbox's container.
-import { envdEntry, envdNodeFlags } from '@paddock/envd';
 import { readFileSync } from 'node:fs';
-import { IN_SANDBOX, SANDBOX_USER } from './base-template.js';
+import { join } from 'node:path';
+import { ID_RANGE } from './ids.js';
 import type { Limits } from './runtime.js';
 import { sandboxSeccomp } from './seccomp.js';
 
@@ -11,12 +11,21 @@ export interface ConfigInput {
   pidsLimit: number;
   /** Whether the host accounts swap per cgroup, so memory+swap can be limited too. */
   swapAccounting: boolean;
-  /** Host paths bind-mounted into the sandbox. */
-  envdDistDir: string;
-  nodeBinary: string;
+  /** envd's self-contained directory on the host, mounted read-only at PADDOCK_DIR. */
+  paddockDir: string;
+  /** The command that starts envd from PADDOCK_DIR, with its options (envdCommand of @paddock/envd). */
+  envdCommand: readonly string[];
+  /** The static boot-id hook on the host (native/boot_id_hook.c). */
+  bootIdHook: string;
   cgroupsPath: string;
   /** Open files a sandbox process may have: the runtime's own hard limit, as it cannot raise it. */
   maxOpenFiles: number;
+  /** The container's root filesystem, absolute (the boot-id hook needs it before runc pivots into it). */
+  rootfs: string;
+  /** A file holding this start's boot id, mounted over /proc/sys/kernel/random/boot_id. */
+  bootIdFile: string;
+  /** Sandbox ids 0..ID_RANGE-1 are host ids idShift..; omitted: no user namespace. */
+  idShift?: number;
 }
 
 // The capabilities a container's root keeps: Docker's default set. Enough for
@@ -45,6 +54,26 @@ const CPU_PERIOD_US = 100_000;
 export const ENVD_FD = 3;
 export const TUNNEL_FD = 4;
 
+/** Where envd's directory is inside every sandbox. */
+export const PADDOCK_DIR = '/.paddock';
+/** Who commands run as when neither the caller nor the image names anyone: E2B's `user`, where the image has one (envd falls back to root). */
+export const SANDBOX_USER = 'user';
+
+/** envd's options for a sandbox: the sockets the host made, and the image's defaults. */
+export function envdOptions(image: { env: string[]; user?: string; workingDir?: string }): string[] {
+  return [
+    // Sockets the host made and listens on (RuncRuntime.startContainer).
+    '--listen-fd',
+    String(ENVD_FD),
+    '--tunnel-fd',
+    String(TUNNEL_FD),
+    '--default-user',
+    image.user || SANDBOX_USER,
+    ...(image.workingDir ? ['--default-workdir', image.workingDir] : []),
+    ...image.env.flatMap((e) => ['--env', e]),
+  ];
+}
+
 export function ociConfig(c: ConfigInput): object {
   const memory = c.limits.memoryMB * 1024 * 1024;
   return {
@@ -52,19 +81,9 @@ export function ociConfig(c: ConfigInput): object {
     process: {
       terminal: false,
       user: { uid: 0, gid: 0 },
-      args: [
-        IN_SANDBOX.node,
-        ...envdNodeFlags,
-        `${IN_SANDBOX.envd}/${envdEntry}`,
-        // Sockets the host made and listens on (RuncRuntime.startContainer).
-        '--listen-fd',
-        String(ENVD_FD),
-        '--tunnel-fd',
-        String(TUNNEL_FD),
-        '--default-user',
-        SANDBOX_USER.name,
-      ],
-      env: ['PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin', 'HOME=/root', 'LANG=C.UTF-8'],
+      args: [...c.envdCommand],
+      // envd's own node takes nothing from the environment; the image's is in envd's options.
+      env: [],
       cwd: '/',
       capabilities: {
         bounding: CAPABILITIES,
@@ -76,7 +95,7 @@ export function ociConfig(c: ConfigInput): object {
       rlimits: [{ type: 'RLIMIT_NOFILE', hard: c.maxOpenFiles, soft: c.maxOpenFiles }],
       noNewPrivileges: false,
     },
-    root: { path: 'rootfs', readonly: false },
+    root: { path: c.rootfs, readonly: false },
     hostname: c.id,
     mounts: [
       { destination: '/proc', type: 'proc', source: 'proc' },
@@ -86,11 +105,15 @@ export function ociConfig(c: ConfigInput): object {
       { destination: '/dev/mqueue', type: 'mqueue', source: 'mqueue', options: ['nosuid', 'noexec', 'nodev'] },
       { destination: '/sys', type: 'sysfs', source: 'sysfs', options: ['nosuid', 'noexec', 'nodev', 'ro'] },
       { destination: '/sys/fs/cgroup', type: 'cgroup', source: 'cgroup', options: ['nosuid', 'noexec', 'nodev', 'relatime', 'ro'] },
-      { destination: IN_SANDBOX.envd, type: 'bind', source: c.envdDistDir, options: ['rbind', 'ro', 'nosuid', 'nodev'] },
-      { destination: IN_SANDBOX.node, type: 'bind', source: c.nodeBinary, options: ['bind', 'ro', 'nosuid', 'nodev'] },
+      { destination: PADDOCK_DIR, type: 'bind', source: c.paddockDir, options: ['rbind', 'ro', 'nosuid', 'nodev'] },
     ],
+    hooks: {
+      // runc refuses mounts over files in /proc in the configuration; the hook makes this one (native/boot_id_hook.c).
+      createContainer: [{ path: c.bootIdHook, args: ['paddock-boot-id', c.bootIdFile, c.rootfs] }],
+    },
     linux: {
-      namespaces: [{ type: 'pid' }, { type: 'network' }, { type: 'ipc' }, { type: 'uts' }, { type: 'mount' }, { type: 'cgroup' }],
+      namespaces: [{ type: 'pid' }, { type: 'network' }, { type: 'ipc' }, { type: 'uts' }, { type: 'mount' }, { type: 'cgroup' }, ...(c.idShift === undefined ? [] : [{ type: 'user' }])],
+      ...(c.idShift === undefined ? {} : { uidMappings: [idMap(c.idShift)], gidMappings: [idMap(c.idShift)] }),
       cgroupsPath: c.cgroupsPath,
       resources: {
         devices: [{ allow: false, access: 'rwm' }],
@@ -117,6 +140,13 @@ export function ociConfig(c: ConfigInput): object {
     },
   };
 }
+
+function idMap(shift: number) {
+  return { containerID: 0, hostID: shift, size: ID_RANGE };
+}
+
+/** The static helper that gives each start of a container its own boot id, as built. */
+export const bootIdHookBinary = (): string => join(import.meta.dirname, '../build/Release/paddock-boot-id');
 
 /** This process's hard limit on open files, from /proc/self/limits. */
 export function hardOpenFilesLimit(): number {

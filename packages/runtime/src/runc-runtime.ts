@@ -11,54 +11,70 @@
 //               runc passes in. No sandbox sees this directory, so the paths
 //               the host connects to are never ones a sandbox could replace.
 //   envd.log    envd's output
+//   boot_id     this start's boot id, mounted over /proc/sys/kernel/random/boot_id
 //
 // runc keeps container state under <dataDir>/runc. Everything survives a
 // restart of this process: containers run on, and list() finds them again.
-import { createHash } from 'node:crypto';
-import { closeSync, existsSync, lstatSync, mkdirSync, openSync, readFileSync, readSync, readdirSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { createHash, randomUUID } from 'node:crypto';
+import { chmodSync, chownSync, closeSync, existsSync, lstatSync, mkdirSync, openSync, readFileSync, readSync, readdirSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import type { Duplex } from 'node:stream';
-import { envdDistDir as defaultEnvdDistDir } from '@paddock/envd';
-import { IN_SANDBOX, defaultMasks } from './base-template.js';
+import { envdCommand, envdSandboxDir } from '@paddock/envd';
+import { checkPassable, installCopy, removeScratchCopies, sandboxPassable } from './host-files.js';
+import { checkIdShift, DEFAULT_ID_SHIFT, shiftOwners } from './ids.js';
+import { baseImage, pullImage } from './image-templates.js';
+import { ImageStore } from './images/index.js';
 import { cgroupDirs, detectCgroups, inCgroup, readUsage, removeCgroupDir, removeCgroups, removeCgroupsDrained, setCpuWeight, swapAccounting, thawed, type CgroupLayout } from './cgroups.js';
 import { envdAnswers, initEnvd, openTunnel, runTrue, waitForEnvd } from './envd-link.js';
 import { CommandError, run } from './exec.js';
-import { ensureHostView, isMounted, mountOverlay, mountPoints, removeTree, unmount } from './mounts.js';
+import { mountOverlay, mountPoints, removeTree, unmount } from './mounts.js';
 import { listenUnix } from './host-socket.js';
-import { hardOpenFilesLimit, ociConfig } from './oci-config.js';
+import { bootIdHookBinary, envdOptions, hardOpenFilesLimit, ociConfig, PADDOCK_DIR } from './oci-config.js';
 import { InitProcess, Runc, type RuncContainer } from './runc.js';
 import {
   RuntimeError,
   type CreateOptions,
   type EnvdEndpoint,
   type EnvdInit,
+  type HostAdmin,
   type Limits,
   type Runtime,
   type RuntimeSandbox,
   type SandboxStats,
   type SandboxStatus,
   type TemplateInfo,
+  type WarmPool,
 } from './runtime.js';
-import { BASE_TEMPLATE_ID, TemplateLayers } from './templates.js';
+import { BASE_TEMPLATE_ID, DEFAULT_LIMITS, TemplateLayers, type TemplateImage } from './templates.js';
 import { KeyedMutex, SANDBOX_ID, newSandboxId } from './util.js';
 import { MIN_DISK_MB, createDisk, diskPaths, diskUsage, loopDevicesUnder, mountDisk, type DiskPaths } from './disk.js';
 
 export interface RuncRuntimeOptions {
   /** Where templates, sandboxes and runc's state live. */
   dataDir: string;
+  /**
+   * The image store: pulled and imported layers, unpacked. Default
+   * `<dataDir>/layers`. Several runtimes may share one (layers never change
+   * once unpacked); image garbage collection then needs all of them.
+   */
+  layersDir?: string;
+  /** Where the base root filesystem built with mmdebstrap is kept (default `<dataDir>/cache`). */
+  cacheDir?: string;
+  /** The base template from this image reference instead of the Debian root filesystem built here. */
+  baseImage?: string;
+  /** Registries (`host:port`) reached over plain HTTP besides those on loopback. */
+  insecureRegistries?: string[];
+  /** Host id of a sandbox's uid and gid 0 (DEFAULT_ID_SHIFT); 65536 ids from there are the sandboxes'. */
+  idShift?: number;
   /** Ready sandboxes kept per pooled template; 0 disables the pool. */
   warmPoolSize?: number;
   /** Templates that get a pool (default: base). */
   warmPoolTemplates?: string[];
   /** Most processes a sandbox may have at once. */
   pidsLimit?: number;
-  /** Host paths hidden from sandboxes besides the default private areas. */
-  extraMasks?: string[];
-  /** Paths the base template hides; defaults to the private areas (homes, /tmp, /run, logs, keys, the data dir). */
-  masks?: string[];
   runcBinary?: string;
-  envdDistDir?: string;
-  nodeBinary?: string;
+  /** envd's self-contained directory (default: @paddock/envd's build), copied to where sandboxes mount it from. */
+  envdSandboxDir?: string;
   /** How long envd may take to answer after the container started. */
   readyTimeoutMs?: number;
 }
@@ -72,6 +88,18 @@ interface SandboxSpec {
   pooled: boolean;
   /** Set before removal starts, so that a crash mid-way finishes it on the next start. */
   destroying?: boolean;
+  /**
+   * Host id of the sandbox's root: its files on the disk are owned from
+   * there. Absent on a sandbox made before sandboxes had user namespaces;
+   * its files are moved into the range at its next start.
+   */
+  idShift?: number;
+  /**
+   * The layers under its upper, top-most first, as they were at its
+   * creation: a template made again since (`rebuildBase`) does not change
+   * what a kept upper lies on.
+   */
+  lowers?: string[];
 }
 
 const MAX_SOCKET_PATH = 107;
@@ -99,7 +127,7 @@ const RUNNING_CPU_WEIGHT = 12;
 /** How often the inits of running sandboxes are looked at: one read of /proc each. */
 const INIT_WATCH_MS = 1000;
 
-export class RuncRuntime implements Runtime {
+export class RuncRuntime implements Runtime, HostAdmin, WarmPool {
   private readonly dataDir: string;
   private readonly sandboxesDir: string;
   private readonly runc: Runc;
@@ -124,12 +152,20 @@ export class RuncRuntime implements Runtime {
   private readonly callerBootsEnded: (() => void)[] = [];
   private closed = false;
   private prepared = false;
+  /** Host id of every sandbox's root (the start of the sandboxes' id range). */
+  private readonly idShift: number;
+  private readonly images: ImageStore;
+  /** The copies that sandboxes use (prepare() installs them): envd's directory and the boot-id hook. */
+  private paddockDir: string | undefined;
+  private bootIdHook: string | undefined;
 
   constructor(private readonly opts: RuncRuntimeOptions) {
     this.dataDir = resolve(opts.dataDir);
     this.sandboxesDir = join(this.dataDir, 'sandboxes');
     this.runc = new Runc(join(this.dataDir, 'runc'), opts.runcBinary);
-    this.templates = new TemplateLayers(join(this.dataDir, 'templates'));
+    this.idShift = checkIdShift(opts.idShift ?? DEFAULT_ID_SHIFT);
+    this.images = new ImageStore({ dir: opts.layersDir ?? join(this.dataDir, 'layers'), idShift: this.idShift, insecureRegistries: opts.insecureRegistries });
+    this.templates = new TemplateLayers(join(this.dataDir, 'templates'), this.images);
     this.cgroups = detectCgroups();
     this.swap = swapAccounting(this.cgroups);
     this.cgroupParent = `/paddock/${createHash('sha256').update(this.dataDir).digest('hex').slice(0, 12)}`;
@@ -140,10 +176,6 @@ export class RuncRuntime implements Runtime {
   }
 
   // ---------------------------------------------------------------- paths
-
-  private get hostView(): string {
-    return join(this.dataDir, 'hostview');
-  }
 
   private dir(id: string): string {
     if (!SANDBOX_ID.test(id)) throw new RuntimeError('not_found', `sandbox '${id}' does not exist`);
@@ -207,37 +239,85 @@ export class RuncRuntime implements Runtime {
   // ---------------------------------------------------------------- setup
 
   /**
-   * Mounts the host view, makes the base template and, the first time,
-   * takes over what a previous run left. runc is checked before anything is
-   * mounted, and a first prepare that fails with no sandbox on the host view
-   * unmounts it again: a host without runc is left as it was found.
+   * Makes the base template (the first time on a host: builds or pulls its
+   * image) and, the first time, takes over what a previous run left. runc is
+   * checked before anything is done.
    */
   async prepare(onProgress?: (message: string) => void): Promise<void> {
-    mkdirSync(this.sandboxesDir, { recursive: true });
-    mkdirSync(join(this.dataDir, 'runc'), { recursive: true });
-    const masks = this.opts.masks ?? [...defaultMasks(this.dataDir), ...(this.opts.extraMasks ?? [])];
     const first = !this.prepared;
     if (first) await this.checkRunc();
-    const empty = join(this.dataDir, 'hostview-empty');
-    const mounted = isMounted(this.hostView);
-    await ensureHostView(this.hostView, empty);
-    this.prepared = true;
-    try {
-      await this.templates.ensureBase(masks, onProgress);
-      if (first) {
-        setCpuWeight(this.cgroups, dirname(this.cgroupParent), SANDBOXES_CPU_WEIGHT);
-        await this.recover();
-        this.watchInits();
-        this.fillPool();
-      }
-    } catch (err) {
-      if (first) this.prepared = false;
-      if (!mounted && readdirSync(this.sandboxesDir).length === 0) {
-        await unmount(this.hostView);
-        await unmount(empty);
-      }
-      throw err;
+    mkdirSync(this.sandboxesDir, { recursive: true });
+    mkdirSync(join(this.dataDir, 'runc'), { recursive: true });
+    // runc sets a sandbox up as the sandbox's root: it must pass down to each sandbox's directory.
+    checkPassable(dirname(this.dataDir), this.idShift, this.idShift, 'the data directory');
+    sandboxPassable(this.dataDir, this.idShift);
+    sandboxPassable(this.sandboxesDir, this.idShift);
+    await this.images.open();
+    const files = join(this.dataDir, 'files');
+    removeScratchCopies(files);
+    this.paddockDir = installCopy(this.opts.envdSandboxDir ?? envdSandboxDir, files);
+    this.bootIdHook = installCopy(bootIdHookBinary(), files);
+    if (first) {
+      await this.recover();
+      await this.dropHostView();
     }
+    await this.ensureBase(onProgress);
+    if (first) {
+      await this.shiftOldLayers();
+      setCpuWeight(this.cgroups, dirname(this.cgroupParent), SANDBOXES_CPU_WEIGHT);
+      this.watchInits();
+      this.prepared = true;
+      this.fillPool();
+    }
+  }
+
+  /** The base template's image: made the first time, and by rebuildBase(). */
+  private async ensureBase(onProgress?: (message: string) => void): Promise<void> {
+    if (this.templates.baseReady()) return;
+    this.templates.setRoot(BASE_TEMPLATE_ID, await this.makeBaseImage(false, onProgress));
+  }
+
+  /**
+   * Makes the base template's image again (`paddock template rebuild base`):
+   * the Debian root filesystem built anew, or the configured image pulled
+   * again. Sandboxes running on the old one keep it.
+   */
+  async rebuildBase(onProgress?: (message: string) => void): Promise<TemplateInfo> {
+    this.ensurePrepared();
+    return this.templates.setRoot(BASE_TEMPLATE_ID, await this.makeBaseImage(true, onProgress));
+  }
+
+  private makeBaseImage(force: boolean, onProgress?: (message: string) => void): Promise<TemplateImage> {
+    return baseImage(this.images, { cacheDir: this.opts.cacheDir ?? join(this.dataDir, 'cache'), reference: this.opts.baseImage, force, onProgress });
+  }
+
+  /** Makes a template from an image in a registry. */
+  async templateFromImage(templateId: string, reference: string, opts: { limits?: Partial<Limits>; onProgress?: (message: string) => void } = {}): Promise<TemplateInfo> {
+    this.ensurePrepared();
+    if (this.templates.get(templateId)) throw new RuntimeError('conflict', `template '${templateId}' already exists`);
+    const image = await pullImage(this.images, reference, opts.onProgress);
+    return this.templates.setRoot(templateId, image, checkLimits({ ...DEFAULT_LIMITS, ...definedOnly(opts.limits) }));
+  }
+
+  /**
+   * Sandboxes once stood on a read-only view of the host's own root
+   * filesystem, mounted at `<dataDir>/hostview`. recover() has stopped
+   * the sandboxes that still used it; the view goes.
+   */
+  private async dropHostView(): Promise<void> {
+    await unmount(join(this.dataDir, 'hostview'));
+    await unmount(join(this.dataDir, 'hostview-empty'));
+    for (const d of ['hostview', 'hostview-empty']) rmSync(join(this.dataDir, d), { recursive: true, force: true });
+  }
+
+  /** Snapshot layers made before user namespaces have their owners moved into the sandboxes' range. */
+  private async shiftOldLayers(): Promise<void> {
+    const done = new Set<string>();
+    for (const { id, dir } of this.templates.unshiftedLayers()) {
+      if (existsSync(dir)) await shiftOwners(dir, this.idShift);
+      done.add(id);
+    }
+    for (const id of done) this.templates.markShifted(id, this.idShift);
   }
 
   private async checkRunc(): Promise<void> {
@@ -266,8 +346,13 @@ export class RuncRuntime implements Runtime {
       const status = this.statusOf(container);
       if (container && status !== 'stopped') this.inits.set(id, new InitProcess(container.pid));
       if (spec.pooled) {
-        if (status === 'running') this.poolFor(spec.templateId).push(id);
+        if (status === 'running' && spec.idShift === this.idShift) this.poolFor(spec.templateId).push(id);
         else await this.removeSandbox(id);
+        continue;
+      }
+      // One made before user namespaces runs on the host's own root filesystem: it is stopped, keeping its files.
+      if (status !== 'stopped' && spec.idShift === undefined) {
+        await this.stopContainer(id);
         continue;
       }
       // A sandbox started by an older runtime has envd's sockets in a
@@ -316,11 +401,7 @@ export class RuncRuntime implements Runtime {
   private limitsFor(templateId: string, requested?: Partial<Limits>): Limits {
     const template = this.templates.get(templateId);
     if (!template) throw new RuntimeError('not_found', `template '${templateId}' does not exist`);
-    const limits = { ...template.limits, ...Object.fromEntries(Object.entries(requested ?? {}).filter(([, v]) => v !== undefined)) } as Limits;
-    if (!Number.isInteger(limits.cpuCount) || limits.cpuCount < 1) throw new RuntimeError('invalid', `cpuCount ${limits.cpuCount} must be a whole number of at least 1`);
-    if (!Number.isInteger(limits.memoryMB) || limits.memoryMB < 128) throw new RuntimeError('invalid', `memoryMB ${limits.memoryMB} must be a whole number of at least 128`);
-    if (!Number.isInteger(limits.diskSizeMB) || limits.diskSizeMB < MIN_DISK_MB) throw new RuntimeError('invalid', `diskSizeMB ${limits.diskSizeMB} must be a whole number of at least ${MIN_DISK_MB}`);
-    return limits;
+    return checkLimits({ ...template.limits, ...definedOnly(requested) });
   }
 
   async create(opts: CreateOptions): Promise<RuntimeSandbox> {
@@ -359,18 +440,28 @@ export class RuncRuntime implements Runtime {
   private async boot(templateId: string, limits: Limits, pooled: boolean, init?: EnvdInit): Promise<SandboxSpec> {
     const id = newSandboxId();
     const dir = this.dir(id);
-    const spec: SandboxSpec = { id, templateId, limits, createdAt: new Date().toISOString(), pooled };
+    const spec: SandboxSpec = { id, templateId, limits, createdAt: new Date().toISOString(), pooled, idShift: this.idShift, lowers: this.templates.layers(templateId) };
     return this.mutex.run(id, async () => {
       try {
-        mkdirSync(dir, { recursive: true, mode: 0o700 });
+        sandboxPassable(dir, this.idShift);
         mkdirSync(join(dir, 'rootfs'), { mode: 0o700 });
         const disk = this.disk(id);
         await createDisk(disk, limits.diskSizeMB);
         await mountDisk(disk);
+        // The overlay's top: its root directory is the sandbox's `/`, owned by the sandbox's root.
+        const root = this.idShift;
+        chownSync(disk.upper, root, root);
+        chmodSync(disk.upper, 0o755);
         // The sandbox's name, in its own layer (no sandbox process runs yet).
         mkdirSync(join(disk.upper, 'etc'), { mode: 0o755 });
-        writeFileSync(join(disk.upper, 'etc/hostname'), `${id}\n`);
-        writeFileSync(join(disk.upper, 'etc/hosts'), `127.0.0.1\tlocalhost\n127.0.1.1\t${id}\n::1\tlocalhost ip6-localhost ip6-loopback\n`);
+        chownSync(join(disk.upper, 'etc'), root, root);
+        for (const [name, text] of [
+          ['hostname', `${id}\n`],
+          ['hosts', `127.0.0.1\tlocalhost\n127.0.1.1\t${id}\n::1\tlocalhost ip6-localhost ip6-loopback\n`],
+        ] as const) {
+          writeFileSync(join(disk.upper, 'etc', name), text, { mode: 0o644 });
+          chownSync(join(disk.upper, 'etc', name), root, root);
+        }
         this.writeSpec(spec);
         await this.startContainer(spec, init);
         // envd's first command runs cold code, slower than the ones after
@@ -391,17 +482,33 @@ export class RuncRuntime implements Runtime {
   /** Mounts the root filesystem and runs the container; resolves when envd answers. */
   private async startContainer(spec: SandboxSpec, init?: EnvdInit): Promise<void> {
     const dir = this.dir(spec.id);
-    const lowers = [...this.templates.layers(spec.templateId), this.hostView];
+    // A sandbox made before lowers were recorded stands on its template as it is now.
+    const lowers = spec.lowers ?? this.templates.layers(spec.templateId);
     const disk = this.disk(spec.id);
     await this.ensureDisk(spec);
+    if (spec.idShift === undefined) {
+      // Made before user namespaces: its files become its own root's and users' (ids in the range).
+      await shiftOwners(disk.upper, this.idShift);
+      spec = { ...spec, idShift: this.idShift };
+      this.writeSpec(spec);
+    }
+    sandboxPassable(dir, this.idShift);
     await mountOverlay(join(dir, 'rootfs'), lowers, disk.upper, disk.work);
+    // Each start is a new boot to the programs inside (E2B's SDK checks that a resume from a stop reboots).
+    const bootIdFile = join(dir, 'boot_id');
+    rmSync(bootIdFile, { force: true });
+    writeFileSync(bootIdFile, `${randomUUID()}\n`, { mode: 0o444 });
     const config = ociConfig({
       id: spec.id,
+      rootfs: join(dir, 'rootfs'),
+      bootIdFile,
+      bootIdHook: this.bootIdHook!,
+      idShift: this.idShift,
       limits: spec.limits,
       pidsLimit: this.opts.pidsLimit ?? 1024,
       swapAccounting: this.swap,
-      envdDistDir: this.opts.envdDistDir ?? defaultEnvdDistDir,
-      nodeBinary: this.opts.nodeBinary ?? process.execPath,
+      paddockDir: this.paddockDir!,
+      envdCommand: envdCommand({ root: PADDOCK_DIR, args: envdOptions(this.templates.image(spec.templateId)) }),
       cgroupsPath: this.cgroupPath(spec.id),
       maxOpenFiles: hardOpenFilesLimit(),
     });
@@ -658,7 +765,9 @@ export class RuncRuntime implements Runtime {
         // sandbox made it: a link there (to the host's /etc, say) must not
         // be followed by the removal of the sandbox's own name files.
         if (isRealDirectory(join(layer, 'etc'))) for (const f of ['etc/hostname', 'etc/hosts']) rmSync(join(layer, f), { recursive: true, force: true });
-        return this.templates.commit(templateId, spec.templateId, spec.limits);
+        // A sandbox made before user namespaces and not started since has host-owned files.
+        if (spec.idShift === undefined) await shiftOwners(layer, this.idShift);
+        return this.templates.commit(templateId, spec.templateId, spec.limits, this.idShift, spec.lowers ?? this.templates.layers(spec.templateId));
       } catch (err) {
         this.templates.discard(templateId);
         throw err instanceof RuntimeError ? err : new RuntimeError('internal', `snapshot of '${id}' failed: ${(err as Error).message}`, { cause: err });
@@ -812,9 +921,8 @@ export class RuncRuntime implements Runtime {
   }
 
   /**
-   * Destroys the warm pool's sandboxes, unmounts the host view and removes
-   * the parent cgroup, leaving nothing on the host; refused while other
-   * sandboxes exist.
+   * Destroys the warm pool's sandboxes and removes the parent cgroup,
+   * leaving nothing on the host; refused while other sandboxes exist.
    */
   async release(): Promise<void> {
     await this.close();
@@ -824,8 +932,7 @@ export class RuncRuntime implements Runtime {
     const left = await this.list();
     if (left.length) throw new RuntimeError('conflict', `sandboxes still exist: ${left.map((s) => s.id).join(', ')}`);
     this.removeStrayCgroups();
-    await unmount(this.hostView);
-    await unmount(join(this.dataDir, 'hostview-empty'));
+    await this.dropHostView();
     this.dropCgroupParent();
   }
 
@@ -895,6 +1002,15 @@ function isRealDirectory(path: string): boolean {
   }
 }
 
+function checkLimits(limits: Limits): Limits {
+  if (!Number.isInteger(limits.cpuCount) || limits.cpuCount < 1) throw new RuntimeError('invalid', `cpuCount ${limits.cpuCount} must be a whole number of at least 1`);
+  if (!Number.isInteger(limits.memoryMB) || limits.memoryMB < 128) throw new RuntimeError('invalid', `memoryMB ${limits.memoryMB} must be a whole number of at least 128`);
+  if (!Number.isInteger(limits.diskSizeMB) || limits.diskSizeMB < MIN_DISK_MB) throw new RuntimeError('invalid', `diskSizeMB ${limits.diskSizeMB} must be a whole number of at least ${MIN_DISK_MB}`);
+  return limits;
+}
+
+const definedOnly = (limits?: Partial<Limits>): Partial<Limits> => Object.fromEntries(Object.entries(limits ?? {}).filter(([, v]) => v !== undefined));
+
 function sameLimits(a: Limits, b: Limits): boolean {
   return a.cpuCount === b.cpuCount && a.memoryMB === b.memoryMB && a.diskSizeMB === b.diskSizeMB;
 }
@@ -913,4 +1029,3 @@ function tail(file: string, bytes = 2048): string {
   }
 }
 
-export { IN_SANDBOX };

@@ -64,7 +64,7 @@ export interface TemplateInfo {
 }
 
 export interface Runtime {
-  /** Makes sure the built-in templates exist (the base template is prepared on first use). */
+  /** Makes sure the built-in templates exist: the first time, the base template's image is built or pulled. */
   prepare(onProgress?: (message: string) => void): Promise<void>;
   /** Creates and starts a sandbox; resolves when envd is ready and initialised. */
   create(opts: CreateOptions): Promise<RuntimeSandbox>;
@@ -86,6 +86,13 @@ export interface Runtime {
   envdEndpoint(id: string): EnvdEndpoint;
   /** A byte stream to TCP `port` inside the sandbox's network namespace. */
   openTunnel(id: string, port: number): Promise<Duplex>;
+  /**
+   * Makes a template from an image in an OCI registry (`registry/name:tag`
+   * or `...@sha256:...`), pulled unless its layers are here already.
+   */
+  templateFromImage(templateId: string, reference: string, opts?: { limits?: Partial<Limits>; onProgress?: (message: string) => void }): Promise<TemplateInfo>;
+  /** Makes the base template's image again; sandboxes running on the old one keep it. */
+  rebuildBase(onProgress?: (message: string) => void): Promise<TemplateInfo>;
   /** Copies a sandbox's filesystem into a new template (memory is not copied). */
   snapshot(id: string, templateId: string): Promise<TemplateInfo>;
   getTemplate(id: string): Promise<TemplateInfo | undefined>;
@@ -102,6 +109,30 @@ export interface Runtime {
   onExit(listener: (id: string) => void): () => void;
   /** Stops background work (the warm pool, watching for exits); leaves sandboxes running. */
   close(): Promise<void>;
+}
+
+/**
+ * A runtime's traces on the machines it runs on, for installing,
+ * uninstalling and tests' leak checks.
+ */
+export interface HostAdmin {
+  /** What of this runtime is on the host (mounts, cgroups, containers, directories, devices): empty after removeEverything(). */
+  leftovers(): Promise<string[]>;
+  /** Destroys every sandbox, pooled ones and half-made ones included, and releases what the runtime holds on the host. */
+  removeEverything(): Promise<void>;
+}
+
+/** A runtime that keeps booted sandboxes ready per template, claimed by create(). */
+export interface WarmPool {
+  /** Resolves once every pooled template's pool is full, or a refill ended without filling it. */
+  poolReady(): Promise<void>;
+  /** The ids waiting in each template's pool. */
+  pooled(): Record<string, string[]>;
+}
+
+export function isHostAdmin(runtime: Runtime): runtime is Runtime & HostAdmin {
+  const r = runtime as Partial<HostAdmin>;
+  return typeof r.leftovers === 'function' && typeof r.removeEverything === 'function';
 }
 
 export type RuntimeErrorKind = 'not_found' | 'conflict' | 'invalid' | 'unavailable' | 'internal';

@@ -1,10 +1,24 @@
-// Templates on disk: each has a directory with meta.json and its own
-// layer(s); a template made from another (a snapshot) stacks its layer on
-// its parent's. The host's root filesystem is always the bottom layer.
+// Templates on disk: each has a directory with meta.json. A root template
+// (the base, one made from an image) names an image in the image store,
+// whose layers are the bottom of every sandbox made from it; a template
+// made from another (a snapshot) stacks its own layer on its parent's.
 import { existsSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { BASE_RECIPE, ensureBaseLayers } from './base-template.js';
 import { RuntimeError, type Limits, type TemplateInfo } from './runtime.js';
+
+/** What a template keeps of its image: which it is, and how its processes run. */
+export interface TemplateImage {
+  /** The image's id in the image store. */
+  id: string;
+  /** Its layers (their diff_ids), bottom first. */
+  diffIds: string[];
+  /** Where it came from: a registry reference, or what made it (the base recipe). */
+  reference: string;
+  /** The image's environment (`KEY=value`), under what a caller sets. */
+  env: string[];
+  workingDir?: string;
+  user?: string;
+}
 
 interface TemplateMeta {
   id: string;
@@ -13,6 +27,27 @@ interface TemplateMeta {
   createdAt: string;
   /** This template's own layer directories, top-most first, relative to its directory. */
   layers: string[];
+  /** A root template's image; a snapshot has its root's. */
+  image?: TemplateImage;
+  /**
+   * A snapshot's layers below its own, as they were when it was taken
+   * (absolute, top-most first): the parent's base may have been made again
+   * since, and the snapshot's files were made on the old one.
+   */
+  below?: string[];
+  /**
+   * The host id that file owners of the own layers start at (the user
+   * namespace's shift); absent on layers made before sandboxes had user
+   * namespaces, whose owners are host ids.
+   */
+  idShift?: number;
+}
+
+/** Where image layers come from: the image store. */
+export interface ImageLayers {
+  /** Absolute layer directories of an image, top-most first. */
+  layerDirs(image: { diffIds: string[] }): string[];
+  hasLayer(diffId: string): boolean;
 }
 
 export const BASE_TEMPLATE_ID = 'base';
@@ -21,7 +56,10 @@ const TEMPLATE_ID = /^[a-z0-9][a-z0-9_-]{0,62}$/;
 
 /** The templates a runtime can start, each a chain of layer directories on this host with its limits. */
 export class TemplateLayers {
-  constructor(private readonly dir: string) {
+  constructor(
+    private readonly dir: string,
+    private readonly images: ImageLayers,
+  ) {
     mkdirSync(dir, { recursive: true });
   }
 
@@ -39,26 +77,49 @@ export class TemplateLayers {
   }
 
   private write(meta: TemplateMeta): void {
+    mkdirSync(join(this.dir, meta.id), { recursive: true });
     const tmp = `${this.metaPath(meta.id)}.tmp`;
     writeFileSync(tmp, JSON.stringify(meta, null, 2));
     renameSync(tmp, this.metaPath(meta.id));
   }
 
-  async ensureBase(masks: string[], progress?: (msg: string) => void): Promise<void> {
-    const existing = this.read(BASE_TEMPLATE_ID);
-    // A base made by an older recipe is made again by this one; the old
-    // layers stay, as overlays of sandboxes running now still use them.
-    const current = existing?.layers.every((l) => l.startsWith(`${BASE_RECIPE}/`) && existsSync(join(this.dir, BASE_TEMPLATE_ID, l)));
-    if (current) return;
-    const recipeDir = join(this.dir, BASE_TEMPLATE_ID, BASE_RECIPE);
-    await ensureBaseLayers(recipeDir, masks, progress);
+  /** The root template of `id`'s chain: the one with the image. */
+  private root(id: string): TemplateMeta {
+    const seen = new Set<string>();
+    let m = this.read(id);
+    if (!m) throw new RuntimeError('not_found', `template '${id}' does not exist`);
+    while (m.parentId) {
+      if (seen.has(m.id)) throw new RuntimeError('internal', `template '${id}' has a cycle through '${m.id}'`);
+      seen.add(m.id);
+      const parent = this.read(m.parentId);
+      if (!parent) throw new RuntimeError('not_found', `template '${id}' is made from '${m.parentId}', which does not exist`);
+      m = parent;
+    }
+    return m;
+  }
+
+  /** Whether the base template exists with its image in the store. */
+  baseReady(): boolean {
+    const image = this.read(BASE_TEMPLATE_ID)?.image;
+    return image !== undefined && image.diffIds.every((d) => this.images.hasLayer(d));
+  }
+
+  /** Makes (or remakes) a root template on an image; the limits of an existing one stay unless given. */
+  setRoot(id: string, image: TemplateImage, limits?: Limits): TemplateInfo {
+    if (!TEMPLATE_ID.test(id)) throw new RuntimeError('invalid', `template id '${id}' must be lowercase letters, digits, '-' or '_' (at most 63)`);
+    const existing = this.read(id);
+    if (existing?.parentId) throw new RuntimeError('conflict', `template '${id}' exists, made from '${existing.parentId}'`);
+    // A root template has no layers of its own: those of an older kind of base go (recover() stopped their sandboxes).
+    for (const old of existing?.layers ?? []) rmSync(join(this.dir, id, old.split('/')[0]!), { recursive: true, force: true });
     this.write({
-      id: BASE_TEMPLATE_ID,
+      id,
       parentId: null,
-      limits: existing?.limits ?? DEFAULT_LIMITS,
+      limits: limits ?? existing?.limits ?? DEFAULT_LIMITS,
       createdAt: existing?.createdAt ?? new Date().toISOString(),
-      layers: [join(BASE_RECIPE, 'layer'), join(BASE_RECIPE, 'mask')],
+      layers: [],
+      image,
     });
+    return this.get(id)!;
   }
 
   get(id: string): TemplateInfo | undefined {
@@ -72,17 +133,52 @@ export class TemplateLayers {
       .filter((t): t is TemplateInfo => t !== undefined);
   }
 
-  /** Absolute layer directories of a template, top-most first, without the host root. */
+  /** The image a template stands on: its own record of it, else its chain's root's. */
+  image(id: string): TemplateImage {
+    const own = this.read(id)?.image;
+    if (own) return own;
+    const root = this.root(id);
+    if (!root.image) throw new RuntimeError('unavailable', `template '${root.id}' was made before templates had images; make it again (paddock template rebuild ${root.id})`);
+    return root.image;
+  }
+
+  /** Absolute layer directories of a template, top-most first, its image's included. */
   layers(id: string): string[] {
     const out: string[] = [];
     const seen = new Set<string>();
-    for (let m = this.read(id); m; m = m.parentId ? this.read(m.parentId) : undefined) {
+    let m = this.read(id);
+    if (!m) throw new RuntimeError('not_found', `template '${id}' does not exist`);
+    for (; m; m = m.parentId ? this.read(m.parentId) : undefined) {
       if (seen.has(m.id)) throw new RuntimeError('internal', `template '${id}' has a cycle through '${m.id}'`);
       seen.add(m.id);
       out.push(...m.layers.map((l) => join(this.dir, m!.id, l)));
+      if (m.below) return [...out, ...m.below];
     }
-    if (out.length === 0) throw new RuntimeError('not_found', `template '${id}' does not exist`);
-    return out;
+    const image = this.image(id);
+    const missing = image.diffIds.filter((d) => !this.images.hasLayer(d));
+    if (missing.length) throw new RuntimeError('unavailable', `template '${id}' stands on image ${image.reference}, whose layer ${missing[0]} is no longer in the image store`);
+    return [...out, ...this.images.layerDirs(image)];
+  }
+
+  /** Layers (diff_ids) that templates stand on: what the image store must keep (with what sandboxes stand on). */
+  layersInUse(): Set<string> {
+    const ids = new Set<string>();
+    for (const t of this.list()) for (const d of this.read(t.id)?.image?.diffIds ?? []) ids.add(d);
+    return ids;
+  }
+
+  /** Own layers made before sandboxes had user namespaces (owners are host ids), with their template. */
+  unshiftedLayers(): { id: string; dir: string }[] {
+    return this.list().flatMap((t) => {
+      const m = this.read(t.id)!;
+      return m.idShift === undefined ? m.layers.map((l) => ({ id: m.id, dir: join(this.dir, m.id, l) })) : [];
+    });
+  }
+
+  /** Records that a template's own layers are owned by the range at `idShift`. */
+  markShifted(id: string, idShift: number): void {
+    const m = this.read(id);
+    if (m) this.write({ ...m, idShift });
   }
 
   /** Where a new template's layer goes; commit() makes it a template. */
@@ -94,8 +190,8 @@ export class TemplateLayers {
     return dir;
   }
 
-  commit(id: string, parentId: string, limits: Limits): TemplateInfo {
-    const meta: TemplateMeta = { id, parentId, limits, createdAt: new Date().toISOString(), layers: ['layer'] };
+  commit(id: string, parentId: string, limits: Limits, idShift: number, below: string[]): TemplateInfo {
+    const meta: TemplateMeta = { id, parentId, limits, createdAt: new Date().toISOString(), layers: ['layer'], idShift, below, image: this.image(parentId) };
     this.write(meta);
     return this.get(id)!;
   }

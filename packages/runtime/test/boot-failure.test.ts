@@ -2,11 +2,12 @@
 // said, as soon as its container has exited (not when the wait for envd runs
 // out), or, when envd runs on without ever listening, once that wait ran out;
 // either way nothing of the sandbox is left. envd here is a script in place
-// of the real one, run by the same node with the same flags.
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+// of the real one, in a copy of envd's directory: run by the same node,
+// through the same loader, with the same flags.
+import { cpSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { envdEntry } from '@paddock/envd';
+import { envdSandboxDir } from '@paddock/envd';
 import { testRuntime, TOKEN, type TestRuntime } from './harness.js';
 
 let fakeEnvd: string;
@@ -22,8 +23,9 @@ afterEach(async () => {
 
 /** A runtime whose sandboxes run `script` as their envd. */
 async function runtimeWithEnvd(script: string, readyTimeoutMs: number): Promise<TestRuntime> {
-  writeFileSync(join(fakeEnvd, envdEntry), script);
-  t = await testRuntime({ envdDistDir: fakeEnvd, readyTimeoutMs, warmPoolSize: 0 });
+  cpSync(envdSandboxDir, fakeEnvd, { recursive: true, verbatimSymlinks: true });
+  writeFileSync(join(fakeEnvd, 'envd', 'main.cjs'), script);
+  t = await testRuntime({ envdSandboxDir: fakeEnvd, readyTimeoutMs, warmPoolSize: 0 });
   return t;
 }
 

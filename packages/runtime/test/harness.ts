@@ -12,10 +12,18 @@ import { RuncRuntime, type RuncRuntimeOptions } from '../src/index.js';
 
 export const TOKEN = 'runtime-test-token';
 
+/**
+ * Images and the base root filesystem, shared by every test's runtime
+ * (layers never change once unpacked): `npm test` makes the base once
+ * (tools/testing/base-image.mjs), and each data directory only points at it.
+ */
+export const TEST_CACHE = process.env.PADDOCK_TEST_CACHE ?? '/var/tmp/paddock-test-cache';
+export const sharedImages = { layersDir: process.env.PADDOCK_IMAGES_DIR ?? join(TEST_CACHE, 'layers'), cacheDir: process.env.PADDOCK_CACHE_DIR ?? TEST_CACHE };
+
 export interface TestRuntime {
   runtime: RuncRuntime;
   dataDir: string;
-  /** Destroys every sandbox, releases the host view and checks nothing is left. */
+  /** Destroys every sandbox, releases the host and checks nothing is left. */
   teardown(): Promise<void>;
 }
 
@@ -26,7 +34,7 @@ export interface TestRuntime {
  */
 export async function testRuntime(opts: Partial<RuncRuntimeOptions> = {}, under = tmpdir()): Promise<TestRuntime> {
   const dataDir = mkdtempSync(join(under, 'paddock-rt-'));
-  const runtime = new RuncRuntime({ dataDir, ...opts });
+  const runtime = new RuncRuntime({ dataDir, ...sharedImages, ...opts });
   await runtime.prepare();
   return {
     runtime,

@@ -1,40 +1,39 @@
 // What a sandbox cannot see or touch of the host, and the limits that hold it.
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, lstatSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { networkInterfaces } from 'node:os';
+import { join } from 'node:path';
+import { DEFAULT_ID_SHIFT } from '../src/index.js';
 import { clients, exec, sleep, testRuntime, TOKEN, type TestRuntime } from './harness.js';
 
-/**
- * The data directory lives outside /tmp (which sandboxes never see), so that
- * only its own mask hides it; /var/lib is not masked, as the directory made
- * beside it shows.
- */
-const DATA_PARENT = '/var/lib';
-/** Made in the host's /root before the sandbox starts; it must not show inside. */
-const rootMarker = `/root/paddock-isolation-${process.pid}-${randomBytes(4).toString('hex')}`;
-let besideData: string;
+/** Made on the host AFTER the sandbox started, in places a host's secrets live: none may show inside. */
+const marker = `paddock-isolation-${process.pid}-${randomBytes(4).toString('hex')}`;
+const lateHostFiles = [`/root/${marker}`, `/etc/${marker}`, `/var/lib/${marker}/secret`, `/tmp/${marker}`];
 
 let t: TestRuntime;
 let id: string;
 
 beforeAll(async () => {
-  writeFileSync(rootMarker, 'host only\n');
-  besideData = mkdtempSync(`${DATA_PARENT}/paddock-visible-`);
-  t = await testRuntime({ pidsLimit: 256 }, DATA_PARENT);
+  t = await testRuntime({ pidsLimit: 256 });
   id = (await t.runtime.create({ templateId: 'base', limits: { memoryMB: 256 }, init: { accessToken: TOKEN } })).id;
+  mkdirSync(`/var/lib/${marker}`, { mode: 0o700 });
+  for (const f of lateHostFiles) writeFileSync(f, 'host only\n', { mode: 0o600 });
 });
 afterAll(async () => {
-  rmSync(rootMarker, { force: true });
-  if (besideData) rmSync(besideData, { recursive: true, force: true });
+  for (const f of lateHostFiles) rmSync(f, { force: true });
+  rmSync(`/var/lib/${marker}`, { recursive: true, force: true });
   await t.teardown();
 });
+
+/** The sandbox's writable layer as the host sees it. */
+const upper = (path: string) => join(t.dataDir, 'sandboxes', id, 'disk', 'upper', path);
 
 test('processes: ps shows only the sandbox; envd is pid 1', async () => {
   const res = await exec(t.runtime, id, 'ps -e -o pid=,args=');
   const lines = res.stdout.trim().split('\n').map((l) => l.trim());
-  expect(lines[0]).toMatch(/^1 \/\.paddock\/node .*envd\/main\.cjs /);
+  expect(lines[0]).toMatch(/^1 \/\.paddock\/.*main\.cjs /);
   expect(lines.length).toBeLessThan(10);
   expect(res.stdout).not.toContain('jest');
   expect(res.stdout).not.toContain(String(process.pid));
@@ -59,39 +58,67 @@ test('the hostname is the sandbox id', async () => {
 });
 
 test('writes to /usr and /etc stay in the sandbox', async () => {
-  const marker = `paddock-isolation-${process.pid}`;
-  const res = await exec(t.runtime, id, `echo hi > /usr/${marker} && echo hi > /etc/${marker} && cat /usr/${marker}`, { user: 'root' });
+  const res = await exec(t.runtime, id, `echo hi > /usr/${marker} && echo hi > /etc/${marker}.w && cat /usr/${marker}`, { user: 'root' });
   expect(res).toMatchObject({ exitCode: 0, stdout: 'hi\n' });
   expect(existsSync(`/usr/${marker}`)).toBe(false);
-  expect(existsSync(`/etc/${marker}`)).toBe(false);
+  expect(existsSync(`/etc/${marker}.w`)).toBe(false);
 });
 
-test('host homes, /root, /tmp and the data directory are not visible', async () => {
-  const seen = (path: string) => `test -e ${path} && echo visible || echo hidden`;
+test("nothing of the host's own root filesystem is visible: files the host made after the start are not there, nor its data directory", async () => {
+  const seen = (path: string) => `test -e ${path} && echo "visible ${path}" || echo hidden`;
+  const res = await exec(t.runtime, id, [...lateHostFiles, t.dataDir, '/work', '/var/lib/postgresql'].map(seen).join('; '), { user: 'root' });
+  expect(res.stdout.trim().split('\n')).toEqual(Array(lateHostFiles.length + 3).fill('hidden'));
+  for (const f of lateHostFiles) expect(existsSync(f)).toBe(true);
+  // The sandbox's system is the image's Debian, whatever the host runs.
+  expect((await exec(t.runtime, id, '. /etc/os-release; echo $ID $VERSION_CODENAME')).stdout).toBe('debian bookworm\n');
+});
+
+test('root inside is an unprivileged id outside: the uid map is not the identity, and a host-owned file within reach stays unreadable', async () => {
+  const maps = await exec(t.runtime, id, 'cat /proc/self/uid_map /proc/self/gid_map', { user: 'root' });
+  const fields = maps.stdout.trim().split('\n').map((l) => l.trim().split(/\s+/).map(Number));
+  expect(fields).toEqual([
+    [0, DEFAULT_ID_SHIFT, 65536],
+    [0, DEFAULT_ID_SHIFT, 65536],
+  ]);
+  // Put two files where the sandbox can reach them (its own upper layer):
+  // one owned by the host's root, one by the sandbox's root, both 0600.
+  // The sandbox makes the directory, so that the overlay has it in the upper
+  // layer (files added below a mounted overlay's back show only where it looks them up there).
+  expect((await exec(t.runtime, id, `mkdir -m 755 /tmp/${marker}`, { user: 'root' })).exitCode).toBe(0);
+  const dir = upper(`tmp/${marker}`);
+  expect(lstatSync(dir).isDirectory()).toBe(true);
+  writeFileSync(join(dir, 'host-root'), 'host secret\n', { mode: 0o600, flag: 'wx' });
+  writeFileSync(join(dir, 'sandbox-root'), 'sandbox file\n', { mode: 0o600, flag: 'wx' });
+  execFileSync('chown', [`${DEFAULT_ID_SHIFT}:${DEFAULT_ID_SHIFT}`, join(dir, 'sandbox-root')]);
+  const res = await exec(t.runtime, id, `cd /tmp/${marker}; stat -c '%U %a' host-root; cat host-root 2>&1; cat sandbox-root; chmod 644 host-root 2>&1 || echo no-chmod`, { user: 'root' });
+  expect(res.stdout).toMatch(/^nobody 600\ncat: host-root: Permission denied\nsandbox file\n.*\nno-chmod\n$/s);
+});
+
+test('the user `user` exists with uid 1000 and home /home/user; python, python3, node, npm, git, curl and bash run', async () => {
   const res = await exec(
     t.runtime,
     id,
-    `ls -A /home; echo --; ls -A /root; echo --; ${seen(rootMarker)}; echo --; ls -A /tmp; echo --; ${seen(t.dataDir)}; echo --; ${seen(besideData)}`,
-    { user: 'root' },
+    'id -un; id -u; echo $HOME; python -c "print(6*7)"; python3 -c "print(7*7)"; node -e "console.log(2+3)"; npm --version >/dev/null && echo npm; git --version >/dev/null && echo git; curl --version >/dev/null && echo curl; bash -c "echo bash"',
   );
-  const [home, root, marker, tmp, data, beside] = res.stdout.split('--\n');
-  expect(home).toBe('user\n');
-  // /root is a fresh one with the skeleton files; the host's file is not there.
-  expect(root!.split('\n').filter(Boolean).sort()).toEqual(readdirSync('/etc/skel').sort());
-  expect(marker).toBe('hidden\n');
-  expect(existsSync(rootMarker)).toBe(true);
-  expect(tmp).toBe('');
-  expect(data).toBe('hidden\n');
-  // What hides the data directory is its own mask: its parent is visible.
-  expect(t.dataDir.startsWith(`${DATA_PARENT}/`)).toBe(true);
-  expect(beside).toBe('visible\n');
-  // The host does have entries there that the sandbox does not see.
-  expect(readdirSync('/tmp').length).toBeGreaterThan(0);
+  expect(res.stdout.split('\n')).toEqual(['user', '1000', '/home/user', '42', '49', '5', 'npm', 'git', 'curl', 'bash', '']);
 });
 
-test('the user `user` exists with uid 1000 and home /home/user; python3, node, git and bash run', async () => {
-  const res = await exec(t.runtime, id, 'id -un; id -u; echo $HOME; python3 -c "print(6*7)"; node -e "console.log(2+3)"; git --version >/dev/null && echo git; bash -c "echo bash"');
-  expect(res.stdout.split('\n')).toEqual(['user', '1000', '/home/user', '42', '5', 'git', 'bash', '']);
+test('as `user`: sudo needs no password and gives root, apt-get runs as root, pip installs a package', async () => {
+  const sudo = await exec(t.runtime, id, 'sudo -n id -u && sudo -n apt-get check >/dev/null && echo apt-ok');
+  expect(sudo).toMatchObject({ exitCode: 0, stdout: '0\napt-ok\n' });
+  // A wheel made in the sandbox (no network needed), installed with pip as `user`.
+  const wheel = `python3 - <<'PY'
+import zipfile, base64, hashlib
+name = 'paddock_probe-1.0-py3-none-any.whl'
+files = {'paddock_probe.py': b'ANSWER = 42\\n', 'paddock_probe-1.0.dist-info/METADATA': b'Metadata-Version: 2.1\\nName: paddock-probe\\nVersion: 1.0\\n', 'paddock_probe-1.0.dist-info/WHEEL': b'Wheel-Version: 1.0\\nGenerator: test\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n'}
+record = ''.join('%s,sha256=%s,%d\\n' % (n, base64.urlsafe_b64encode(hashlib.sha256(d).digest()).rstrip(b'=').decode(), len(d)) for n, d in files.items()) + 'paddock_probe-1.0.dist-info/RECORD,,\\n'
+with zipfile.ZipFile('/tmp/' + name, 'w') as z:
+    for n, d in files.items(): z.writestr(n, d)
+    z.writestr('paddock_probe-1.0.dist-info/RECORD', record)
+PY
+pip install --no-index --quiet /tmp/paddock_probe-1.0-py3-none-any.whl && python -c 'import paddock_probe; print(paddock_probe.ANSWER)'`;
+  const pip = await exec(t.runtime, id, wheel);
+  expect(pip).toMatchObject({ exitCode: 0, stdout: expect.stringMatching(/42\n$/), stderr: '' });
 });
 
 test("root's capabilities are Docker's default set, nothing more", async () => {
@@ -103,7 +130,7 @@ test("root's capabilities are Docker's default set, nothing more", async () => {
   expect(caps).toEqual({ CapPrm: expected, CapEff: expected, CapBnd: expected });
 });
 
-test('root cannot remount the root filesystem or the host view, use a device node, or write its own cgroup limits', async () => {
+test('root cannot remount the root filesystem, mount anything, use a device node, or write its own cgroup limits', async () => {
   const res = await exec(
     t.runtime,
     id,

@@ -1,12 +1,12 @@
 // Pause, resume, stop, start, destroy, stats, tunnels, snapshots and adoption
 // of real sandboxes.
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, lchownSync, lstatSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { request } from 'node:http';
 import { availableParallelism, totalmem } from 'node:os';
 import { join } from 'node:path';
-import { RuncRuntime, RuntimeError } from '../src/index.js';
-import { clients, parentCgroupsOnHost, exec, sleep, spawnDetached, testRuntime, TOKEN, type TestRuntime } from './harness.js';
+import { DEFAULT_ID_SHIFT, RuncRuntime, RuntimeError } from '../src/index.js';
+import { clients, parentCgroupsOnHost, exec, sharedImages, sleep, spawnDetached, testRuntime, TOKEN, type TestRuntime } from './harness.js';
 
 let t: TestRuntime;
 beforeAll(async () => {
@@ -14,8 +14,8 @@ beforeAll(async () => {
 });
 afterAll(() => t.teardown());
 
-/** What a runtime has left besides what it holds while in use (the host view's mounts, its parent cgroup). */
-const sandboxLeftovers = async (rt: RuncRuntime) => (await rt.leftovers()).filter((l) => !l.includes('hostview') && !l.endsWith(rt.cgroupParent));
+/** What a runtime has left besides what it holds while in use (its parent cgroup). */
+const sandboxLeftovers = async (rt: RuncRuntime) => (await rt.leftovers()).filter((l) => !l.endsWith(rt.cgroupParent));
 const create = async () => (await t.runtime.create({ templateId: 'base', init: { accessToken: TOKEN } })).id;
 /** The sandbox's writable layer as the host sees it: where its /tmp files land. */
 const upperFile = (id: string, path: string) => join(t.dataDir, 'sandboxes', id, 'disk', 'upper', path);
@@ -40,9 +40,16 @@ test('pause stops a running counter, resume continues it', async () => {
   await t.runtime.destroy(id);
 });
 
-test('stop keeps the files; start runs a new container on them', async () => {
+const bootId = async (id: string) => (await exec(t.runtime, id, 'cat /proc/sys/kernel/random/boot_id')).stdout.trim();
+
+test('stop keeps the files; start runs a new container on them, a new boot', async () => {
   const id = await create();
   await exec(t.runtime, id, 'echo kept > ~/note.txt; sleep 100 &');
+  const firstBoot = await bootId(id);
+  expect(firstBoot).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/);
+  expect(firstBoot).not.toBe(readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim());
+  // Read-only, even to the sandbox's root.
+  expect((await exec(t.runtime, id, 'echo x > /proc/sys/kernel/random/boot_id', { user: 'root' })).exitCode).not.toBe(0);
   await t.runtime.stop(id);
   expect((await t.runtime.get(id))?.status).toBe('stopped');
   await expect(t.runtime.pause(id)).rejects.toMatchObject({ kind: 'conflict' });
@@ -50,6 +57,9 @@ test('stop keeps the files; start runs a new container on them', async () => {
   expect((await t.runtime.get(id))?.status).toBe('running');
   const res = await exec(t.runtime, id, 'cat ~/note.txt; pgrep -c sleep || true');
   expect(res.stdout).toBe('kept\n0\n');
+  const secondBoot = await bootId(id);
+  expect(secondBoot).toMatch(/^[0-9a-f-]{36}$/);
+  expect(secondBoot).not.toBe(firstBoot);
   await expect(t.runtime.start(id)).rejects.toMatchObject({ kind: 'conflict' });
   await t.runtime.destroy(id);
 });
@@ -283,7 +293,7 @@ test('a new runtime on the same data directory adopts the sandboxes that exist',
   await exec(t.runtime, running, 'echo adopted > ~/a');
   await t.runtime.pause(paused);
   await t.runtime.stop(stopped);
-  const other = new RuncRuntime({ dataDir: t.dataDir });
+  const other = new RuncRuntime({ ...sharedImages, dataDir: t.dataDir });
   await other.prepare();
   const found = new Map((await other.list()).map((s) => [s.id, s.status]));
   expect(found.get(running)).toBe('running');
@@ -308,15 +318,28 @@ test('a sandbox made by an older runtime (upper beside it, envd sockets in run/)
   execFileSync('umount', [join(dir, 'disk')]);
   rmSync(join(dir, 'disk.img'));
   rmSync(join(dir, 'sock'), { recursive: true });
-  const other = new RuncRuntime({ dataDir: t.dataDir });
+  // ...and from before user namespaces: files owned by host ids, no idShift or lowers in its spec.
+  const unshift = (path: string) => {
+    const st = lstatSync(path);
+    lchownSync(path, st.uid - DEFAULT_ID_SHIFT, st.gid - DEFAULT_ID_SHIFT);
+    if (st.isDirectory()) for (const name of readdirSync(path)) unshift(join(path, name));
+  };
+  unshift(join(dir, 'upper'));
+  expect(statSync(join(dir, 'upper/home/user/old.txt')).uid).toBe(1000);
+  const { idShift: _shift, lowers: _lowers, ...oldSpec } = JSON.parse(readFileSync(join(dir, 'spec.json'), 'utf8'));
+  writeFileSync(join(dir, 'spec.json'), JSON.stringify(oldSpec));
+  const other = new RuncRuntime({ ...sharedImages, dataDir: t.dataDir });
   await other.prepare();
   await other.start(id, { accessToken: TOKEN });
   expect((await exec(other, id, 'cat ~/old.txt; df -B1M --output=size / | tail -1')).stdout.split('\n').slice(0, 2).map((l) => l.trim())).toEqual(['from-before', expect.stringMatching(/^(19|20)\d\d$/)]);
+  // Its files are its users' again: `user` inside, the shifted id outside.
+  expect((await exec(other, id, 'stat -c %U ~/old.txt && echo more >> ~/old.txt && echo written')).stdout).toBe('user\nwritten\n');
+  expect(statSync(join(dir, 'disk/upper/home/user/old.txt')).uid).toBe(DEFAULT_ID_SHIFT + 1000);
   expect(existsSync(join(dir, 'upper'))).toBe(false);
   // Running, but with its sockets where an older runtime had them: the next adoption stops it.
   rmSync(join(dir, 'sock'), { recursive: true });
   await other.close();
-  const third = new RuncRuntime({ dataDir: t.dataDir });
+  const third = new RuncRuntime({ ...sharedImages, dataDir: t.dataDir });
   await third.prepare();
   expect((await third.get(id))?.status).toBe('stopped');
   await third.destroy(id);
@@ -327,11 +350,11 @@ test('close keeps the parent cgroup while a sandbox is left for adoption, and re
   const id = await create();
   const held = parentCgroupsOnHost(t.runtime);
   expect(held.length).toBeGreaterThan(0);
-  const first = new RuncRuntime({ dataDir: t.dataDir });
+  const first = new RuncRuntime({ ...sharedImages, dataDir: t.dataDir });
   await first.prepare();
   await first.close();
   expect(parentCgroupsOnHost(first)).toEqual(held);
-  const second = new RuncRuntime({ dataDir: t.dataDir });
+  const second = new RuncRuntime({ ...sharedImages, dataDir: t.dataDir });
   await second.prepare();
   expect((await exec(second, id, 'echo adopted')).stdout).toBe('adopted\n');
   await second.destroy(id);
@@ -349,7 +372,7 @@ test('leftovers of a crash are cleaned on the next start', async () => {
   const specFile = join(t.dataDir, 'sandboxes', id, 'spec.json');
   const spec = JSON.parse(readFileSync(specFile, 'utf8'));
   writeFileSync(specFile, JSON.stringify({ ...spec, destroying: true }));
-  const other = new RuncRuntime({ dataDir: t.dataDir });
+  const other = new RuncRuntime({ ...sharedImages, dataDir: t.dataDir });
   await other.prepare();
   expect(existsSync(join(t.dataDir, 'sandboxes', id))).toBe(false);
   expect(await sandboxLeftovers(other)).toEqual([]);

@@ -4,7 +4,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { runTrue } from '../src/envd-link.js';
 import { RuncRuntime } from '../src/index.js';
-import { exec, testRuntime, TOKEN, type TestRuntime } from './harness.js';
+import { exec, sharedImages, testRuntime, TOKEN, type TestRuntime } from './harness.js';
 
 let t: TestRuntime;
 beforeAll(async () => {
@@ -87,7 +87,7 @@ test('a pooled sandbox whose container died is not handed out, with or without i
 test('a restarted runtime puts running pool sandboxes back in its pool', async () => {
   await t.runtime.poolReady();
   const before = [...t.runtime.pooled().base!].sort();
-  const other = new RuncRuntime({ dataDir: t.dataDir, warmPoolSize: 2 });
+  const other = new RuncRuntime({ ...sharedImages, dataDir: t.dataDir, warmPoolSize: 2 });
   await other.prepare();
   expect([...other.pooled().base!].sort()).toEqual(before);
   expect(await other.list()).toEqual([]);
@@ -95,7 +95,7 @@ test('a restarted runtime puts running pool sandboxes back in its pool', async (
 });
 
 test('closing while the pool refills leaves nothing behind after release', async () => {
-  const other = new RuncRuntime({ dataDir: t.dataDir, warmPoolSize: 2 });
+  const other = new RuncRuntime({ ...sharedImages, dataDir: t.dataDir, warmPoolSize: 2 });
   await other.prepare();
   const s = await other.create({ templateId: 'base', init: { accessToken: TOKEN } });
   expect(s.fromPool).toBe(true);
@@ -117,8 +117,8 @@ test('a pool size of 0 disables the pool: no sandbox is started ahead, and creat
     await none.runtime.poolReady();
     expect(Object.values(none.runtime.pooled()).flat()).toEqual([]);
     expect(readdirSync(join(none.dataDir, 'sandboxes'))).toEqual([]);
-    // No container, cgroup or sandbox directory either; the host view is mounted by prepare().
-    expect((await none.runtime.leftovers()).filter((l) => !l.includes('hostview'))).toEqual([]);
+    // No container, cgroup, mount or sandbox directory either.
+    expect(await none.runtime.leftovers()).toEqual([]);
     const s = await none.runtime.create({ templateId: 'base', init: { accessToken: TOKEN } });
     expect(s.fromPool).toBeUndefined();
     expect((await exec(none.runtime, s.id, 'echo cold')).stdout).toBe('cold\n');

@@ -1,5 +1,6 @@
 // Server configuration: explicit options, then PADDOCK_* environment
 // variables, then defaults that work on one machine.
+import { existsSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
 
@@ -26,8 +27,14 @@ export interface ServerConfig {
   metricsIntervalMs: number;
   /** How long metric samples and logs of a sandbox are kept, ms. */
   retentionMs: number;
-  /** Extra host paths hidden from sandboxes. */
-  extraMasks: string[];
+  /** The base template from this image reference; unset: a Debian root filesystem built here with mmdebstrap. */
+  baseImage: string | undefined;
+  /** Registries (`host:port`) reached over plain HTTP besides those on loopback. */
+  insecureRegistries: string[];
+  /** The image store (unpacked layers); default `<home>/runtime/layers`. */
+  imagesDir: string | undefined;
+  /** Where the built base root filesystem is kept; default `<home>/runtime/cache`. */
+  cacheDir: string | undefined;
   // Limits on client connections, the same on the control API and the sandbox
   // proxy, so that clients that stall cannot hold the server's descriptors.
   /**
@@ -52,6 +59,19 @@ export interface ServerConfig {
    * reader and a kernel pump) rather than Node's http server and undici.
    */
   proxyFastPath: boolean;
+}
+
+/**
+ * `$PADDOCK_HOME`, else the data directory of this user: for root
+ * /var/lib/paddock, since runc sets sandboxes up as their own (unprivileged)
+ * root, which must pass down into it, and /root lets nobody pass. A
+ * `~/.paddock` made by an older Paddock stays in use (prepare() says what
+ * to do if sandboxes cannot reach it).
+ */
+export function defaultHome(): string {
+  if (process.env.PADDOCK_HOME) return resolve(process.env.PADDOCK_HOME);
+  const own = join(homedir(), '.paddock');
+  return process.getuid?.() === 0 && !existsSync(own) ? '/var/lib/paddock' : own;
 }
 
 function num(name: string, fallback: number): number {
@@ -84,7 +104,7 @@ export function resolveServerConfig(options: Partial<ServerConfig> = {}): Server
   const apiPort = options.apiPort ?? num('PADDOCK_API_PORT', 3000);
   const proxyPort = options.proxyPort ?? num('PADDOCK_PROXY_PORT', 3001);
   const config: ServerConfig = {
-    home: resolve(options.home ?? process.env.PADDOCK_HOME ?? join(homedir(), '.paddock')),
+    home: resolve(options.home ?? defaultHome()),
     apiHost: options.apiHost ?? process.env.PADDOCK_API_HOST ?? '127.0.0.1',
     apiPort,
     proxyHost: options.proxyHost ?? process.env.PADDOCK_PROXY_HOST ?? '127.0.0.1',
@@ -95,7 +115,10 @@ export function resolveServerConfig(options: Partial<ServerConfig> = {}): Server
     warmPoolSize: options.warmPoolSize ?? num('PADDOCK_WARM_POOL', 2),
     metricsIntervalMs: options.metricsIntervalMs ?? num('PADDOCK_METRICS_INTERVAL_MS', 5000),
     retentionMs: options.retentionMs ?? num('PADDOCK_RETENTION_MS', 24 * 3600 * 1000),
-    extraMasks: options.extraMasks ?? (process.env.PADDOCK_EXTRA_MASKS ? process.env.PADDOCK_EXTRA_MASKS.split(':') : []),
+    baseImage: options.baseImage ?? (process.env.PADDOCK_BASE_IMAGE || undefined),
+    insecureRegistries: options.insecureRegistries ?? (process.env.PADDOCK_INSECURE_REGISTRIES ? process.env.PADDOCK_INSECURE_REGISTRIES.split(',').map((r) => r.trim()).filter(Boolean) : []),
+    imagesDir: options.imagesDir ?? (process.env.PADDOCK_IMAGES_DIR ? resolve(process.env.PADDOCK_IMAGES_DIR) : undefined),
+    cacheDir: options.cacheDir ?? (process.env.PADDOCK_CACHE_DIR ? resolve(process.env.PADDOCK_CACHE_DIR) : undefined),
     // A head is a few hundred bytes; a request body of the API a few kilobytes.
     headerTimeoutMs: limit('headerTimeoutMs', options.headerTimeoutMs, 'PADDOCK_HEADER_TIMEOUT_MS', 20_000),
     bodyTimeoutMs: limit('bodyTimeoutMs', options.bodyTimeoutMs, 'PADDOCK_BODY_TIMEOUT_MS', 30_000),

@@ -1,5 +1,5 @@
 // Starts a whole Paddock server: store, runtime, control API and proxy.
-import { RuncRuntime, type Runtime } from '@paddock/runtime';
+import { DEFAULT_ID_SHIFT, RuncRuntime, sandboxPassable, type Runtime } from '@paddock/runtime';
 import { mkdirSync } from 'node:fs';
 import type { AddressInfo, Server } from 'node:net';
 import { join } from 'node:path';
@@ -47,12 +47,24 @@ const urlOf = (a: AddressInfo) => `http://${a.family === 'IPv6' ? `[${a.address}
 export async function startServer(options: StartOptions = {}): Promise<PaddockServer> {
   const config = resolveServerConfig(options);
   mkdirSync(config.home, { recursive: true, mode: 0o700 });
+  // runc sets each sandbox up as the sandbox's own root (an unprivileged host
+  // id), which must pass through the home to the runtime's directory: only
+  // the sandboxes' group may, without listing it.
+  if (!options.runtime && process.getuid?.() === 0) sandboxPassable(config.home, DEFAULT_ID_SHIFT);
   const unlock = lockHome(config.home);
   const store = openSqliteStore(join(config.home, 'paddock.db'));
   const progress = options.onProgress ?? (() => undefined);
   try {
     const runtime =
-      options.runtime ?? new RuncRuntime({ dataDir: join(config.home, 'runtime'), warmPoolSize: config.warmPoolSize, extraMasks: config.extraMasks });
+      options.runtime ??
+      new RuncRuntime({
+        dataDir: join(config.home, 'runtime'),
+        warmPoolSize: config.warmPoolSize,
+        baseImage: config.baseImage,
+        insecureRegistries: config.insecureRegistries,
+        layersDir: config.imagesDir,
+        cacheDir: config.cacheDir,
+      });
     await runtime.prepare(progress);
     const keys = store.apiKeys;
     const createdApiKey = (await keys.createFirst('default', options.initialApiKey))?.key;

@@ -10,19 +10,26 @@ import { removeUnmounted, undoOnInterrupt } from '../interrupt.mjs';
 import { closings, MiB, pair, row, settleDisk, summarize } from '../lib.mjs';
 import { startBaselines } from '../processes.mjs';
 
+/** The image store every bench runtime shares, as the tests do (tools/jest/run.mjs). */
+export const sharedImages = {
+  layersDir: process.env.PADDOCK_IMAGES_DIR ?? join(process.env.PADDOCK_TEST_CACHE ?? '/var/tmp/paddock-test-cache', 'layers'),
+  cacheDir: process.env.PADDOCK_CACHE_DIR ?? process.env.PADDOCK_TEST_CACHE ?? '/var/tmp/paddock-test-cache',
+};
+
 /**
- * A bundle whose root is the stack a sandbox gets (the base template's layers
- * over the host view, in the runtime's on-disk layout under `dataDir`), without
- * envd or limits. `run()` runs /bin/true in it from the spawner; `close()`
+ * A bundle whose root is the stack a sandbox gets (the base template's image
+ * layers from the image store), without envd, limits or a user namespace. `run()` runs /bin/true in it from the spawner; `close()`
  * removes it (also on interruption).
  */
 export function openBareRunc(base, dataDir) {
   const bundle = join(dataDir, 'bench-bundle');
   const state = join(dataDir, 'bench-runc');
   for (const d of ['upper', 'work', 'rootfs']) mkdirSync(join(bundle, d), { recursive: true, mode: 0o755 });
-  const template = join(dataDir, 'templates/base');
-  const layers = JSON.parse(readFileSync(join(template, 'meta.json'), 'utf8')).layers.map((l) => join(template, l));
-  const lowers = [...layers, join(dataDir, 'hostview')].join(':');
+  const { image } = JSON.parse(readFileSync(join(dataDir, 'templates/base/meta.json'), 'utf8'));
+  const lowers = image.diffIds
+    .map((d) => join(sharedImages.layersDir, 'sha256', d.slice('sha256:'.length), 'fs'))
+    .reverse()
+    .join(':');
   execFileSync('mount', ['-t', 'overlay', 'overlay', '-o', `lowerdir=${lowers},upperdir=${bundle}/upper,workdir=${bundle}/work`, `${bundle}/rootfs`]);
   const close = undoOnInterrupt(() => {
     execFileSync('umount', [`${bundle}/rootfs`]);
@@ -46,7 +53,7 @@ export function openBareRunc(base, dataDir) {
 /** A RuncRuntime in a data directory of its own for `fn`; removed with everything in it afterwards. */
 async function withRuntime(warmPoolSize, fn) {
   const dataDir = mkdtempSync(join(tmpdir(), 'paddock-bench-rt-'));
-  const runtime = new RuncRuntime({ dataDir, warmPoolSize });
+  const runtime = new RuncRuntime({ dataDir, warmPoolSize, ...sharedImages });
   const remove = undoOnInterrupt(async () => {
     await runtime.removeEverything();
     await removeUnmounted(dataDir);

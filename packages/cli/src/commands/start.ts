@@ -10,6 +10,8 @@ import { failuresText } from './doctor.js';
 export interface StartFlags extends DoctorOptions {
   domain?: string;
   warmPool?: number;
+  baseImage?: string;
+  insecureRegistries?: string[];
   json?: boolean;
 }
 
@@ -18,24 +20,27 @@ function log(msg: string, json: boolean | undefined): void {
   (json ? process.stderr : process.stdout).write(msg + '\n');
 }
 
-/** Installs runc with apt-get when that is the only thing missing and we may. */
-function installRunc(checks: Check[], json?: boolean): boolean {
-  const runc = checks.find((c) => c.name === 'runc');
-  if (!runc || runc.ok || process.getuid?.() !== 0 || !isDebianLike()) return false;
-  log(`runc is missing; installing it with apt-get (${runc.fix})`, json);
+/** Debian packages `paddock start` installs itself when they are all that is missing and it may. */
+const INSTALLABLE: Record<string, string> = { runc: 'runc', mmdebstrap: 'mmdebstrap' };
+
+/** Installs what INSTALLABLE names and the checks found missing, with apt-get. */
+function installMissing(checks: Check[], json?: boolean): boolean {
+  const packages = checks.filter((c) => !c.ok && INSTALLABLE[c.name]).map((c) => INSTALLABLE[c.name]!);
+  if (packages.length === 0 || process.getuid?.() !== 0 || !isDebianLike()) return false;
+  log(`${packages.join(' and ')} missing; installing with apt-get install -y ${packages.join(' ')}`, json);
   const apt = (args: string[]) => execFileSync('apt-get', args, { stdio: json ? ['ignore', 'ignore', 'inherit'] : 'inherit', env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' } });
   try {
-    apt(['install', '-y', '-q', 'runc']);
+    apt(['install', '-y', '-q', ...packages]);
   } catch {
     apt(['update', '-q']);
-    apt(['install', '-y', '-q', 'runc']);
+    apt(['install', '-y', '-q', ...packages]);
   }
   return true;
 }
 
 export async function start(flags: StartFlags): Promise<void> {
   let checks = await runDoctor(flags);
-  if (installRunc(checks, flags.json)) checks = await runDoctor(flags);
+  if (installMissing(checks, flags.json)) checks = await runDoctor(flags);
   const failed = checks.filter((c) => !c.ok && !c.warning);
   for (const w of checks.filter((c) => !c.ok && c.warning)) log(`${style.yellow('warning')}: ${w.name}: ${w.detail}`, flags.json);
   if (failed.length) throw new CliError(`this machine cannot run Paddock yet:\n${failuresText(failed)}`, EXIT.prerequisite, 'fix the above, then run `paddock start` again (`paddock doctor` checks without starting)');
@@ -49,6 +54,8 @@ export async function start(flags: StartFlags): Promise<void> {
     proxyPort: flags.proxyPort,
     ...(flags.domain ? { domain: flags.domain } : {}),
     ...(flags.warmPool !== undefined ? { warmPoolSize: flags.warmPool } : {}),
+    ...(flags.baseImage ? { baseImage: flags.baseImage } : {}),
+    ...(flags.insecureRegistries?.length ? { insecureRegistries: flags.insecureRegistries } : {}),
     onProgress: (m) => log(`  ${style.cyan('•')} ${m}`, flags.json),
   });
   const saved = readCredentials(flags.home);

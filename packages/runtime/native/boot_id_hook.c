@@ -1,0 +1,71 @@
+// paddock-boot-id SOURCE ROOTFS
+//
+// An OCI createContainer hook: runc runs it inside the new container's
+// namespaces after it mounted the container's /proc and before it pivots
+// into the root filesystem. It bind-mounts SOURCE (a file the runtime wrote
+// with a fresh UUID for this start) over /proc/sys/kernel/random/boot_id,
+// so that every start of a sandbox's container is a new boot to the
+// programs inside. runc refuses such a mount in config.json (only a few
+// files under /proc may be mounted over), hence a hook.
+//
+// ROOTFS is a directory the host made, but what is inside it comes from an
+// image and from the sandbox itself: `proc` there could be a symlink to
+// anywhere. So nothing below ROOTFS is resolved by path: `proc` is opened
+// without following a link and must be a procfs mount, and the target is
+// reached from that descriptor, inside procfs, where no sandbox can place a
+// link. The mount is made through /proc/self/fd of both descriptors.
+//
+// Built static: it must not depend on the host's or the image's libraries.
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/magic.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/vfs.h>
+#include <unistd.h>
+
+static int fail(const char* what, const char* path) {
+  fprintf(stderr, "paddock-boot-id: %s '%s': %s\n", what, path, strerror(errno));
+  return 1;
+}
+
+int main(int argc, char** argv) {
+  if (argc != 3) {
+    fprintf(stderr, "usage: paddock-boot-id SOURCE ROOTFS\n");
+    return 2;
+  }
+  const char* source = argv[1];
+  const char* rootfs = argv[2];
+  int src = open(source, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+  if (src < 0) return fail("cannot open", source);
+  struct stat st;
+  if (fstat(src, &st) < 0 || !S_ISREG(st.st_mode)) {
+    errno = EINVAL;
+    return fail("not a regular file", source);
+  }
+  int root = open(rootfs, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (root < 0) return fail("cannot open", rootfs);
+  int proc = openat(root, "proc", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (proc < 0) return fail("cannot open proc in", rootfs);
+  struct statfs fs;
+  if (fstatfs(proc, &fs) < 0) return fail("cannot stat proc in", rootfs);
+  if (fs.f_type != PROC_SUPER_MAGIC) {
+    errno = EINVAL;
+    return fail("proc is not a procfs mount in", rootfs);
+  }
+  int target = openat(proc, "sys/kernel/random/boot_id", O_PATH | O_NOFOLLOW | O_CLOEXEC);
+  if (target < 0) return fail("cannot open sys/kernel/random/boot_id under proc in", rootfs);
+  char from[64], to[64];
+  snprintf(from, sizeof from, "/proc/self/fd/%d", src);
+  snprintf(to, sizeof to, "/proc/self/fd/%d", target);
+  if (mount(from, to, NULL, MS_BIND, NULL) < 0) return fail("cannot bind-mount the boot id from", source);
+  // The new mount sits on top of the old descriptor's file: reach it again to make it read-only.
+  int mounted = openat(proc, "sys/kernel/random/boot_id", O_PATH | O_NOFOLLOW | O_CLOEXEC);
+  if (mounted < 0) return fail("cannot open the mounted boot id under proc in", rootfs);
+  snprintf(to, sizeof to, "/proc/self/fd/%d", mounted);
+  if (mount(NULL, to, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0) return fail("cannot make the boot id read-only from", source);
+  return 0;
+}
