@@ -11,9 +11,9 @@
       "cflags": ["-O2", "-Wall", "-Wextra", "-Wno-unused-parameter"]
     },
     {
-      "target_name": "paddock-boot-id",
+      "target_name": "paddock-start-hook",
       "type": "executable",
-      "sources": ["native/boot_id_hook.c"],
+      "sources": ["native/start_hook.c"],
       "cflags": ["-O2", "-Wall", "-Wextra"],
       "ldflags": ["-static"]
     }

@@ -15,12 +15,12 @@ export interface ConfigInput {
   paddockDir: string;
   /** The command that starts envd from PADDOCK_DIR, with its options (envdCommand of @paddock/envd). */
   envdCommand: readonly string[];
-  /** The static boot-id hook on the host (native/boot_id_hook.c). */
-  bootIdHook: string;
+  /** The static start hook on the host (native/start_hook.c). */
+  startHook: string;
   cgroupsPath: string;
   /** Open files a sandbox process may have: the runtime's own hard limit, as it cannot raise it. */
   maxOpenFiles: number;
-  /** The container's root filesystem, absolute (the boot-id hook needs it before runc pivots into it). */
+  /** The container's root filesystem, absolute (the start hook needs it before runc pivots into it). */
   rootfs: string;
   /** A file holding this start's boot id, mounted over /proc/sys/kernel/random/boot_id. */
   bootIdFile: string;
@@ -108,8 +108,8 @@ export function ociConfig(c: ConfigInput): object {
       { destination: PADDOCK_DIR, type: 'bind', source: c.paddockDir, options: ['rbind', 'ro', 'nosuid', 'nodev'] },
     ],
     hooks: {
-      // runc refuses mounts over files in /proc in the configuration; the hook makes this one (native/boot_id_hook.c).
-      createContainer: [{ path: c.bootIdHook, args: ['paddock-boot-id', c.bootIdFile, c.rootfs] }],
+      // The boot id, and the user namespace's own limits (native/start_hook.c).
+      createContainer: [{ path: c.startHook, args: ['paddock-start-hook', c.bootIdFile, c.rootfs, ...Object.entries(SANDBOX_USER_LIMITS).map(([k, v]) => `${k}=${v}`)] }],
     },
     linux: {
       namespaces: [{ type: 'pid' }, { type: 'network' }, { type: 'ipc' }, { type: 'uts' }, { type: 'mount' }, { type: 'cgroup' }, ...(c.idShift === undefined ? [] : [{ type: 'user' }])],
@@ -145,8 +145,25 @@ function idMap(shift: number) {
   return { containerID: 0, hostID: shift, size: ID_RANGE };
 }
 
-/** The static helper that gives each start of a container its own boot id, as built. */
-export const bootIdHookBinary = (): string => join(import.meta.dirname, '../build/Release/paddock-boot-id');
+/** The static hook every start of a container runs (native/start_hook.c), as built. */
+export const startHookBinary = (): string => join(import.meta.dirname, '../build/Release/paddock-start-hook');
+
+/**
+ * Each sandbox's own limits on what the kernel counts per user namespace
+ * (/proc/sys/user/*). Without them a new namespace has none, and what it
+ * uses is charged only to its owner, the host's root: one sandbox could take
+ * every inotify instance of the host's root and of all other sandboxes.
+ * Linux's own defaults for one user.
+ */
+export const SANDBOX_USER_LIMITS = { max_inotify_instances: 128, max_inotify_watches: 131072 } as const;
+
+/**
+ * The host root's limits (fs.inotify.*), which all sandboxes' use is charged
+ * to as well: raised (never lowered) by prepare() so that many sandboxes at
+ * their own limits still leave the host room. What the watches cost is
+ * kernel memory, counted in each sandbox's memory cgroup.
+ */
+export const HOST_INOTIFY_LIMITS = { max_user_instances: 65536, max_user_watches: 16_777_216 } as const;
 
 /** This process's hard limit on open files, from /proc/self/limits. */
 export function hardOpenFilesLimit(): number {

@@ -29,7 +29,7 @@ import { envdAnswers, initEnvd, openTunnel, runTrue, waitForEnvd } from './envd-
 import { CommandError, run } from './exec.js';
 import { mountOverlay, mountPoints, removeTree, unmount } from './mounts.js';
 import { listenUnix } from './host-socket.js';
-import { bootIdHookBinary, envdOptions, hardOpenFilesLimit, ociConfig, PADDOCK_DIR } from './oci-config.js';
+import { envdOptions, HOST_INOTIFY_LIMITS, startHookBinary, hardOpenFilesLimit, ociConfig, PADDOCK_DIR } from './oci-config.js';
 import { InitProcess, Runc, type RuncContainer } from './runc.js';
 import {
   RuntimeError,
@@ -155,9 +155,9 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool {
   /** Host id of every sandbox's root (the start of the sandboxes' id range). */
   private readonly idShift: number;
   private readonly images: ImageStore;
-  /** The copies that sandboxes use (prepare() installs them): envd's directory and the boot-id hook. */
+  /** The copies that sandboxes use (prepare() installs them): envd's directory and the start hook. */
   private paddockDir: string | undefined;
-  private bootIdHook: string | undefined;
+  private startHook: string | undefined;
 
   constructor(private readonly opts: RuncRuntimeOptions) {
     this.dataDir = resolve(opts.dataDir);
@@ -256,7 +256,8 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool {
     const files = join(this.dataDir, 'files');
     removeScratchCopies(files);
     this.paddockDir = installCopy(this.opts.envdSandboxDir ?? envdSandboxDir, files);
-    this.bootIdHook = installCopy(bootIdHookBinary(), files);
+    this.startHook = installCopy(startHookBinary(), files);
+    raiseHostLimits();
     if (first) {
       await this.recover();
       await this.dropHostView();
@@ -502,7 +503,7 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool {
       id: spec.id,
       rootfs: join(dir, 'rootfs'),
       bootIdFile,
-      bootIdHook: this.bootIdHook!,
+      startHook: this.startHook!,
       idShift: this.idShift,
       limits: spec.limits,
       pidsLimit: this.opts.pidsLimit ?? 1024,
@@ -999,6 +1000,14 @@ function isRealDirectory(path: string): boolean {
     return lstatSync(path).isDirectory();
   } catch {
     return false;
+  }
+}
+
+/** The host root's inotify limits, which every sandbox's use is charged to too, at least HOST_INOTIFY_LIMITS. */
+function raiseHostLimits(): void {
+  for (const [name, least] of Object.entries(HOST_INOTIFY_LIMITS)) {
+    const file = `/proc/sys/fs/inotify/${name}`;
+    if (Number(readFileSync(file, 'utf8').trim()) < least) writeFileSync(file, String(least));
   }
 }
 

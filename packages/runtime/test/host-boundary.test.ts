@@ -2,7 +2,7 @@
 // the sandbox's files and sockets: planted links must never lead the host
 // elsewhere, and the sandbox's disk must hold whatever it writes.
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdtempSync, readFileSync, rmSync, statfsSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, statfsSync, writeFileSync } from 'node:fs';
 import { request } from 'node:http';
 import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -100,7 +100,9 @@ test("links planted by a sandbox's root never lead the host to a host socket or 
      find / -xdev -type s 2>/dev/null | while read -r s; do ln -sfn ${hostSocket} "$s" 2>/dev/null && echo "replaced $s"; done
      exit 0`,
   );
-  expect(plant.stdout).toContain('planted in /.paddock');
+  // envd's own directory is a read-only mount: nothing can be planted there at all.
+  expect(plant.stdout).toContain('planted in /run');
+  expect(plant.stdout).not.toContain('planted in /.paddock');
 
   // A burst of new connections, as the proxy opens them under load.
   hostAnswers = 0;
@@ -182,15 +184,4 @@ test('files on the disk survive stop and start, and go into snapshots of a stopp
   await t.runtime.destroy(copy);
   await t.runtime.destroy(id);
   await t.runtime.deleteTemplate(template);
-});
-
-test("the host's shadow backups are not in the sandbox: /etc/shadow- and /etc/gshadow- are the sandbox's locked copies", async () => {
-  const id = await create();
-  const read = async (path: string) => (await asRoot(id, `cat ${path} 2>/dev/null || echo missing`)).stdout;
-  for (const name of ['shadow', 'gshadow']) {
-    const backup = await read(`/etc/${name}-`);
-    expect(backup).toBe(await read(`/etc/${name}`));
-    if (existsSync(`/etc/${name}-`)) expect(backup).not.toBe(readFileSync(`/etc/${name}-`, 'utf8'));
-  }
-  await t.runtime.destroy(id);
 });

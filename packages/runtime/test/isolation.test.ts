@@ -94,6 +94,34 @@ test('root inside is an unprivileged id outside: the uid map is not the identity
   expect(res.stdout).toMatch(/^nobody 600\ncat: host-root: Permission denied\nsandbox file\n.*\nno-chmod\n$/s);
 });
 
+test("a sandbox that takes all the inotify instances it may leaves other sandboxes and the host's root theirs", async () => {
+  // Opens inotify instances until refused, says how many, and holds them for `hold` seconds.
+  const grab = (hold: number) => `python3 - <<'PY'
+import ctypes, time
+libc = ctypes.CDLL(None, use_errno=True)
+fds = []
+while len(fds) < 100000:
+    fd = libc.inotify_init()
+    if fd < 0:
+        break
+    fds.append(fd)
+print(len(fds), flush=True)
+time.sleep(${hold})
+PY`;
+  const hostCount = () =>
+    Number(execFileSync('python3', ['-c', 'import ctypes\nl = ctypes.CDLL(None)\nn = 0\nwhile n < 1000 and l.inotify_init() >= 0: n += 1\nprint(n)'], { encoding: 'utf8' }).trim());
+  const other = (await t.runtime.create({ templateId: 'base', init: { accessToken: TOKEN } })).id;
+  const holding = exec(t.runtime, id, grab(8), { user: 'root', timeoutMs: 30_000 });
+  // Until the holder has its instances (it prints its count once it has them).
+  await sleep(3000);
+  const otherCount = Number((await exec(t.runtime, other, grab(0), { user: 'root' })).stdout.trim());
+  const host = hostCount();
+  expect(Number((await holding).stdout.trim())).toBe(128);
+  expect(otherCount).toBe(128);
+  expect(host).toBeGreaterThanOrEqual(128);
+  await t.runtime.destroy(other);
+});
+
 test('the user `user` exists with uid 1000 and home /home/user; python, python3, node, npm, git, curl and bash run', async () => {
   const res = await exec(
     t.runtime,

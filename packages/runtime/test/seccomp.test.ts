@@ -363,8 +363,23 @@ out['AF_INET6'] = sc('socket', socket.AF_INET6, socket.SOCK_STREAM, 0)
   // ptrace stays allowed (strace and gdb are ordinary work). What keeps
   // `user` away from root's processes is the kernel's own ptrace access
   // check, not the filter; the pid namespace hides everything outside.
-  test('ptrace: `user` can trace its own processes (strace) but not root’s envd (pid 1)', async () => {
-    const res = await run(a, 'strace -f -qq -o /dev/null /bin/true && echo traced');
+  test('ptrace: `user` can trace its own processes (what strace and gdb do) but not root’s envd (pid 1)', async () => {
+    // A child asks to be traced and stops itself; its parent sees it stopped, lets it go, and sees it exit.
+    const traced = `python3 - <<'PY'
+import ctypes, os, signal
+libc = ctypes.CDLL(None, use_errno=True)
+pid = os.fork()
+if pid == 0:
+    if libc.ptrace(0, 0, None, None) != 0: os._exit(3)  # PTRACE_TRACEME
+    os.kill(os.getpid(), signal.SIGSTOP)
+    os._exit(0)
+_, status = os.waitpid(pid, 0)
+assert os.WIFSTOPPED(status), status
+libc.ptrace(7, pid, None, None)  # PTRACE_CONT
+_, status = os.waitpid(pid, 0)
+print('traced' if os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0 else status)
+PY`;
+    const res = await run(a, traced);
     expect(res.stdout).toBe('traced\n');
     expect(await probe(a, "out['attach pid 1'] = sc('ptrace', 16, 1, 0, 0)  # PTRACE_ATTACH")).toEqual({ 'attach pid 1': 'EPERM' });
   });

@@ -1,12 +1,22 @@
-// paddock-boot-id SOURCE ROOTFS
+// paddock-start-hook SOURCE ROOTFS [NAME=VALUE...]
 //
 // An OCI createContainer hook: runc runs it inside the new container's
-// namespaces after it mounted the container's /proc and before it pivots
-// into the root filesystem. It bind-mounts SOURCE (a file the runtime wrote
-// with a fresh UUID for this start) over /proc/sys/kernel/random/boot_id,
-// so that every start of a sandbox's container is a new boot to the
-// programs inside. runc refuses such a mount in config.json (only a few
-// files under /proc may be mounted over), hence a hook.
+// namespaces, as the container's root with all its capabilities there,
+// after it mounted the container's /proc and before it pivots into the root
+// filesystem and drops capabilities. It does what each start of a sandbox
+// needs and runc's configuration cannot say:
+//
+// - It bind-mounts SOURCE (a file the runtime wrote with a fresh UUID for
+//   this start), read-only, over /proc/sys/kernel/random/boot_id, so that
+//   every start is a new boot to the programs inside. runc refuses such a
+//   mount in config.json (only a few files under /proc may be mounted over).
+// - It sets the user namespace's own limits: each NAME=VALUE is written to
+//   /proc/sys/user/NAME, which the kernel keeps per user namespace (the
+//   writer's). The counts behind them are also charged to the namespace's
+//   owner, the host's root, for whom one limit holds for all sandboxes
+//   together: without a limit of each sandbox's own, one sandbox could take
+//   all of root's inotify instances, the host's and every other sandbox's.
+//   /proc/sys is read-only inside, so the sandbox cannot raise them again.
 //
 // ROOTFS is a directory the host made, but what is inside it comes from an
 // image and from the sandbox itself: `proc` there could be a symlink to
@@ -28,14 +38,47 @@
 #include <unistd.h>
 
 static int fail(const char* what, const char* path) {
-  fprintf(stderr, "paddock-boot-id: %s '%s': %s\n", what, path, strerror(errno));
+  fprintf(stderr, "paddock-start-hook: %s '%s': %s\n", what, path, strerror(errno));
   return 1;
 }
 
+/** Writes VALUE to /proc/sys/user/NAME for one NAME=VALUE (names of lowercase letters and '_', values of digits). */
+static int set_user_limit(const char* setting) {
+  const char* eq = strchr(setting, '=');
+  if (eq == NULL || eq == setting || eq[1] == '\0' || eq - setting > 64) {
+    errno = EINVAL;
+    return fail("not NAME=VALUE", setting);
+  }
+  for (const char* p = setting; p < eq; p++) {
+    if (!((*p >= 'a' && *p <= 'z') || *p == '_')) {
+      errno = EINVAL;
+      return fail("not a limit name", setting);
+    }
+  }
+  for (const char* p = eq + 1; *p; p++) {
+    if (*p < '0' || *p > '9') {
+      errno = EINVAL;
+      return fail("not a number", setting);
+    }
+  }
+  char path[96];
+  snprintf(path, sizeof path, "/proc/sys/user/%.*s", (int)(eq - setting), setting);
+  int fd = open(path, O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return fail("cannot open", path);
+  size_t len = strlen(eq + 1);
+  if (write(fd, eq + 1, len) != (ssize_t)len) return fail("cannot write", path);
+  close(fd);
+  return 0;
+}
+
 int main(int argc, char** argv) {
-  if (argc != 3) {
-    fprintf(stderr, "usage: paddock-boot-id SOURCE ROOTFS\n");
+  if (argc < 3) {
+    fprintf(stderr, "usage: paddock-start-hook SOURCE ROOTFS [NAME=VALUE...]\n");
     return 2;
+  }
+  // First, while /proc is still the one runc found (this process's user namespace is the container's).
+  for (int i = 3; i < argc; i++) {
+    if (set_user_limit(argv[i]) != 0) return 1;
   }
   const char* source = argv[1];
   const char* rootfs = argv[2];
