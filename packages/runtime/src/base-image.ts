@@ -78,13 +78,16 @@ printf '[global]\\nbreak-system-packages = true\\n' > /etc/pip.conf
 printf 'LANG=C.UTF-8\\n' > /etc/default/locale
 `;
 
-// Documentation and manual pages are of no use without man(1) and make up a
-// good part of the image; the copyright files stay.
+// Documentation and manual pages are of no use without man(1), nor are
+// translations with only the C.UTF-8 locale, and together they make up a good
+// part of the image; the copyright files stay.
 const DPKG_OPTS = [
   'path-exclude=/usr/share/man/*',
   'path-exclude=/usr/share/info/*',
   'path-exclude=/usr/share/doc/*',
   'path-include=/usr/share/doc/*/copyright',
+  'path-exclude=/usr/share/locale/*',
+  'path-include=/usr/share/locale/locale.alias',
 ];
 
 const APT_OPTS = ['Acquire::Retries "3"'];
@@ -427,7 +430,10 @@ function runMmdebstrap(recipe: BaseRecipe, out: string, logFile: string, buildDi
       }
     };
     opts.signal?.addEventListener('abort', onAbort, { once: true });
+    let failedIn: BaseBuildStage | undefined;
     const onLine = (line: string) => {
+      // mmdebstrap goes on to clean up after an error: the error belongs to the step before.
+      if (line.startsWith('E: ') && !failedIn) failedIn = progress.stage;
       tail.push(line);
       if (tail.length > 400) tail.shift();
       opts.onLog?.(line);
@@ -446,7 +452,7 @@ function runMmdebstrap(recipe: BaseRecipe, out: string, logFile: string, buildDi
       for (let i = 0; i < 200 && processesIn(buildDir).length; i++) await new Promise((r) => setTimeout(r, 50));
       if (aborted) return reject(abortReason(opts.signal!));
       if (exit.code === 0 && existsSync(out)) return resolvePromise();
-      reject(buildError(recipe, progress.stage, tail, exit));
+      reject(buildError(recipe, failedIn ?? progress.stage, tail, exit));
     };
     for (const stream of [child.stdout!, child.stderr!]) {
       createInterface({ input: stream }).on('line', onLine).on('close', () => {
@@ -478,7 +484,7 @@ function buildError(recipe: BaseRecipe, stage: BaseBuildStage | undefined, tail:
   });
   const detail = (reasons.length ? reasons.slice(-12) : tail.slice(-20)).join('\n');
   const how = exit.code !== null ? `exit ${exit.code}` : `signal ${exit.sig}`;
-  if (stage === 'resolving') {
+  if (tail.some((line) => /^E: apt-get update\b.* failed$/.test(line))) {
     const mirrors = [recipe.sources.mirror, recipe.sources.security].filter(Boolean).join(' and ');
     return new RuntimeError('unavailable', `building the base image failed: apt could not read the package lists of ${recipe.suite} from the Debian mirror ${mirrors} (mmdebstrap ${how}):\n${detail}`);
   }
