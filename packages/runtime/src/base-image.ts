@@ -107,8 +107,9 @@ for deb in /var/cache/apt/archives/*.deb; do
 done`;
 
 const DEBIAN_SUITES = new Set(['oldoldstable', 'oldstable', 'stable', 'testing', 'unstable', 'sid', 'experimental', 'buster', 'bullseye', 'bookworm', 'trixie', 'forky', 'duke']);
-// Suites that have no `-updates` companion.
-const ROLLING_SUITES = new Set(['testing', 'unstable', 'sid', 'experimental']);
+// Suites without an `-updates` companion, and those without a `-security` one.
+const NO_UPDATES = new Set(['testing', 'unstable', 'sid', 'experimental']);
+const NO_SECURITY = new Set(['unstable', 'sid', 'experimental']);
 
 export interface DebianSources {
   /** The Debian archive, e.g. http://deb.debian.org/debian. */
@@ -225,8 +226,8 @@ export function baseRecipe(sources: DebianSources, suite = BASE_SUITE): BaseReci
   const mirror = checkMirror(sources.mirror, 'Debian mirror');
   const security = sources.security === undefined ? undefined : checkMirror(sources.security, 'Debian security mirror');
   const sourceLines = [`deb ${mirror} ${suite} main`];
-  if (!ROLLING_SUITES.has(suite)) sourceLines.push(`deb ${mirror} ${suite}-updates main`);
-  if (security && !ROLLING_SUITES.has(suite)) sourceLines.push(`deb ${security} ${suite}-security main`);
+  if (!NO_UPDATES.has(suite)) sourceLines.push(`deb ${mirror} ${suite}-updates main`);
+  if (security && !NO_SECURITY.has(suite)) sourceLines.push(`deb ${security} ${suite}-security main`);
   const hash = createHash('sha256')
     .update(
       JSON.stringify({
@@ -249,14 +250,19 @@ export type BaseBuildStage = 'waiting' | 'resolving' | 'downloading' | 'extracti
 
 export interface BaseBuildProgress {
   stage: BaseBuildStage;
-  /** For people: `downloading packages`, `installing (12/240)`, `writing tar`. */
+  /** For people: `downloading packages`, `installing packages (12/479)`, `writing tar`. */
   message: string;
   /** 0..100 within the stage, where mmdebstrap's output tells one. */
   percent?: number;
 }
 
 export interface BuildBaseRootfsOptions {
-  /** Where the tar is kept (`base-<recipe hash>.tar`); made if missing. */
+  /**
+   * Where the tar is kept (`base-<recipe hash>.tar`, its build's log beside
+   * it); made if missing. The build happens in here too: apt downloads as
+   * the `_apt` user, which must be able to reach it (else apt warns and
+   * downloads as root).
+   */
   cacheDir: string;
   onProgress?: (progress: BaseBuildProgress) => void;
   /** Every line mmdebstrap prints. */
