@@ -328,7 +328,10 @@ export async function buildBaseRootfs(opts: BuildBaseRootfsOptions): Promise<Bas
   };
   if (!opts.force) {
     const hit = cached();
-    if (hit) return hit;
+    if (hit) {
+      await removeLeftovers(cacheDir);
+      return hit;
+    }
   }
   opts.signal?.throwIfAborted();
   if (process.getuid?.() !== 0) throw new RuntimeError('unavailable', 'building the base image needs root (mmdebstrap runs in its root mode)');
@@ -337,16 +340,15 @@ export async function buildBaseRootfs(opts: BuildBaseRootfsOptions): Promise<Bas
   }
   mkdirSync(cacheDir, { recursive: true });
 
-  const release = await lock(join(cacheDir, 'base.lock'), opts);
+  const release = (await lock(join(cacheDir, 'base.lock'), opts))!;
   try {
     if (!opts.force) {
       // Another process may have built it while this one waited.
       const hit = cached();
       if (hit) return hit;
     }
-    // Holding the lock, any build directory is a leftover of a build that
-    // was killed.
-    for (const name of readdirSync(cacheDir)) if (name.startsWith('.build-')) await removeBuildDir(join(cacheDir, name));
+    // Holding the lock, any build directory is a leftover of a killed build.
+    for (const dir of buildDirs(cacheDir)) await removeBuildDir(dir);
     const buildDir = join(cacheDir, `.build-${recipe.hash.slice(0, 12)}-${randomBytes(4).toString('hex')}`);
     mkdirSync(buildDir);
     // apt downloads as the `_apt` user, which must reach the root being built in here.
@@ -364,6 +366,24 @@ export async function buildBaseRootfs(opts: BuildBaseRootfsOptions): Promise<Bas
     } finally {
       await removeBuildDir(buildDir);
     }
+  } finally {
+    await release();
+  }
+}
+
+const buildDirs = (cacheDir: string): string[] => readdirSync(cacheDir).filter((n) => n.startsWith('.build-')).map((n) => join(cacheDir, n));
+
+/**
+ * Removes what builds that were killed left in `cacheDir`. Only while no
+ * build runs there, which the lock tells: whoever holds it may be building,
+ * and a later call cleans up instead.
+ */
+async function removeLeftovers(cacheDir: string): Promise<void> {
+  if (buildDirs(cacheDir).length === 0) return;
+  const release = await lock(join(cacheDir, 'base.lock'), { wait: false });
+  if (!release) return;
+  try {
+    for (const dir of buildDirs(cacheDir)) await removeBuildDir(dir);
   } finally {
     await release();
   }
@@ -586,15 +606,21 @@ class MmdebstrapProgress {
 // a file in it, held by a small process (flock running cat) for as long as
 // its stdin stays open. The kernel drops the lock when that process ends,
 // which it does when this one dies too: no stale lock is ever left.
-async function lock(path: string, opts: Pick<BuildBaseRootfsOptions, 'signal' | 'onProgress'>): Promise<() => Promise<void>> {
+const BUSY = 75;
+
+/** Takes the lock, waiting for it; with `wait: false`, undefined when another holds it. */
+async function lock(path: string, opts: Pick<BuildBaseRootfsOptions, 'signal' | 'onProgress'> & { wait?: boolean }): Promise<(() => Promise<void>) | undefined> {
   opts.signal?.throwIfAborted();
-  const holder = spawn('flock', ['--exclusive', '--no-fork', path, 'sh', '-c', 'echo locked && exec cat'], { stdio: ['pipe', 'pipe', 'pipe'] });
+  const wait = opts.wait ?? true;
+  const flags = wait ? [] : ['--nonblock', '--conflict-exit-code', String(BUSY)];
+  const holder = spawn('flock', ['--exclusive', ...flags, '--no-fork', path, 'sh', '-c', 'echo locked && exec cat'], { stdio: ['pipe', 'pipe', 'pipe'] });
   const exited = new Promise<void>((r) => holder.once('close', () => r()));
   let stderr = '';
   holder.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
+  let busy = false;
   try {
     await new Promise<void>((resolveLock, reject) => {
-      const waiting = setTimeout(() => opts.onProgress?.({ stage: 'waiting', message: `waiting for another build of the base image (lock ${path})` }), 200);
+      const waiting = wait ? setTimeout(() => opts.onProgress?.({ stage: 'waiting', message: `waiting for another build of the base image (lock ${path})` }), 200) : undefined;
       let settled = false;
       const done = (err?: unknown) => {
         if (settled) return;
@@ -608,13 +634,17 @@ async function lock(path: string, opts: Pick<BuildBaseRootfsOptions, 'signal' | 
       opts.signal?.addEventListener('abort', onAbort, { once: true });
       holder.stdout!.once('data', () => done());
       holder.once('error', (err) => done(new RuntimeError('unavailable', `building the base image: cannot lock ${path}: ${err.message}`, { cause: err })));
-      holder.once('exit', (code) => done(new RuntimeError('unavailable', `building the base image: cannot lock ${path}: flock exited with ${code}: ${stderr.trim()}`)));
+      holder.once('exit', (code) => {
+        busy = !wait && code === BUSY;
+        done(busy ? undefined : new RuntimeError('unavailable', `building the base image: cannot lock ${path}: flock exited with ${code}: ${stderr.trim()}`));
+      });
     });
   } catch (err) {
     holder.kill('SIGKILL');
     await exited;
     throw err;
   }
+  if (busy) return undefined;
   return async () => {
     holder.stdin!.end();
     await exited;

@@ -31,6 +31,20 @@ afterAll(() => {
   }
 });
 
+/** Holds the cache directory's build lock from another process, as a build running there would. */
+async function holdLock(cacheDir: string): Promise<{ release(): Promise<void> }> {
+  // flock(1) takes the lock and becomes `sleep` holding it.
+  const other = spawn('flock', ['--exclusive', '--no-fork', join(cacheDir, 'base.lock'), 'sh', '-c', 'echo held && exec sleep 600'], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const gone = new Promise((r) => other.once('exit', r));
+  await new Promise((r) => other.stdout.once('data', r));
+  return {
+    async release() {
+      other.kill('SIGKILL');
+      await gone;
+    },
+  };
+}
+
 describe("the host's Debian sources", () => {
   function aptDir(files: Record<string, string>): string {
     const dir = tempDir('paddock-apt-');
@@ -268,11 +282,8 @@ describe('a build that cannot finish', () => {
 
   test('a build waits for another holding the cache directory, can be aborted while waiting, and goes on once the other is done', async () => {
     const cacheDir = tempDir('paddock-base-cache-');
-    // The other holder: flock(1) takes the lock and becomes `sleep` holding it.
-    const other = spawn('flock', ['--exclusive', '--no-fork', join(cacheDir, 'base.lock'), 'sh', '-c', 'echo held && exec sleep 600'], { stdio: ['ignore', 'pipe', 'inherit'] });
-    const otherGone = new Promise((r) => other.once('exit', r));
+    const other = await holdLock(cacheDir);
     try {
-      await new Promise((r) => other.stdout.once('data', r));
       const ac = new AbortController();
       const seen: BaseBuildProgress[] = [];
       const waiting = buildBaseRootfs({
@@ -289,9 +300,8 @@ describe('a build that cannot finish', () => {
       // The waiting build's own flock is gone with it.
       expect(processesIn(cacheDir)).toEqual([]);
     } finally {
-      other.kill('SIGKILL');
+      await other.release();
     }
-    await otherGone;
     // Now the lock is free: the build runs (and fails at the mirror).
     await expect(buildBaseRootfs({ cacheDir, mirror })).rejects.toThrow(`from the Debian mirror ${mirror}`);
   }, 5 * MINUTES);
@@ -333,4 +343,23 @@ describe('a build that cannot finish', () => {
     const after = statSync(cached.tarPath);
     expect([after.ino, after.size, after.mtimeMs]).toEqual([before.ino, before.size, before.mtimeMs]);
   }, 10 * MINUTES);
+
+  test("a killed build's leftovers go with the next call, even one the cache answers, but not while another holds the lock", async () => {
+    const shared = await baseImageTar({ quiet: true });
+    const cacheDir = tempDir('paddock-base-cache-', dirname(testCacheDir()));
+    linkSync(shared.tarPath, join(cacheDir, basename(shared.tarPath)));
+    const leftover = join(cacheDir, '.build-0123456789ab-deadbeef');
+    mkdirSync(join(leftover, 'mmdebstrap.Xq3z/usr/bin'), { recursive: true });
+    writeFileSync(join(leftover, 'rootfs.tar'), 'half a tar');
+    const other = await holdLock(cacheDir);
+    try {
+      expect(await buildBaseRootfs({ cacheDir })).toMatchObject({ fromCache: true });
+      // Whoever holds the lock may be building in there.
+      expect(existsSync(leftover)).toBe(true);
+    } finally {
+      await other.release();
+    }
+    expect(await buildBaseRootfs({ cacheDir })).toMatchObject({ fromCache: true });
+    expect(existsSync(leftover)).toBe(false);
+  });
 });
