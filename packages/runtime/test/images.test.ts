@@ -384,6 +384,16 @@ describe('hostile layers', () => {
     expectClean(store);
   });
 
+  test('a directory replaced by a symlink out of the layer: the symlink is kept, nothing outside touched', async () => {
+    const before = statSync(outside).mtimeMs;
+    const tar = join(work, 'dir-then-symlink.tar');
+    writeFileSync(tar, tarOf([{ path: 'd/', type: 'Directory' }, { path: 'd', type: 'SymbolicLink', linkpath: outside }]));
+    const s = await openStore();
+    const image = await s.importRootfsTar(tar, { reference: 'dir-then-symlink:1' });
+    expect(readlinkSync(join(s.layerDirs(image)[0]!, 'd'))).toBe(outside);
+    expect(statSync(outside).mtimeMs).toBe(before);
+  });
+
   test('a garbage layer is refused as corrupt', async () => {
     const tar = join(work, 'garbage.tar');
     writeFileSync(tar, Buffer.alloc(4096, 0x41));
@@ -408,6 +418,18 @@ describe('the store on disk', () => {
     } finally {
       process.kill(Number(live));
     }
+  });
+
+  test('pulls of one image at once, in one store and in two sharing a directory, keep one copy of each layer', async () => {
+    const pushed = await pushImage('paddock/concurrent', [base, tarOf([{ path: 'c', body: randomBytes(500_000) }])]);
+    const store = await openStore();
+    const twin = new ImageStore({ dir: store.dir, idShift: SHIFT });
+    stores.push(twin);
+    await twin.open();
+    const images = await Promise.all([store.pull(pushed.ref), store.pull(pushed.ref), twin.pull(pushed.ref)]);
+    for (const image of images) expect(image.id).toBe(pushed.manifest.digest);
+    expect(readFileSync(join(store.layerDirs(images[0])[0]!, 'c')).length).toBe(500_000);
+    expectClean(store, pushed.diffIds);
   });
 
   test('a store made with another id shift is not opened with this one', async () => {

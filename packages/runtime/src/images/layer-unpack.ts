@@ -13,7 +13,7 @@
 // the directory being filled is private to the host until it is renamed
 // into the store.
 import { createHash } from 'node:crypto';
-import { constants, lstatSync, mkdirSync, promises as fsp, chownSync, chmodSync, lchownSync, linkSync, lutimesSync, rmSync, symlinkSync, unlinkSync, utimesSync, type Stats } from 'node:fs';
+import { constants, lstatSync, mkdirSync, promises as fsp, chownSync, chmodSync, lchownSync, linkSync, lutimesSync, rmSync, symlinkSync, unlinkSync, type Stats } from 'node:fs';
 import { once } from 'node:events';
 import { join } from 'node:path';
 import type { Transform } from 'node:stream';
@@ -200,7 +200,14 @@ class LayerWriter {
   async done(): Promise<void> {
     await this.chain;
     if (this.error) throw this.error;
-    for (const [abs, mtime] of this.dirTimes.reverse()) utimesSync(abs, mtime, mtime);
+    // lutimes: a later entry may have put a symlink where the directory was.
+    for (const [abs, mtime] of this.dirTimes.reverse()) {
+      try {
+        lutimesSync(abs, mtime, mtime);
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+      }
+    }
   }
 
   private invalid(entry: string, why: string): RuntimeError {
