@@ -518,6 +518,15 @@ describe('local archives', () => {
     expect(lstatSync(join(store.layerDirs(image)[0]!, 'home/user/notes')).uid).toBe(SHIFT + 1000);
   });
 
+  test("a root entry written as '/' (as umoci writes it) is the layer's root", async () => {
+    const tar = join(work, 'slash-root.tar');
+    writeFileSync(tar, tarOf([{ path: '/', type: 'Directory', mode: 0o751, uid: 0 }, { path: 'opt/f', body: 'f' }]));
+    const store = await openStore();
+    const image = await store.importRootfsTar(tar, { reference: 'slash-root:1' });
+    const root = lstatSync(store.layerDirs(image)[0]!);
+    expect([root.uid, root.mode & 0o7777]).toEqual([SHIFT, 0o751]);
+  });
+
   test('a file that is no image archive is refused by name', async () => {
     const tar = join(work, 'not-an-image.tar');
     writeFileSync(tar, base);

@@ -216,8 +216,9 @@ class LayerWriter {
 
   /** The entry's path inside the layer, '' for its root; `..` and absolute paths are refused. */
   private clean(raw: string, entry: string): string {
-    if (raw.startsWith('/')) throw this.invalid(entry, 'is an absolute path');
     const parts = raw.split('/').filter((p) => p !== '' && p !== '.');
+    // umoci writes the root as '/'; any other absolute path is refused.
+    if (raw.startsWith('/') && parts.length) throw this.invalid(entry, 'is an absolute path');
     if (parts.includes('..')) throw this.invalid(entry, "has '..' in its path");
     return parts.join('/');
   }
