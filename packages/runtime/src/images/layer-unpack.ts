@@ -13,9 +13,10 @@
 // the directory being filled is private to the host until it is renamed
 // into the store.
 import { createHash } from 'node:crypto';
-import { constants, lstatSync, mkdirSync, promises as fsp, chownSync, chmodSync, lchownSync, linkSync, lutimesSync, rmSync, symlinkSync, unlinkSync, type Stats } from 'node:fs';
+import { chmodSync, chownSync, closeSync, constants, fchmodSync, fchownSync, futimesSync, lchownSync, linkSync, lstatSync, lutimesSync, mkdirSync, openSync, rmSync, symlinkSync, unlinkSync, write, writeSync, type Stats } from 'node:fs';
 import { once } from 'node:events';
 import { join } from 'node:path';
+import { promisify } from 'node:util';
 import type { Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import * as zlib from 'node:zlib';
@@ -30,6 +31,10 @@ const OPAQUE = '.wh..wh..opq';
 const WHITEOUT = '.wh.';
 /** Decompressed output in pieces this large: fewer writes to the parser and the disk. */
 const CHUNK = 256 * 1024;
+/** Files up to this size are written without the thread pool. */
+const SMALL_FILE = 1024 * 1024;
+
+const writeAsync = promisify(write);
 
 export interface LayerExpectation {
   /** sha256 of the bytes as stored (compressed or not); unchecked when absent (a local tar being imported). */
@@ -275,15 +280,20 @@ class LayerWriter {
       case 'OldFile':
       case 'ContiguousFile': {
         this.clear(abs, name, stat(abs));
-        const fh = await fsp.open(abs, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600);
+        const fd = openSync(abs, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600);
         try {
-          for await (const chunk of entry as AsyncIterable<Buffer>) await fh.write(chunk);
+          // Small files are written at once: a trip to the thread pool costs more than the copy into the page cache.
+          const sync = (entry.size ?? 0) <= SMALL_FILE;
+          for await (const chunk of entry as AsyncIterable<Buffer>) {
+            if (sync) writeSync(fd, chunk);
+            else await writeAsync(fd, chunk);
+          }
           // The owner first: a chown clears setuid and setgid bits that a chmod before it set.
-          await fh.chown(...owner);
-          await fh.chmod(mode);
-          await fh.utimes(mtime, mtime);
+          fchownSync(fd, ...owner);
+          fchmodSync(fd, mode);
+          futimesSync(fd, mtime, mtime);
         } finally {
-          await fh.close();
+          closeSync(fd);
         }
         return;
       }
