@@ -78,13 +78,16 @@ printf '[global]\\nbreak-system-packages = true\\n' > /etc/pip.conf
 printf 'LANG=C.UTF-8\\n' > /etc/default/locale
 `;
 
-// Documentation and manual pages are of no use without man(1) and make up a
-// good part of the image; the copyright files stay.
+// Documentation and manual pages are of no use without man(1), nor are
+// translations with only the C.UTF-8 locale, and together they make up a good
+// part of the image; the copyright files stay.
 const DPKG_OPTS = [
   'path-exclude=/usr/share/man/*',
   'path-exclude=/usr/share/info/*',
   'path-exclude=/usr/share/doc/*',
   'path-include=/usr/share/doc/*/copyright',
+  'path-exclude=/usr/share/locale/*',
+  'path-include=/usr/share/locale/locale.alias',
 ];
 
 const APT_OPTS = ['Acquire::Retries "3"'];
@@ -104,8 +107,9 @@ for deb in /var/cache/apt/archives/*.deb; do
 done`;
 
 const DEBIAN_SUITES = new Set(['oldoldstable', 'oldstable', 'stable', 'testing', 'unstable', 'sid', 'experimental', 'buster', 'bullseye', 'bookworm', 'trixie', 'forky', 'duke']);
-// Suites that have no `-updates` companion.
-const ROLLING_SUITES = new Set(['testing', 'unstable', 'sid', 'experimental']);
+// Suites without an `-updates` companion, and those without a `-security` one.
+const NO_UPDATES = new Set(['testing', 'unstable', 'sid', 'experimental']);
+const NO_SECURITY = new Set(['unstable', 'sid', 'experimental']);
 
 export interface DebianSources {
   /** The Debian archive, e.g. http://deb.debian.org/debian. */
@@ -222,8 +226,8 @@ export function baseRecipe(sources: DebianSources, suite = BASE_SUITE): BaseReci
   const mirror = checkMirror(sources.mirror, 'Debian mirror');
   const security = sources.security === undefined ? undefined : checkMirror(sources.security, 'Debian security mirror');
   const sourceLines = [`deb ${mirror} ${suite} main`];
-  if (!ROLLING_SUITES.has(suite)) sourceLines.push(`deb ${mirror} ${suite}-updates main`);
-  if (security && !ROLLING_SUITES.has(suite)) sourceLines.push(`deb ${security} ${suite}-security main`);
+  if (!NO_UPDATES.has(suite)) sourceLines.push(`deb ${mirror} ${suite}-updates main`);
+  if (security && !NO_SECURITY.has(suite)) sourceLines.push(`deb ${security} ${suite}-security main`);
   const hash = createHash('sha256')
     .update(
       JSON.stringify({
@@ -246,14 +250,19 @@ export type BaseBuildStage = 'waiting' | 'resolving' | 'downloading' | 'extracti
 
 export interface BaseBuildProgress {
   stage: BaseBuildStage;
-  /** For people: `downloading packages`, `installing (12/240)`, `writing tar`. */
+  /** For people: `downloading packages`, `installing packages (12/479)`, `writing tar`. */
   message: string;
   /** 0..100 within the stage, where mmdebstrap's output tells one. */
   percent?: number;
 }
 
 export interface BuildBaseRootfsOptions {
-  /** Where the tar is kept (`base-<recipe hash>.tar`); made if missing. */
+  /**
+   * Where the tar is kept (`base-<recipe hash>.tar`, its build's log beside
+   * it); made if missing. The build happens in here too: apt downloads as
+   * the `_apt` user, which must be able to reach it (else apt warns and
+   * downloads as root).
+   */
   cacheDir: string;
   onProgress?: (progress: BaseBuildProgress) => void;
   /** Every line mmdebstrap prints. */
@@ -319,7 +328,10 @@ export async function buildBaseRootfs(opts: BuildBaseRootfsOptions): Promise<Bas
   };
   if (!opts.force) {
     const hit = cached();
-    if (hit) return hit;
+    if (hit) {
+      await removeLeftovers(cacheDir);
+      return hit;
+    }
   }
   opts.signal?.throwIfAborted();
   if (process.getuid?.() !== 0) throw new RuntimeError('unavailable', 'building the base image needs root (mmdebstrap runs in its root mode)');
@@ -328,16 +340,15 @@ export async function buildBaseRootfs(opts: BuildBaseRootfsOptions): Promise<Bas
   }
   mkdirSync(cacheDir, { recursive: true });
 
-  const release = await lock(join(cacheDir, 'base.lock'), opts);
+  const release = (await lock(join(cacheDir, 'base.lock'), opts))!;
   try {
     if (!opts.force) {
       // Another process may have built it while this one waited.
       const hit = cached();
       if (hit) return hit;
     }
-    // Holding the lock, any build directory is a leftover of a build that
-    // was killed.
-    for (const name of readdirSync(cacheDir)) if (name.startsWith('.build-')) await removeBuildDir(join(cacheDir, name));
+    // Holding the lock, any build directory is a leftover of a killed build.
+    for (const dir of buildDirs(cacheDir)) await removeBuildDir(dir);
     const buildDir = join(cacheDir, `.build-${recipe.hash.slice(0, 12)}-${randomBytes(4).toString('hex')}`);
     mkdirSync(buildDir);
     // apt downloads as the `_apt` user, which must reach the root being built in here.
@@ -355,6 +366,24 @@ export async function buildBaseRootfs(opts: BuildBaseRootfsOptions): Promise<Bas
     } finally {
       await removeBuildDir(buildDir);
     }
+  } finally {
+    await release();
+  }
+}
+
+const buildDirs = (cacheDir: string): string[] => readdirSync(cacheDir).filter((n) => n.startsWith('.build-')).map((n) => join(cacheDir, n));
+
+/**
+ * Removes what builds that were killed left in `cacheDir`. Only while no
+ * build runs there, which the lock tells: whoever holds it may be building,
+ * and a later call cleans up instead.
+ */
+async function removeLeftovers(cacheDir: string): Promise<void> {
+  if (buildDirs(cacheDir).length === 0) return;
+  const release = await lock(join(cacheDir, 'base.lock'), { wait: false });
+  if (!release) return;
+  try {
+    for (const dir of buildDirs(cacheDir)) await removeBuildDir(dir);
   } finally {
     await release();
   }
@@ -427,7 +456,10 @@ function runMmdebstrap(recipe: BaseRecipe, out: string, logFile: string, buildDi
       }
     };
     opts.signal?.addEventListener('abort', onAbort, { once: true });
+    let failedIn: BaseBuildStage | undefined;
     const onLine = (line: string) => {
+      // mmdebstrap goes on to clean up after an error: the error belongs to the step before.
+      if (line.startsWith('E: ') && !failedIn) failedIn = progress.stage;
       tail.push(line);
       if (tail.length > 400) tail.shift();
       opts.onLog?.(line);
@@ -446,7 +478,7 @@ function runMmdebstrap(recipe: BaseRecipe, out: string, logFile: string, buildDi
       for (let i = 0; i < 200 && processesIn(buildDir).length; i++) await new Promise((r) => setTimeout(r, 50));
       if (aborted) return reject(abortReason(opts.signal!));
       if (exit.code === 0 && existsSync(out)) return resolvePromise();
-      reject(buildError(recipe, progress.stage, tail, exit));
+      reject(buildError(recipe, failedIn ?? progress.stage, tail, exit));
     };
     for (const stream of [child.stdout!, child.stderr!]) {
       createInterface({ input: stream }).on('line', onLine).on('close', () => {
@@ -478,7 +510,7 @@ function buildError(recipe: BaseRecipe, stage: BaseBuildStage | undefined, tail:
   });
   const detail = (reasons.length ? reasons.slice(-12) : tail.slice(-20)).join('\n');
   const how = exit.code !== null ? `exit ${exit.code}` : `signal ${exit.sig}`;
-  if (stage === 'resolving') {
+  if (tail.some((line) => /^E: apt-get update\b.* failed$/.test(line))) {
     const mirrors = [recipe.sources.mirror, recipe.sources.security].filter(Boolean).join(' and ');
     return new RuntimeError('unavailable', `building the base image failed: apt could not read the package lists of ${recipe.suite} from the Debian mirror ${mirrors} (mmdebstrap ${how}):\n${detail}`);
   }
@@ -574,15 +606,21 @@ class MmdebstrapProgress {
 // a file in it, held by a small process (flock running cat) for as long as
 // its stdin stays open. The kernel drops the lock when that process ends,
 // which it does when this one dies too: no stale lock is ever left.
-async function lock(path: string, opts: Pick<BuildBaseRootfsOptions, 'signal' | 'onProgress'>): Promise<() => Promise<void>> {
+const BUSY = 75;
+
+/** Takes the lock, waiting for it; with `wait: false`, undefined when another holds it. */
+async function lock(path: string, opts: Pick<BuildBaseRootfsOptions, 'signal' | 'onProgress'> & { wait?: boolean }): Promise<(() => Promise<void>) | undefined> {
   opts.signal?.throwIfAborted();
-  const holder = spawn('flock', ['--exclusive', '--no-fork', path, 'sh', '-c', 'echo locked && exec cat'], { stdio: ['pipe', 'pipe', 'pipe'] });
+  const wait = opts.wait ?? true;
+  const flags = wait ? [] : ['--nonblock', '--conflict-exit-code', String(BUSY)];
+  const holder = spawn('flock', ['--exclusive', ...flags, '--no-fork', path, 'sh', '-c', 'echo locked && exec cat'], { stdio: ['pipe', 'pipe', 'pipe'] });
   const exited = new Promise<void>((r) => holder.once('close', () => r()));
   let stderr = '';
   holder.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
+  let busy = false;
   try {
     await new Promise<void>((resolveLock, reject) => {
-      const waiting = setTimeout(() => opts.onProgress?.({ stage: 'waiting', message: `waiting for another build of the base image (lock ${path})` }), 200);
+      const waiting = wait ? setTimeout(() => opts.onProgress?.({ stage: 'waiting', message: `waiting for another build of the base image (lock ${path})` }), 200) : undefined;
       let settled = false;
       const done = (err?: unknown) => {
         if (settled) return;
@@ -596,13 +634,17 @@ async function lock(path: string, opts: Pick<BuildBaseRootfsOptions, 'signal' | 
       opts.signal?.addEventListener('abort', onAbort, { once: true });
       holder.stdout!.once('data', () => done());
       holder.once('error', (err) => done(new RuntimeError('unavailable', `building the base image: cannot lock ${path}: ${err.message}`, { cause: err })));
-      holder.once('exit', (code) => done(new RuntimeError('unavailable', `building the base image: cannot lock ${path}: flock exited with ${code}: ${stderr.trim()}`)));
+      holder.once('exit', (code) => {
+        busy = !wait && code === BUSY;
+        done(busy ? undefined : new RuntimeError('unavailable', `building the base image: cannot lock ${path}: flock exited with ${code}: ${stderr.trim()}`));
+      });
     });
   } catch (err) {
     holder.kill('SIGKILL');
     await exited;
     throw err;
   }
+  if (busy) return undefined;
   return async () => {
     holder.stdin!.end();
     await exited;

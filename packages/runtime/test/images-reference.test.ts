@@ -33,7 +33,8 @@ test.each([
   ['a/../b', "'..' is not a valid repository name component"],
 ])('%j is refused: %s', (input, why) => {
   expect(() => parseReference(input)).toThrow(RuntimeError);
-  expect(() => parseReference(input)).toThrow(`image reference '${input}' is invalid: ${why}`);
+  expect(() => parseReference(input)).toThrow(`image reference '${input}' is invalid: `);
+  expect(() => parseReference(input)).toThrow(why);
 });
 
 test('loopback registries, and only they, are plain HTTP by default', () => {

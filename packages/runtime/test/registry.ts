@@ -3,13 +3,14 @@
 // (Basic) or token auth (a small token service here that signs JWTs with a
 // certificate the registry trusts). Images are made here as OCI layouts
 // (layers as tars written with node-tar's Header) and pushed with skopeo.
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { execFile, execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { createHash, randomUUID, sign } from 'node:crypto';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync, existsSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import { createServer as createNetServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { promisify } from 'node:util';
 import { gzipSync } from 'node:zlib';
 import { Header } from 'tar';
 
@@ -22,8 +23,14 @@ export interface TestRegistry {
   storage: string;
   /** The file a blob is stored in, for tests that damage it. */
   blobFile(digest: string): string;
-  /** Pushes `tag` of the OCI layout `dir` to `name:tag` here (`all`: every platform of an index). */
-  push(dir: string, tag: string, name: string, opts?: { all?: boolean }): void;
+  /** The manifest the registry serves for `name:reference` (skopeo may have recompressed layers on the way in). */
+  manifest(name: string, reference: string): Promise<{ layers: { mediaType: string; digest: string }[] }>;
+  /**
+   * Pushes `tag` of the OCI layout `dir` to `name:tag` here (`all`: every
+   * platform of an index). Not synchronous: skopeo asks the token service,
+   * which answers from this process.
+   */
+  push(dir: string, tag: string, name: string, opts?: { all?: boolean }): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -92,7 +99,7 @@ export async function startRegistry(auth: 'none' | 'htpasswd' | 'token' = 'none'
   let authConfig = '';
   let tokenServer: Server | undefined;
   if (auth === 'htpasswd') {
-    const hash = execFileSync('/usr/bin/python3', ['-W', 'ignore', '-c', `import crypt; print(crypt.crypt('${PASSWORD}', crypt.mksalt(crypt.METHOD_BLOWFISH)))`], { encoding: 'utf8' }).trim();
+    const hash = execFileSync('/usr/bin/python3', ['-W', 'ignore', '-c', `import crypt; print(crypt.crypt('${PASSWORD}', crypt.mksalt(crypt.METHOD_BLOWFISH, rounds=16)))`], { encoding: 'utf8' }).trim();
     writeFileSync(join(dir, 'htpasswd'), `${USER}:${hash}\n`);
     authConfig = `auth:\n  htpasswd:\n    realm: paddock-test\n    path: ${join(dir, 'htpasswd')}\n`;
   } else if (auth === 'token') {
@@ -124,9 +131,15 @@ export async function startRegistry(auth: 'none' | 'htpasswd' | 'token' = 'none'
       const hex = digest.slice('sha256:'.length);
       return join(storage, 'docker/registry/v2/blobs/sha256', hex.slice(0, 2), hex, 'data');
     },
-    push(layout, tag, name, opts = {}) {
+    manifest: async (name, reference) => {
+      const auth = { authorization: `Basic ${Buffer.from(`${USER}:${PASSWORD}`).toString('base64')}` };
+      const res = await fetch(`http://${host}/v2/${name}/manifests/${reference}`, { headers: { accept: 'application/vnd.oci.image.manifest.v1+json', ...auth } });
+      if (!res.ok) throw new Error(`manifest ${name}:${reference}: ${res.status}`);
+      return (await res.json()) as { layers: { mediaType: string; digest: string }[] };
+    },
+    async push(layout, tag, name, opts = {}) {
       const creds = auth === 'none' ? [] : ['--dest-creds', `${USER}:${PASSWORD}`];
-      execFileSync('skopeo', ['--insecure-policy', 'copy', '--quiet', '--dest-tls-verify=false', ...creds, ...(opts.all ? ['--all'] : []), `oci:${layout}:${tag}`, `docker://${host}/${name}:${tag}`], { stdio: ['ignore', 'ignore', 'pipe'] });
+      await promisify(execFile)('skopeo', ['--insecure-policy', 'copy', '--quiet', '--dest-tls-verify=false', ...creds, ...(opts.all ? ['--all'] : []), `oci:${layout}:${tag}`, `docker://${host}/${name}:${tag}`], { timeout: 60_000 });
     },
     async stop() {
       const exited = new Promise((r) => child.once('exit', r));

@@ -18,10 +18,11 @@ const run = promisify(execFile);
 
 /** Text that compresses about as well as source code does. */
 function text(bytes) {
-  const words = Array.from({ length: 512 }, () => randomBytes(3 + (randomBytes(1)[0] % 6)).toString('hex'));
+  const words = Array.from({ length: 512 }, (_, i) => randomBytes(3 + (i % 6)).toString('hex'));
+  const picks = randomBytes(bytes);
   const out = [];
-  for (let n = 0; n < bytes; ) {
-    const w = words[randomBytes(2).readUInt16LE(0) % words.length];
+  for (let n = 0, i = 0; n < bytes; i += 2) {
+    const w = words[picks.readUInt16LE(i % (bytes - 1)) % words.length];
     out.push(w);
     n += w.length + 1;
   }

@@ -13,9 +13,10 @@
 // the directory being filled is private to the host until it is renamed
 // into the store.
 import { createHash } from 'node:crypto';
-import { constants, lstatSync, mkdirSync, promises as fsp, chownSync, chmodSync, lchownSync, linkSync, lutimesSync, rmSync, symlinkSync, unlinkSync, utimesSync, type Stats } from 'node:fs';
+import { chmodSync, chownSync, closeSync, constants, fchmodSync, fchownSync, futimesSync, lchownSync, linkSync, lstatSync, lutimesSync, mkdirSync, openSync, rmSync, symlinkSync, unlinkSync, write, writeSync, type Stats } from 'node:fs';
 import { once } from 'node:events';
 import { join } from 'node:path';
+import { promisify } from 'node:util';
 import type { Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import * as zlib from 'node:zlib';
@@ -30,6 +31,10 @@ const OPAQUE = '.wh..wh..opq';
 const WHITEOUT = '.wh.';
 /** Decompressed output in pieces this large: fewer writes to the parser and the disk. */
 const CHUNK = 256 * 1024;
+/** Files up to this size are written without the thread pool. */
+const SMALL_FILE = 1024 * 1024;
+
+const writeAsync = promisify(write);
 
 export interface LayerExpectation {
   /** sha256 of the bytes as stored (compressed or not); unchecked when absent (a local tar being imported). */
@@ -200,7 +205,14 @@ class LayerWriter {
   async done(): Promise<void> {
     await this.chain;
     if (this.error) throw this.error;
-    for (const [abs, mtime] of this.dirTimes.reverse()) utimesSync(abs, mtime, mtime);
+    // lutimes: a later entry may have put a symlink where the directory was.
+    for (const [abs, mtime] of this.dirTimes.reverse()) {
+      try {
+        lutimesSync(abs, mtime, mtime);
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+      }
+    }
   }
 
   private invalid(entry: string, why: string): RuntimeError {
@@ -209,8 +221,9 @@ class LayerWriter {
 
   /** The entry's path inside the layer, '' for its root; `..` and absolute paths are refused. */
   private clean(raw: string, entry: string): string {
-    if (raw.startsWith('/')) throw this.invalid(entry, 'is an absolute path');
     const parts = raw.split('/').filter((p) => p !== '' && p !== '.');
+    // umoci writes the root as '/'; any other absolute path is refused.
+    if (raw.startsWith('/') && parts.length) throw this.invalid(entry, 'is an absolute path');
     if (parts.includes('..')) throw this.invalid(entry, "has '..' in its path");
     return parts.join('/');
   }
@@ -267,15 +280,20 @@ class LayerWriter {
       case 'OldFile':
       case 'ContiguousFile': {
         this.clear(abs, name, stat(abs));
-        const fh = await fsp.open(abs, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600);
+        const fd = openSync(abs, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600);
         try {
-          for await (const chunk of entry as AsyncIterable<Buffer>) await fh.write(chunk);
+          // Small files are written at once: a trip to the thread pool costs more than the copy into the page cache.
+          const sync = (entry.size ?? 0) <= SMALL_FILE;
+          for await (const chunk of entry as AsyncIterable<Buffer>) {
+            if (sync) writeSync(fd, chunk);
+            else await writeAsync(fd, chunk);
+          }
           // The owner first: a chown clears setuid and setgid bits that a chmod before it set.
-          await fh.chown(...owner);
-          await fh.chmod(mode);
-          await fh.utimes(mtime, mtime);
+          fchownSync(fd, ...owner);
+          fchmodSync(fd, mode);
+          futimesSync(fd, mtime, mtime);
         } finally {
-          await fh.close();
+          closeSync(fd);
         }
         return;
       }
