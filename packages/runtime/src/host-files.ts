@@ -79,7 +79,9 @@ export function installCopy(source: string, into: string): string {
 function linkOrCopy(from: string, to: string): void {
   const st = lstatSync(from);
   if (st.isDirectory()) {
-    mkdirSync(to, { mode: st.mode & 0o7777 });
+    // Whatever the source's directories allow, the copy's let everyone pass and read: sandboxes' root must.
+    mkdirSync(to);
+    chmodSync(to, 0o755);
     for (const name of readdirSync(from)) linkOrCopy(join(from, name), join(to, name));
     return;
   }

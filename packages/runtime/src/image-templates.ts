@@ -1,6 +1,7 @@
 // Template images: the base template's (a Debian root filesystem built here,
 // or an image from a registry) and those of templates made from images,
 // brought into the image store with their progress told to people.
+import { basename } from 'node:path';
 import { BASE_IMAGE_CONFIG, buildBaseRootfs } from './base-image.js';
 import type { Image, ImageStore, LayerProgress } from './images/index.js';
 import type { TemplateImage } from './templates.js';
@@ -60,7 +61,8 @@ function progressReporter(image: string, say: (message: string) => void): (p: La
   const tenths = new Map<string, number>();
   const mib = (n: number) => `${(n / 1048576).toFixed(1)} MiB`;
   return (p) => {
-    const layer = p.layer.replace(/^sha256:/, '').slice(0, 12);
+    // A registry layer by its digest; a local tar (its diff_id is known only once it is read) by its file name.
+    const layer = p.layer.startsWith('sha256:') ? p.layer.slice(7, 19) : basename(p.layer);
     if (p.state === 'exists') return say(`${image}: layer ${layer} is here already`);
     if (p.state === 'done') return say(`${image}: layer ${layer} done (${mib(p.total || p.bytes)})`);
     const tenth = p.total > 0 ? Math.floor((10 * p.bytes) / p.total) : 0;

@@ -112,8 +112,12 @@ export function runtimeConformance(name: string, factory: () => Promise<Conforma
 
     test('a tunnel reaches a port inside the sandbox', async () => {
       const id = await create();
-      // Serves one line on 127.0.0.1:7000 inside, with whichever of busybox nc or python3 the image has.
-      await sh(runtime, id, "(command -v nc >/dev/null && (echo inside | nc -l -p 7000 -s 127.0.0.1 >/dev/null 2>&1 &) ) || (python3 -c \"import socket;s=socket.socket();s.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1);s.bind(('127.0.0.1',7000));s.listen();c,_=s.accept();c.sendall(b'inside\\\\n')\" >/dev/null 2>&1 &)");
+      // Serves one line on port 7000 inside, with python3 where the image has it, else busybox's nc.
+      await sh(
+        runtime,
+        id,
+        "if command -v python3 >/dev/null; then (python3 -c \"import socket;s=socket.socket();s.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1);s.bind(('127.0.0.1',7000));s.listen();c,_=s.accept();c.sendall(b'inside\\\\n')\" >/dev/null 2>&1 &); else (nc -l -p 7000 -e echo inside >/dev/null 2>&1 &); fi",
+      );
       let got = '';
       for (let attempt = 0; attempt < 50 && !got; attempt++) {
         // Until the listener is up, the tunnel is refused (unavailable).

@@ -21,11 +21,9 @@ import type { Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import * as zlib from 'node:zlib';
 import { Parser, type ReadEntry } from 'tar';
+import { ID_RANGE } from '../ids.js';
 import { RuntimeError } from '../runtime.js';
 import { imageFs } from './image-fs.js';
-
-/** Sandbox ids 0..65535 map onto the host's [shift, shift + 65536). */
-export const ID_RANGE = 65536;
 
 const OPAQUE = '.wh..wh..opq';
 const WHITEOUT = '.wh.';
