@@ -13,21 +13,10 @@
 #include <sys/xattr.h>
 
 #include <node_api.h>
-#include <uv.h>
+
+#include "throw_errno.h"
 
 #define MAX_PATH 4096
-
-static napi_value throw_errno(napi_env env, int err, const char* what, const char* path) {
-  char msg[MAX_PATH + 256];
-  snprintf(msg, sizeof msg, "%s '%s': %s", what, path, strerror(err));
-  napi_value code, message, error;
-  napi_create_string_utf8(env, uv_err_name(-err), NAPI_AUTO_LENGTH, &code);
-  napi_create_string_utf8(env, msg, NAPI_AUTO_LENGTH, &message);
-  napi_create_error(env, code, message, &error);
-  napi_set_named_property(env, error, "code", code);
-  napi_throw(env, error);
-  return NULL;
-}
 
 static int get_path(napi_env env, napi_value v, char* buf) {
   size_t len;

@@ -15,19 +15,8 @@
 #include <unistd.h>
 
 #include <node_api.h>
-#include <uv.h>
 
-static napi_value throw_errno(napi_env env, int err, const char* what, const char* path) {
-  char msg[1024];
-  snprintf(msg, sizeof msg, "%s '%s': %s", what, path, strerror(err));
-  napi_value code, message, error;
-  napi_create_string_utf8(env, uv_err_name(-err), NAPI_AUTO_LENGTH, &code);
-  napi_create_string_utf8(env, msg, NAPI_AUTO_LENGTH, &message);
-  napi_create_error(env, code, message, &error);
-  napi_set_named_property(env, error, "code", code);
-  napi_throw(env, error);
-  return NULL;
-}
+#include "throw_errno.h"
 
 // listenUnix(path, backlog) -> fd. The socket file gets mode 0600; the
 // descriptor is close-on-exec (a child gets it only where it is passed on).

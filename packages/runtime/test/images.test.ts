@@ -190,6 +190,16 @@ describe('pull', () => {
     const img = await s.pull(`${registry.host}/paddock/zstd:zstd2`);
     expect(readFileSync(join(s.layerDirs(img)[0]!, 'z'), 'utf8')).toBe('zstd');
   });
+
+  test('an uncompressed layer', async () => {
+    const image = layout.image([tarOf([{ path: 'p', body: 'plain' }])], { compress: false });
+    await registry.upload(layout.dir, 'paddock/plain', 'v1', image.manifest.digest);
+    expect((await registry.manifest('paddock/plain', 'v1')).layers[0]?.mediaType).toBe('application/vnd.oci.image.layer.v1.tar');
+    const s = await openStore();
+    const img = await s.pull(`${registry.host}/paddock/plain:v1`);
+    expect(img.diffIds).toEqual(image.layerDigests);
+    expect(readFileSync(join(s.layerDirs(img)[0]!, 'p'), 'utf8')).toBe('plain');
+  });
 });
 
 describe('platforms', () => {

@@ -31,6 +31,11 @@ export interface TestRegistry {
    * which answers from this process.
    */
   push(dir: string, tag: string, name: string, opts?: { all?: boolean }): Promise<void>;
+  /**
+   * Uploads an image of the OCI layout `dir` as it is, through the registry
+   * API (skopeo would compress uncompressed layers on the way); no auth.
+   */
+  upload(dir: string, name: string, tag: string, manifestDigest: string): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -136,6 +141,20 @@ export async function startRegistry(auth: 'none' | 'htpasswd' | 'token' = 'none'
       const res = await fetch(`http://${host}/v2/${name}/manifests/${reference}`, { headers: { accept: 'application/vnd.oci.image.manifest.v1+json', ...auth } });
       if (!res.ok) throw new Error(`manifest ${name}:${reference}: ${res.status}`);
       return (await res.json()) as { layers: { mediaType: string; digest: string }[] };
+    },
+    async upload(layoutDir, name, tag, manifestDigest) {
+      const blob = (digest: string) => readFileSync(join(layoutDir, 'blobs/sha256', digest.slice('sha256:'.length)));
+      const manifest = blob(manifestDigest);
+      const { config, layers, mediaType } = JSON.parse(manifest.toString()) as { config: { digest: string }; layers: { digest: string }[]; mediaType: string };
+      for (const { digest } of [config, ...layers]) {
+        const started = await fetch(`http://${host}/v2/${name}/blobs/uploads/`, { method: 'POST' });
+        const location = new URL(started.headers.get('location') ?? '', `http://${host}`);
+        location.searchParams.set('digest', digest);
+        const put = await fetch(location, { method: 'PUT', body: blob(digest), headers: { 'content-type': 'application/octet-stream' } });
+        if (put.status !== 201) throw new Error(`upload of ${digest}: ${put.status} ${await put.text()}`);
+      }
+      const put = await fetch(`http://${host}/v2/${name}/manifests/${tag}`, { method: 'PUT', body: manifest, headers: { 'content-type': mediaType } });
+      if (put.status !== 201) throw new Error(`upload of manifest ${manifestDigest}: ${put.status} ${await put.text()}`);
     },
     async push(layout, tag, name, opts = {}) {
       const creds = auth === 'none' ? [] : ['--dest-creds', `${USER}:${PASSWORD}`];
