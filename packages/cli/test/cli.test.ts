@@ -231,7 +231,7 @@ test('doctor reports a missing runc with the command that fixes it', () => {
   // A PATH with the tools Paddock needs, but no runc.
   const bin = join(home, 'fake-bin');
   mkdirSync(bin, { recursive: true });
-  for (const tool of ['mount', 'umount', 'mknod', 'cp', 'mkfs.ext4', 'apt-get']) {
+  for (const tool of ['mount', 'umount', 'mknod', 'cp', 'mkfs.ext4', 'mmdebstrap', 'apt-get']) {
     const real = ['/usr/bin', '/bin', '/usr/sbin', '/sbin'].map((d) => join(d, tool)).find((p) => existsSync(p));
     if (real && !existsSync(join(bin, tool))) symlinkSync(real, join(bin, tool));
   }

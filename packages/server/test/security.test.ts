@@ -242,9 +242,10 @@ test("links a sandbox's root plants never lead the proxy to a host socket or ano
     // Where the victim's tunnel socket is (sock/) or was before it moved out of the sandbox's reach (run/).
     const victimDir = join(t.home, 'runtime', 'sandboxes', victim.sandboxID);
     const root = envd(t.server, attacker.sandboxID, attacker.envdAccessToken, 'root');
+    // envd's own directory (/.paddock) is a read-only mount: links go wherever else the sandbox can write.
     const plant = [
-      `mkdir -p /.paddock/run && ln -sfn ${secret} /.paddock/run/envd.sock && ln -sfn ${victimDir}/run/tunnel.sock /.paddock/run/tunnel.sock`,
-      `for d in /.paddock /.paddock/sock; do mkdir -p $d && ln -sfn ${secret} $d/envd.sock && ln -sfn ${victimDir}/sock/tunnel.sock $d/tunnel.sock; done`,
+      `for d in /run /run/sock /tmp/.paddock; do mkdir -p $d && ln -sfn ${secret} $d/envd.sock && ln -sfn ${victimDir}/sock/tunnel.sock $d/tunnel.sock && ln -sfn ${victimDir}/run/tunnel.sock $d/old-tunnel.sock; done`,
+      '{ mkdir -p /.paddock/run 2>/dev/null && echo /.paddock-writable; true; }',
       'echo planted',
     ].join(' && ');
     let planted = '';
