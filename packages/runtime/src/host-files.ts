@@ -9,6 +9,7 @@ import { createHash } from 'node:crypto';
 import { chmodSync, chownSync, cpSync, existsSync, linkSync, lstatSync, mkdirSync, readdirSync, renameSync, rmSync, statSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
 import { RuntimeError } from './runtime.js';
+import { processAlive } from './util.js';
 
 /**
  * Throws unless a process with host ids `uid`/`gid` and no capabilities
@@ -101,15 +102,6 @@ export function removeScratchCopies(into: string): void {
   if (!existsSync(into)) return;
   for (const name of readdirSync(into)) {
     const pid = /\.(\d+)\.tmp$/.exec(name)?.[1];
-    if (pid !== undefined && !alive(Number(pid))) rmSync(join(into, name), { recursive: true, force: true });
-  }
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
+    if (pid !== undefined && !processAlive(Number(pid))) rmSync(join(into, name), { recursive: true, force: true });
   }
 }

@@ -6,7 +6,7 @@ export { DEFAULT_ID_SHIFT, ID_RANGE } from './ids.js';
 export { sandboxPassable } from './host-files.js';
 export { baseImage, type BaseImageOptions } from './image-templates.js';
 export { BASE_IMAGE_CONFIG, BASE_PACKAGES, buildBaseRootfs, hostDebianSources, type BaseBuildProgress, type BaseRootfs, type BuildBaseRootfsOptions } from './base-image.js';
-export { KeyedMutex } from './util.js';
+export { KeyedMutex, processAlive } from './util.js';
 export { mountPoints } from './mounts.js';
 export * from './images/index.js';
 export { envdVersion } from '@paddock/envd';

@@ -28,3 +28,15 @@ export class KeyedMutex {
     return next;
   }
 }
+
+/** Whether a process with this pid exists (one of another user's counts too). */
+export function processAlive(pid: number): boolean {
+  if (!Number.isInteger(pid) || pid <= 0) return false;
+  if (pid === process.pid) return true;
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}

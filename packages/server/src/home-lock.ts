@@ -3,15 +3,7 @@
 // the process that made it is gone.
 import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
+import { processAlive } from '@paddock/runtime';
 
 function holder(file: string): number | undefined {
   try {
@@ -43,7 +35,7 @@ export function lockHome(home: string): () => void {
     }
     const pid = holder(file);
     if (pid === process.pid) return release;
-    if (pid !== undefined && alive(pid)) throw new Error(`another Paddock process (pid ${pid}) is using '${home}': stop it first`);
+    if (pid !== undefined && processAlive(pid)) throw new Error(`another Paddock process (pid ${pid}) is using '${home}': stop it first`);
     rmSync(file, { force: true });
   }
   throw new Error(`could not take '${file}': other processes keep making it`);

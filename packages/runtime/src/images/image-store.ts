@@ -17,7 +17,7 @@ import { chownSync, createReadStream, existsSync, mkdirSync, readFileSync, readd
 import { readFile, readdir, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { RuntimeError } from '../runtime.js';
-import { KeyedMutex } from '../util.js';
+import { KeyedMutex, processAlive } from '../util.js';
 import { readArchive, type ArchiveImage } from './archive.js';
 import { unpackLayer, type LayerExpectation } from './layer-unpack.js';
 import { choosePlatform, hostPlatform, parseConfig, parseManifest, platformName, type Descriptor, type ImageConfig, type ParsedConfig, type Platform } from './manifest.js';
@@ -111,11 +111,11 @@ export class ImageStore {
       atomicWrite(meta, JSON.stringify({ version: 1, idShift: this.opts.idShift }) + '\n');
     }
     for (const name of readdirSync(join(this.dir, 'tmp'))) {
-      if (!alive(Number(name.split('.')[0]))) rmSync(join(this.dir, 'tmp', name), { recursive: true, force: true });
+      if (!processAlive(Number(name.split('.')[0]))) rmSync(join(this.dir, 'tmp', name), { recursive: true, force: true });
     }
     // An image record is written beside itself (`<hex>.json.<pid>.<random>.tmp`) and renamed.
     for (const name of readdirSync(join(this.dir, 'images'))) {
-      if (name.endsWith('.tmp') && !alive(Number(name.split('.')[2]))) rmSync(join(this.dir, 'images', name), { force: true });
+      if (name.endsWith('.tmp') && !processAlive(Number(name.split('.')[2]))) rmSync(join(this.dir, 'images', name), { force: true });
     }
   }
 
@@ -397,17 +397,6 @@ export class ImageStore {
 
   private tmpPath(what: string): string {
     return join(this.dir, 'tmp', `${process.pid}.${what}-${randomBytes(6).toString('hex')}`);
-  }
-}
-
-function alive(pid: number): boolean {
-  if (!Number.isInteger(pid) || pid <= 0) return false;
-  if (pid === process.pid) return true;
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
   }
 }
 
