@@ -1,12 +1,14 @@
 #!/usr/bin/env node
-// The base image's root filesystem tar for tests: built once by mmdebstrap
+// The base image for tests: its root filesystem tar built once by mmdebstrap
 // into a cache that every test suite and CI run on this machine shares
-// (PADDOCK_TEST_CACHE, default /var/tmp/paddock-test-cache), found there
-// afterwards. Run as a program (once, before the suites) it prints the tar's
-// path on stdout and the build's progress on stderr:
+// (PADDOCK_TEST_CACHE, default /var/tmp/paddock-test-cache), and unpacked
+// once into the image store the suites share; found there afterwards. Run as
+// a program (`npm test` does, before the suites) it makes both, its progress
+// on stderr:
 //
-//   node tools/testing/base-image.mjs [--force] [--cache-dir DIR]
-import { buildBaseRootfs } from '@paddock/runtime';
+//   node tools/testing/base-image.mjs
+import { baseImage, buildBaseRootfs, DEFAULT_ID_SHIFT, ImageStore } from '@paddock/runtime';
+import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 
 export function testCacheDir() {
@@ -38,21 +40,35 @@ export async function baseImageTar({ cacheDir = testCacheDir(), force = false, q
   return res;
 }
 
-if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
-  const args = process.argv.slice(2);
-  let cacheDir = testCacheDir();
-  let force = false;
-  for (let i = 0; i < args.length; i++) {
-    if (args[i] === '--force') force = true;
-    else if (args[i] === '--cache-dir' && args[i + 1]) cacheDir = args[++i];
-    else {
-      process.stderr.write(`unknown argument '${args[i]}'\nusage: base-image.mjs [--force] [--cache-dir DIR]\n`);
-      process.exit(2);
-    }
-  }
+/**
+ * The base image in the image store every test shares (tools/jest/run.mjs
+ * names it: PADDOCK_IMAGES_DIR), built and unpacked unless it is there.
+ */
+export async function sharedBaseImage() {
+  const cache = testCacheDir();
+  const images = new ImageStore({ dir: process.env.PADDOCK_IMAGES_DIR || join(cache, 'layers'), idShift: DEFAULT_ID_SHIFT });
+  let last = '';
   try {
-    const res = await baseImageTar({ cacheDir, force });
-    process.stdout.write(`${res.tarPath}\n`);
+    await images.open();
+    return await baseImage(images, {
+      cacheDir: process.env.PADDOCK_CACHE_DIR || cache,
+      onProgress: (message) => {
+        // One line per step (and per tenth of a long one), not one per chunk.
+        if (message !== last) process.stderr.write(`${message}\n`);
+        last = message;
+      },
+    });
+  } finally {
+    await images.close();
+  }
+}
+
+// Run as a program (`npm test` does, before the suites): the shared base image, ready.
+if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
+  const started = Date.now();
+  try {
+    const image = await sharedBaseImage();
+    process.stderr.write(`test images: base ${image.reference} ready in ${((Date.now() - started) / 1000).toFixed(1)} s\n`);
   } catch (err) {
     process.stderr.write(`${err instanceof Error ? err.message : String(err)}\n`);
     process.exit(1);

@@ -26,19 +26,6 @@ export const envdMountPoint = '/.paddock';
 export const envdMain: string = join(envdSandboxDir, 'envd', 'main.cjs');
 
 /**
- * The bundle's directory inside `envdSandboxDir`, for runtimes that still
- * mount only the bundle and run the host's node.
- * @deprecated mount `envdSandboxDir` and start envd with `envdCommand`.
- */
-export const envdDistDir: string = join(envdSandboxDir, 'envd');
-
-/**
- * The entry point's name inside `envdDistDir`.
- * @deprecated start envd with `envdCommand`.
- */
-export const envdEntry = 'main.cjs';
-
-/**
  * The options of the `node` that runs envd, wherever it runs.
  *
  * - `--max-old-space-size=96`: a small heap keeps envd's footprint low; it

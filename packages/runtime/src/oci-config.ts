@@ -1,4 +1,5 @@
 // The OCI runtime configuration (config.json) of a sandbox's container.
+import { envdMountPoint } from '@paddock/envd';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ID_RANGE } from './ids.js';
@@ -11,9 +12,9 @@ export interface ConfigInput {
   pidsLimit: number;
   /** Whether the host accounts swap per cgroup, so memory+swap can be limited too. */
   swapAccounting: boolean;
-  /** envd's self-contained directory on the host, mounted read-only at PADDOCK_DIR. */
+  /** envd's self-contained directory on the host, mounted read-only at envd's mount point (envdMountPoint). */
   paddockDir: string;
-  /** The command that starts envd from PADDOCK_DIR, with its options (envdCommand of @paddock/envd). */
+  /** The command that starts envd from its mount point, with its options (envdCommand of @paddock/envd). */
   envdCommand: readonly string[];
   /** The static start hook on the host (native/start_hook.c). */
   startHook: string;
@@ -54,8 +55,6 @@ const CPU_PERIOD_US = 100_000;
 export const ENVD_FD = 3;
 export const TUNNEL_FD = 4;
 
-/** Where envd's directory is inside every sandbox. */
-export const PADDOCK_DIR = '/.paddock';
 /** Who commands run as when neither the caller nor the image names anyone: E2B's `user`, where the image has one (envd falls back to root). */
 export const SANDBOX_USER = 'user';
 
@@ -105,7 +104,7 @@ export function ociConfig(c: ConfigInput): object {
       { destination: '/dev/mqueue', type: 'mqueue', source: 'mqueue', options: ['nosuid', 'noexec', 'nodev'] },
       { destination: '/sys', type: 'sysfs', source: 'sysfs', options: ['nosuid', 'noexec', 'nodev', 'ro'] },
       { destination: '/sys/fs/cgroup', type: 'cgroup', source: 'cgroup', options: ['nosuid', 'noexec', 'nodev', 'relatime', 'ro'] },
-      { destination: PADDOCK_DIR, type: 'bind', source: c.paddockDir, options: ['rbind', 'ro', 'nosuid', 'nodev'] },
+      { destination: envdMountPoint, type: 'bind', source: c.paddockDir, options: ['rbind', 'ro', 'nosuid', 'nodev'] },
     ],
     hooks: {
       // The boot id, and the user namespace's own limits (native/start_hook.c).

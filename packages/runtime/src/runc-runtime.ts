@@ -29,7 +29,7 @@ import { envdAnswers, initEnvd, openTunnel, runTrue, waitForEnvd } from './envd-
 import { CommandError, run } from './exec.js';
 import { mountOverlay, mountPoints, removeTree, unmount } from './mounts.js';
 import { listenUnix } from './host-socket.js';
-import { envdOptions, HOST_INOTIFY_LIMITS, startHookBinary, hardOpenFilesLimit, ociConfig, PADDOCK_DIR } from './oci-config.js';
+import { envdOptions, HOST_INOTIFY_LIMITS, startHookBinary, hardOpenFilesLimit, ociConfig } from './oci-config.js';
 import { InitProcess, Runc, type RuncContainer } from './runc.js';
 import {
   RuntimeError,
@@ -295,7 +295,8 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool {
   /** Makes a template from an image in a registry. */
   async templateFromImage(templateId: string, reference: string, opts: { limits?: Partial<Limits>; onProgress?: (message: string) => void } = {}): Promise<TemplateInfo> {
     this.ensurePrepared();
-    if (this.templates.get(templateId)) throw new RuntimeError('conflict', `template '${templateId}' already exists`);
+    // Before the pull, which may take minutes: the id must be usable and free.
+    this.templates.checkNewId(templateId);
     const image = await pullImage(this.images, reference, opts.onProgress);
     return this.templates.setRoot(templateId, image, checkLimits({ ...DEFAULT_LIMITS, ...definedOnly(opts.limits) }));
   }
@@ -444,7 +445,8 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool {
     const spec: SandboxSpec = { id, templateId, limits, createdAt: new Date().toISOString(), pooled, idShift: this.idShift, lowers: this.templates.layers(templateId) };
     return this.mutex.run(id, async () => {
       try {
-        sandboxPassable(dir, this.idShift);
+        // startContainer() makes it passable to the sandbox's root.
+        mkdirSync(dir, { recursive: true, mode: 0o700 });
         mkdirSync(join(dir, 'rootfs'), { mode: 0o700 });
         const disk = this.disk(id);
         await createDisk(disk, limits.diskSizeMB);
@@ -489,6 +491,7 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool {
     await this.ensureDisk(spec);
     if (spec.idShift === undefined) {
       // Made before user namespaces: its files become its own root's and users' (ids in the range).
+      // Nothing of the sandbox runs now, so nothing changes the tree while it is walked (without following links).
       await shiftOwners(disk.upper, this.idShift);
       spec = { ...spec, idShift: this.idShift };
       this.writeSpec(spec);
@@ -509,7 +512,7 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool {
       pidsLimit: this.opts.pidsLimit ?? 1024,
       swapAccounting: this.swap,
       paddockDir: this.paddockDir!,
-      envdCommand: envdCommand({ root: PADDOCK_DIR, args: envdOptions(this.templates.image(spec.templateId)) }),
+      envdCommand: envdCommand({ args: envdOptions(this.templates.image(spec.templateId)) }),
       cgroupsPath: this.cgroupPath(spec.id),
       maxOpenFiles: hardOpenFilesLimit(),
     });

@@ -160,12 +160,6 @@ export class TemplateLayers {
     return [...out, ...this.images.layerDirs(image)];
   }
 
-  /** Layers (diff_ids) that templates stand on: what the image store must keep (with what sandboxes stand on). */
-  layersInUse(): Set<string> {
-    const ids = new Set<string>();
-    for (const t of this.list()) for (const d of this.read(t.id)?.image?.diffIds ?? []) ids.add(d);
-    return ids;
-  }
 
   /** Own layers made before sandboxes had user namespaces (owners are host ids), with their template. */
   unshiftedLayers(): { id: string; dir: string }[] {
@@ -181,10 +175,15 @@ export class TemplateLayers {
     if (m) this.write({ ...m, idShift });
   }
 
-  /** Where a new template's layer goes; commit() makes it a template. */
-  newLayerDir(id: string): string {
+  /** Throws unless `id` is a valid template id that no template has. */
+  checkNewId(id: string): void {
     if (!TEMPLATE_ID.test(id)) throw new RuntimeError('invalid', `template id '${id}' must be lowercase letters, digits, '-' or '_' (at most 63)`);
     if (existsSync(join(this.dir, id))) throw new RuntimeError('conflict', `template '${id}' already exists`);
+  }
+
+  /** Where a new template's layer goes; commit() makes it a template. */
+  newLayerDir(id: string): string {
+    this.checkNewId(id);
     const dir = join(this.dir, id, 'layer');
     mkdirSync(dir, { recursive: true });
     return dir;
