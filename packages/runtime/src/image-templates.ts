@@ -3,7 +3,7 @@
 // brought into the image store with their progress told to people.
 import { basename } from 'node:path';
 import { BASE_IMAGE_CONFIG, buildBaseRootfs } from './base-image.js';
-import type { Image, ImageStore, LayerProgress } from './images/index.js';
+import type { Image, ImageStore, LayerProgress, RegistryCredentials } from './images/index.js';
 import type { TemplateImage } from './templates.js';
 
 export interface BaseImageOptions {
@@ -23,7 +23,7 @@ export interface BaseImageOptions {
  */
 export async function baseImage(images: ImageStore, opts: BaseImageOptions): Promise<TemplateImage> {
   const say = opts.onProgress ?? (() => undefined);
-  if (opts.reference) return pullImage(images, opts.reference, say);
+  if (opts.reference) return pullImage(images, opts.reference, { onProgress: say });
   // A line per stage, and per tenth of a stage that tells its progress.
   let last = '';
   const base = await buildBaseRootfs({
@@ -46,8 +46,12 @@ export async function baseImage(images: ImageStore, opts: BaseImageOptions): Pro
 }
 
 /** An image from a registry, pulled unless the store has all of it. */
-export async function pullImage(images: ImageStore, reference: string, onProgress?: (message: string) => void): Promise<TemplateImage> {
-  const image = await images.pull(reference, { onProgress: progressReporter(reference, onProgress ?? (() => undefined)) });
+export async function pullImage(
+  images: ImageStore,
+  reference: string,
+  opts: { onProgress?: (message: string) => void; auth?: RegistryCredentials } = {},
+): Promise<TemplateImage> {
+  const image = await images.pull(reference, { onProgress: progressReporter(reference, opts.onProgress ?? (() => undefined)), auth: opts.auth });
   return templateImage(image, reference);
 }
 

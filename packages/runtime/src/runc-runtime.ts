@@ -42,6 +42,8 @@ import {
   type RuntimeSandbox,
   type SandboxStats,
   type SandboxStatus,
+  type TemplateConfig,
+  type TemplateFromImageOptions,
   type TemplateInfo,
   type WarmPool,
 } from './runtime.js';
@@ -293,12 +295,13 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool {
   }
 
   /** Makes a template from an image in a registry. */
-  async templateFromImage(templateId: string, reference: string, opts: { limits?: Partial<Limits>; onProgress?: (message: string) => void } = {}): Promise<TemplateInfo> {
+  async templateFromImage(templateId: string, reference: string, opts: TemplateFromImageOptions = {}): Promise<TemplateInfo> {
     this.ensurePrepared();
-    // Before the pull, which may take minutes: the id must be usable and free.
-    this.templates.checkNewId(templateId);
-    const image = await pullImage(this.images, reference, opts.onProgress);
-    return this.templates.setRoot(templateId, image, checkLimits({ ...DEFAULT_LIMITS, ...definedOnly(opts.limits) }));
+    // Before the pull, which may take minutes: the id must be usable, and free unless it is to be made again.
+    if (!opts.replace || !this.templates.get(templateId)) this.templates.checkNewId(templateId);
+    const image = await pullImage(this.images, reference, { onProgress: opts.onProgress, auth: opts.auth });
+    const limits = opts.replace && !opts.limits ? undefined : checkLimits({ ...DEFAULT_LIMITS, ...definedOnly(opts.limits) });
+    return this.templates.setRoot(templateId, image, limits);
   }
 
   /**
@@ -751,7 +754,11 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool {
 
   // ---------------------------------------------------------------- templates
 
-  async snapshot(id: string, templateId: string): Promise<TemplateInfo> {
+  async deriveTemplate(templateId: string, parentId: string, config: TemplateConfig): Promise<TemplateInfo> {
+    return this.templates.derive(templateId, parentId, config);
+  }
+
+  async snapshot(id: string, templateId: string, opts: { config?: TemplateConfig } = {}): Promise<TemplateInfo> {
     return this.mutex.run(id, async () => {
       const spec = this.requireSpec(id);
       const layer = this.templates.newLayerDir(templateId);
@@ -771,7 +778,7 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool {
         if (isRealDirectory(join(layer, 'etc'))) for (const f of ['etc/hostname', 'etc/hosts']) rmSync(join(layer, f), { recursive: true, force: true });
         // A sandbox made before user namespaces and not started since has host-owned files.
         if (spec.idShift === undefined) await shiftOwners(layer, this.idShift);
-        return this.templates.commit(templateId, spec.templateId, spec.limits, this.idShift, spec.lowers ?? this.templates.layers(spec.templateId));
+        return this.templates.commit(templateId, spec.templateId, spec.limits, this.idShift, spec.lowers ?? this.templates.layers(spec.templateId), opts.config);
       } catch (err) {
         this.templates.discard(templateId);
         throw err instanceof RuntimeError ? err : new RuntimeError('internal', `snapshot of '${id}' failed: ${(err as Error).message}`, { cause: err });

@@ -55,12 +55,34 @@ export interface SandboxStats {
 /** How to reach a sandbox's envd over HTTP: a unix socket or a TCP address. */
 export type EnvdEndpoint = { socketPath: string } | { host: string; port: number };
 
+/** How a template's processes run: envd's defaults for every process of its sandboxes. */
+export interface TemplateConfig {
+  /** `KEY=value`, under what a caller sets. */
+  env: string[];
+  /** The default user; unset: `user`, else root where the image has no `user`. */
+  user?: string;
+  /** The default working directory; unset: the user's home. */
+  workingDir?: string;
+}
+
 export interface TemplateInfo {
   id: string;
-  /** The template this one was made from; the base template has none. */
+  /** The template this one was made from; a root template (the base, one made from an image) has none. */
   parentId: string | null;
   limits: Limits;
   createdAt: Date;
+  /** The id of the image at the bottom of its layers (in the image store). */
+  imageId: string;
+  config: TemplateConfig;
+}
+
+export interface TemplateFromImageOptions {
+  limits?: Partial<Limits>;
+  onProgress?: (message: string) => void;
+  /** An existing root template of that id is made again on the image (its sandboxes keep the old one). */
+  replace?: boolean;
+  /** Registry credentials for this pull, besides those the runtime was configured with. */
+  auth?: { username: string; password: string };
 }
 
 export interface Runtime {
@@ -90,11 +112,16 @@ export interface Runtime {
    * Makes a template from an image in an OCI registry (`registry/name:tag`
    * or `...@sha256:...`), pulled unless its layers are here already.
    */
-  templateFromImage(templateId: string, reference: string, opts?: { limits?: Partial<Limits>; onProgress?: (message: string) => void }): Promise<TemplateInfo>;
+  templateFromImage(templateId: string, reference: string, opts?: TemplateFromImageOptions): Promise<TemplateInfo>;
   /** Makes the base template's image again; sandboxes running on the old one keep it. */
   rebuildBase(onProgress?: (message: string) => void): Promise<TemplateInfo>;
-  /** Copies a sandbox's filesystem into a new template (memory is not copied). */
-  snapshot(id: string, templateId: string): Promise<TemplateInfo>;
+  /**
+   * Copies a sandbox's filesystem into a new template (memory is not
+   * copied); `config` replaces what it takes of its template's.
+   */
+  snapshot(id: string, templateId: string, opts?: { config?: TemplateConfig }): Promise<TemplateInfo>;
+  /** A new template with the files of `parentId` and another config. */
+  deriveTemplate(templateId: string, parentId: string, config: TemplateConfig): Promise<TemplateInfo>;
   getTemplate(id: string): Promise<TemplateInfo | undefined>;
   listTemplates(): Promise<TemplateInfo[]>;
   /** Deletes a template; refused while sandboxes or other templates use it. */

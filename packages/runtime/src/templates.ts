@@ -4,7 +4,7 @@
 // made from another (a snapshot) stacks its own layer on its parent's.
 import { existsSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { RuntimeError, type Limits, type TemplateInfo } from './runtime.js';
+import { RuntimeError, type Limits, type TemplateConfig, type TemplateInfo } from './runtime.js';
 
 /** What a template keeps of its image: which it is, and how its processes run. */
 export interface TemplateImage {
@@ -27,7 +27,10 @@ interface TemplateMeta {
   createdAt: string;
   /** This template's own layer directories, top-most first, relative to its directory. */
   layers: string[];
-  /** A root template's image; a snapshot has its root's. */
+  /**
+   * A root template's image; a template made from another has its
+   * parent's, with the config it was made with (a build's ENV, USER, WORKDIR).
+   */
   image?: TemplateImage;
   /**
    * A snapshot's layers below its own, as they were when it was taken
@@ -41,6 +44,19 @@ interface TemplateMeta {
    * namespaces, whose owners are host ids.
    */
   idShift?: number;
+}
+
+const configOf = (image: TemplateImage): TemplateConfig => ({
+  env: image.env,
+  ...(image.user ? { user: image.user } : {}),
+  ...(image.workingDir ? { workingDir: image.workingDir } : {}),
+});
+
+/** The image record with `config` (when given) in place of its own. */
+function withConfig(image: TemplateImage, config: TemplateConfig | undefined): TemplateImage {
+  if (!config) return image;
+  const { user: _user, workingDir: _workingDir, ...rest } = image;
+  return { ...rest, ...configOf({ ...rest, ...config, env: [...config.env] }) };
 }
 
 /** Where image layers come from: the image store. */
@@ -124,7 +140,22 @@ export class TemplateLayers {
 
   get(id: string): TemplateInfo | undefined {
     const m = this.read(id);
-    return m && { id: m.id, parentId: m.parentId, limits: m.limits, createdAt: new Date(m.createdAt) };
+    if (!m) return undefined;
+    let image: TemplateImage;
+    try {
+      image = this.image(id);
+    } catch {
+      // A template whose chain is broken (its parent gone) is not one that can be started.
+      return undefined;
+    }
+    return {
+      id: m.id,
+      parentId: m.parentId,
+      limits: m.limits,
+      createdAt: new Date(m.createdAt),
+      imageId: image.id,
+      config: configOf(image),
+    };
   }
 
   list(): TemplateInfo[] {
@@ -189,9 +220,19 @@ export class TemplateLayers {
     return dir;
   }
 
-  commit(id: string, parentId: string, limits: Limits, idShift: number, below: string[]): TemplateInfo {
-    const meta: TemplateMeta = { id, parentId, limits, createdAt: new Date().toISOString(), layers: ['layer'], idShift, below, image: this.image(parentId) };
+  commit(id: string, parentId: string, limits: Limits, idShift: number, below: string[], config?: TemplateConfig): TemplateInfo {
+    const meta: TemplateMeta = { id, parentId, limits, createdAt: new Date().toISOString(), layers: ['layer'], idShift, below, image: withConfig(this.image(parentId), config) };
     this.write(meta);
+    return this.get(id)!;
+  }
+
+  /** A template with no layer of its own: `parentId`'s files, another config. */
+  derive(id: string, parentId: string, config: TemplateConfig, limits?: Limits): TemplateInfo {
+    this.checkNewId(id);
+    const parent = this.read(parentId);
+    if (!parent) throw new RuntimeError('not_found', `template '${parentId}' does not exist`);
+    const below = this.layers(parentId);
+    this.write({ id, parentId, limits: limits ?? parent.limits, createdAt: new Date().toISOString(), layers: [], idShift: parent.idShift, below, image: withConfig(this.image(parentId), config) });
     return this.get(id)!;
   }
 

@@ -153,6 +153,28 @@ export function runtimeConformance(name: string, factory: () => Promise<Conforma
       expect(await runtime.getTemplate(name)).toBeUndefined();
     });
 
+    test("a template keeps the config it is made with: a snapshot's, a derived one's; its processes run with it", async () => {
+      const base = (await runtime.getTemplate(t.templateId))!;
+      expect(base).toMatchObject({ imageId: expect.stringMatching(/^sha256:[0-9a-f]{64}$/), config: { env: expect.any(Array) } });
+      const id = await create();
+      await sh(runtime, id, 'mkdir -p /srv/work && echo made > /srv/work/file');
+      const suffix = Date.now().toString(36);
+      const config = { env: [...base.config.env, 'CONF=snapshot'], user: 'root', workingDir: '/srv/work' };
+      const snap = await runtime.snapshot(id, `conf-cfg-${suffix}`, { config });
+      expect(snap).toMatchObject({ parentId: t.templateId, imageId: base.imageId, config });
+      const derived = await runtime.deriveTemplate(`conf-der-${suffix}`, snap.id, { ...config, env: [...base.config.env, 'CONF=derived'], workingDir: '/' });
+      expect(derived).toMatchObject({ parentId: snap.id, imageId: base.imageId, config: { workingDir: '/' } });
+      const child = await runtime.create({ templateId: derived.id, init: { accessToken: TOKEN } });
+      // envd's default directory and environment are the template's (sh() asks for root, as the config says).
+      const ran = await sh(runtime, child.id, 'echo $CONF; cat /srv/work/file');
+      expect(ran.stdout).toBe('derived\nmade\n');
+      await expect(runtime.deriveTemplate(derived.id, snap.id, config)).rejects.toMatchObject({ kind: 'conflict' });
+      await runtime.destroy(child.id);
+      await runtime.destroy(id);
+      await runtime.deleteTemplate(derived.id);
+      await runtime.deleteTemplate(snap.id);
+    });
+
     test('onExit tells of a sandbox whose init ended by itself; it is stopped with its files', async () => {
       const id = await create();
       const exited = new Promise<string>((resolve) => {

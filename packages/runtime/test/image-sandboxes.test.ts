@@ -4,27 +4,13 @@
 // registry (Debian's docker-registry), made templates with
 // templateFromImage, and run: the runtime conformance suite runs in each of
 // the first two, and files, environment and layers are checked in each.
-import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { runtimeConformance } from './conformance.js';
 import { exec, testRuntime, TOKEN, type TestRuntime } from './harness.js';
-import { OciLayout, startRegistry, tarOf, type TarEntry, type TestRegistry } from './registry.js';
-
-const BUSYBOX_APPLETS = ['sh', 'ls', 'cat', 'echo', 'id', 'mkdir', 'sleep', 'kill', 'nc', 'stat', 'readlink', 'env', 'head', 'true', 'ps', 'grep', 'df', 'tail', 'rm', 'pwd', 'hostname'];
-
-/** The files every image here has: a root with /root, /tmp and accounts, busybox and its applets. */
-function busyboxEntries(passwd: string): TarEntry[] {
-  return [
-    ...['bin', 'etc', 'root', 'home', 'proc', 'sys', 'dev', 'lib', 'usr', 'usr/bin'].map((path) => ({ path, type: 'Directory' as const })),
-    { path: 'tmp', type: 'Directory', mode: 0o1777 },
-    { path: 'bin/busybox', body: readFileSync('/bin/busybox'), mode: 0o755 },
-    ...BUSYBOX_APPLETS.map((a) => ({ path: `bin/${a}`, type: 'SymbolicLink' as const, linkpath: 'busybox' })),
-    { path: 'etc/passwd', body: passwd },
-    { path: 'etc/group', body: 'root:x:0:\nuser:x:1000:\n' },
-  ];
-}
+import { startRegistry, type TestRegistry } from './registry.js';
+import { pushTestImages, TEST_IMAGES } from './test-images.js';
 
 let registry: TestRegistry;
 let layoutDir: string;
@@ -33,53 +19,9 @@ let t: TestRuntime;
 beforeAll(async () => {
   registry = await startRegistry();
   layoutDir = mkdtempSync(join(tmpdir(), 'paddock-image-sandboxes-'));
-  const layout = new OciLayout(join(layoutDir, 'layout'));
-
-  // Scratch: busybox and nothing else; no /bin/bash, no user `user`.
-  layout.image([tarOf(busyboxEntries('root:x:0:0:root:/root:/bin/sh\n'))], { tag: 'scratch', config: { Env: ['PATH=/bin', 'IMAGE=scratch'], WorkingDir: '/root' } });
-
-  // musl: musl's loader and a program built with musl-gcc, beside busybox; a user 1000.
-  const src = join(layoutDir, 'hello.c');
-  writeFileSync(src, '#include <stdio.h>\nint main(void) { puts("hello from musl"); return 0; }\n');
-  execFileSync('musl-gcc', ['-o', join(layoutDir, 'hello'), src]);
-  const loader = execFileSync('readlink', ['-f', '/lib/ld-musl-x86_64.so.1'], { encoding: 'utf8' }).trim();
-  layout.image(
-    [
-      tarOf([
-        ...busyboxEntries('root:x:0:0:root:/root:/bin/sh\nuser:x:1000:1000::/home/user:/bin/sh\n'),
-        { path: 'home/user', type: 'Directory', uid: 1000, gid: 1000 },
-        { path: 'lib/ld-musl-x86_64.so.1', body: readFileSync(loader), mode: 0o755 },
-        { path: 'usr/bin/hello', body: readFileSync(join(layoutDir, 'hello')), mode: 0o755 },
-      ]),
-    ],
-    { tag: 'musl', config: { Env: ['PATH=/usr/bin:/bin', 'IMAGE=musl'], User: 'user', WorkingDir: '/home/user' } },
-  );
-
-  // Layers: the second deletes /data/gone (a whiteout) and replaces /data/old's contents (an opaque directory).
-  layout.image(
-    [
-      tarOf([
-        ...busyboxEntries('root:x:0:0:root:/root:/bin/sh\n'),
-        { path: 'data', type: 'Directory' },
-        { path: 'data/gone', body: 'gone\n' },
-        { path: 'data/kept', body: 'kept\n' },
-        { path: 'data/old', type: 'Directory' },
-        { path: 'data/old/before', body: 'before\n' },
-      ]),
-      tarOf([
-        { path: 'data', type: 'Directory' },
-        { path: 'data/.wh.gone', body: '' },
-        { path: 'data/old', type: 'Directory' },
-        { path: 'data/old/.wh..wh..opq', body: '' },
-        { path: 'data/old/after', body: 'after\n' },
-      ]),
-    ],
-    { tag: 'layers', config: { Env: ['PATH=/bin'] } },
-  );
-  for (const tag of ['scratch', 'musl', 'layers']) await registry.push(layout.dir, tag, `paddock-test/${tag}`);
-
+  const refs = await pushTestImages(registry, layoutDir);
   t = await testRuntime({ warmPoolSize: 0 });
-  for (const tag of ['scratch', 'musl', 'layers']) await t.runtime.templateFromImage(`img-${tag}`, `${registry.host}/paddock-test/${tag}:${tag}`);
+  for (const tag of TEST_IMAGES) await t.runtime.templateFromImage(`img-${tag}`, refs[tag]);
 }, 300_000);
 
 afterAll(async () => {

@@ -5,7 +5,8 @@
 // (layers as tars written with node-tar's Header) and pushed with skopeo.
 import { execFile, execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { createHash, randomUUID, sign } from 'node:crypto';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync, existsSync } from 'node:fs';
+import { copyFileSync, createReadStream, linkSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync, existsSync } from 'node:fs';
+import { Readable } from 'node:stream';
 import { createServer, type Server } from 'node:http';
 import { createServer as createNetServer } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -143,14 +144,21 @@ export async function startRegistry(auth: 'none' | 'htpasswd' | 'token' = 'none'
       return (await res.json()) as { layers: { mediaType: string; digest: string }[] };
     },
     async upload(layoutDir, name, tag, manifestDigest) {
-      const blob = (digest: string) => readFileSync(join(layoutDir, 'blobs/sha256', digest.slice('sha256:'.length)));
-      const manifest = blob(manifestDigest);
+      const blobPath = (digest: string) => join(layoutDir, 'blobs/sha256', digest.slice('sha256:'.length));
+      const manifest = readFileSync(blobPath(manifestDigest));
       const { config, layers, mediaType } = JSON.parse(manifest.toString()) as { config: { digest: string }; layers: { digest: string }[]; mediaType: string };
       for (const { digest } of [config, ...layers]) {
         const started = await fetch(`http://${host}/v2/${name}/blobs/uploads/`, { method: 'POST' });
         const location = new URL(started.headers.get('location') ?? '', `http://${host}`);
         location.searchParams.set('digest', digest);
-        const put = await fetch(location, { method: 'PUT', body: blob(digest), headers: { 'content-type': 'application/octet-stream' } });
+        // Streamed from the file: a root filesystem layer is hundreds of megabytes.
+        const body = Readable.toWeb(createReadStream(blobPath(digest))) as ReadableStream<Uint8Array>;
+        const put = await fetch(location, {
+          method: 'PUT',
+          body,
+          duplex: 'half',
+          headers: { 'content-type': 'application/octet-stream', 'content-length': String(statSync(blobPath(digest)).size) },
+        } as RequestInit);
         if (put.status !== 201) throw new Error(`upload of ${digest}: ${put.status} ${await put.text()}`);
       }
       const put = await fetch(`http://${host}/v2/${name}/manifests/${tag}`, { method: 'PUT', body: manifest, headers: { 'content-type': mediaType } });
@@ -255,6 +263,30 @@ export class OciLayout {
     const desc = { mediaType: 'application/vnd.oci.image.index.v1+json', ...this.blob(bytes) };
     this.tag(tag, desc);
     return desc;
+  }
+
+  /**
+   * An image of one uncompressed layer that is the tar `file` (a root
+   * filesystem, too large to hold in memory), linked into the layout.
+   */
+  async imageOfTarFile(file: string, opts: { tag: string; config: object }): Promise<BuiltImage> {
+    const hash = createHash('sha256');
+    for await (const chunk of createReadStream(file)) hash.update(chunk as Buffer);
+    const digest = `sha256:${hash.digest('hex')}`;
+    const target = join(this.dir, 'blobs/sha256', digest.slice(7));
+    rmSync(target, { force: true });
+    try {
+      linkSync(file, target);
+    } catch {
+      copyFileSync(file, target);
+    }
+    const size = statSync(file).size;
+    const config = this.blob(Buffer.from(JSON.stringify({ architecture: hostArch(), os: 'linux', config: opts.config, rootfs: { type: 'layers', diff_ids: [digest] } })));
+    const layer = { mediaType: 'application/vnd.oci.image.layer.v1.tar', digest, size };
+    const manifestBytes = Buffer.from(JSON.stringify({ schemaVersion: 2, mediaType: 'application/vnd.oci.image.manifest.v1+json', config: { mediaType: 'application/vnd.oci.image.config.v1+json', ...config }, layers: [layer] }));
+    const manifest = { mediaType: 'application/vnd.oci.image.manifest.v1+json', ...this.blob(manifestBytes) };
+    this.tag(opts.tag, manifest);
+    return { manifest, diffIds: [digest], layerDigests: [digest] };
   }
 
   tag(tag: string, desc: object): void {

@@ -22,7 +22,7 @@ import { readArchive, type ArchiveImage } from './archive.js';
 import { unpackLayer, type LayerExpectation } from './layer-unpack.js';
 import { choosePlatform, hostPlatform, parseConfig, parseManifest, platformName, type Descriptor, type ImageConfig, type ParsedConfig, type Platform } from './manifest.js';
 import { DIGEST, digestReference, parseReference, type ImageRef } from './reference.js';
-import { MAX_DOCUMENT, RegistryClient, type RegistryOptions } from './registry-client.js';
+import { MAX_DOCUMENT, RegistryClient, type RegistryCredentials, type RegistryOptions } from './registry-client.js';
 
 export interface ImageStoreOptions extends RegistryOptions {
   /** The store's directory; several data directories may share one. */
@@ -58,6 +58,8 @@ export interface LayerProgress {
 export interface PullOptions {
   onProgress?: (progress: LayerProgress) => void;
   signal?: AbortSignal;
+  /** Credentials for this pull only (a build's registry login), used by a client of its own. */
+  auth?: RegistryCredentials;
 }
 
 interface LayerRecord {
@@ -156,26 +158,36 @@ export class ImageStore {
   /** Pulls `reference` from its registry: every document and layer checked against its digest. */
   async pull(reference: string, opts: PullOptions = {}): Promise<Image> {
     const ref = parseReference(reference);
+    // Tokens a registry gives for one caller's credentials stay in that caller's client.
+    const registry = opts.auth ? new RegistryClient({ ...this.opts, auth: { [ref.registry]: opts.auth } }) : this.registry;
+    try {
+      return await this.pullWith(registry, ref, opts);
+    } finally {
+      if (registry !== this.registry) await registry.close();
+    }
+  }
+
+  private async pullWith(registry: RegistryClient, ref: ImageRef, opts: PullOptions): Promise<Image> {
     const image = ref.canonical;
     const { signal } = opts;
-    const top = await this.fetchDocument(ref, 'manifests', ref.digest ?? ref.tag!, signal);
+    const top = await this.fetchDocument(registry, ref, 'manifests', ref.digest ?? ref.tag!, signal);
     let manifestDigest = top.digest;
     let doc = parseManifest(top.bytes, top.contentType, image);
     if (doc.kind === 'index') {
       const chosen = choosePlatform(doc, hostPlatform(), image);
-      const m = await this.fetchDocument(ref, 'manifests', chosen.digest, signal, chosen);
+      const m = await this.fetchDocument(registry, ref, 'manifests', chosen.digest, signal, chosen);
       manifestDigest = m.digest;
       doc = parseManifest(m.bytes, m.contentType ?? chosen.mediaType, image);
       if (doc.kind !== 'manifest') throw new RuntimeError('invalid', `image '${image}': index entry ${chosen.digest} is itself an index`);
     }
-    const configDoc = await this.fetchDocument(ref, 'blobs', doc.config.digest, signal, doc.config);
+    const configDoc = await this.fetchDocument(registry, ref, 'blobs', doc.config.digest, signal, doc.config);
     const parsed = this.checkConfig(parseConfig(configDoc.bytes, image), doc.layers.length, image);
     const sources = doc.layers.map((l, i): LayerSource => ({
       name: l.digest,
       expect: { digest: l.digest, size: l.size, diffId: parsed.diffIds[i]! },
       total: l.size,
       state: 'downloading',
-      open: async (s) => (await this.registry.get(ref, 'blobs', l.digest, s)).body,
+      open: async (s) => (await registry.get(ref, 'blobs', l.digest, s)).body,
     }));
     const references = [image, ...(ref.digest ? [] : [digestReference(ref, manifestDigest)])];
     return this.bring(manifestDigest, references, parsed, sources, opts);
@@ -271,8 +283,8 @@ export class ImageStore {
   }
 
   /** A manifest or a configuration, read whole and checked against its digest (and its descriptor's size). */
-  private async fetchDocument(ref: ImageRef, kind: 'manifests' | 'blobs', reference: string, signal: AbortSignal | undefined, desc?: Descriptor) {
-    const res = await this.registry.get(ref, kind, reference, signal);
+  private async fetchDocument(registry: RegistryClient, ref: ImageRef, kind: 'manifests' | 'blobs', reference: string, signal: AbortSignal | undefined, desc?: Descriptor) {
+    const res = await registry.get(ref, kind, reference, signal);
     const limit = Math.min(desc?.size ?? MAX_DOCUMENT, MAX_DOCUMENT);
     const chunks: Buffer[] = [];
     let length = 0;
