@@ -109,6 +109,7 @@ export function envdCommand({ root = envdMountPoint, args = [] }: EnvdCommandOpt
  *       the USER step: prints `uid gid home` of the user, created first
  *       (passwd, group, shadow, home) when the image has none of that name
  *
+ * A value that may start with '-' (a relative dest) goes as `--dest=VALUE`.
  * Run it as root with an empty environment, as envd is: the tools need no
  * variable, and an image's NODE_OPTIONS or LD_PRELOAD would act on them.
  * Its node runs with node's own heap limits, not envd's small ones

@@ -243,7 +243,7 @@ describe('copy', () => {
   test('a nested source: the contents of src/app/ become the dest', async () => {
     const root = withUsers();
     const archive = await sdkArchive(root, context({ 'src/app/a.ts': 'a', 'src/app/sub/b.ts': 'b', 'src/other.ts': 'o' }));
-    ok(root, 'copy', ['--archive', archive, '--source', 'src/app/', '--dest', '/code']);
+    ok(root, 'copy', ['--archive', archive, '--source=src/app/', '--dest=/code']);
     expect(listing(join(root, 'code')).sort()).toEqual(['a.ts', 'sub', 'sub/b.ts']);
   });
 
@@ -279,8 +279,8 @@ describe('copy', () => {
     expect(read(root, 'work/sub/f.txt')).toBe('f');
     ok(root, 'copy', ['--archive', archive, '--source', 'f.txt', '--dest', '.', '--user', 'alice']);
     expect(ownerOf(root, 'home/alice/f.txt')).toBe('1000:1000');
-    ok(root, 'copy', ['--archive', archive, '--source', 'f.txt', '--dest', 'g.txt']);
-    expect(read(root, 'g.txt')).toBe('f');
+    ok(root, 'copy', ['--archive', archive, '--source', 'f.txt', '--dest=-g.txt']);
+    expect(read(root, '-g.txt')).toBe('f');
   });
 
   test.each([
