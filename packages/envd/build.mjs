@@ -8,6 +8,8 @@
 //   sandbox/envd/main.cjs         the entry point (src/launcher.ts)
 //   sandbox/envd/envd.cjs         envd (src/main.ts and all it uses), CommonJS, loaded by main.cjs
 //   sandbox/envd/envd.cjs.cache   V8's code cache for envd.cjs, made by sandbox/bin/node
+//   sandbox/envd/tools.cjs        the build tools that template build steps run (src/tools/main.ts),
+//                                 CommonJS, run by the same node (envdToolCommand)
 //   sandbox/envd/envd_native.node                 envd's native addon
 //   sandbox/envd/build/Release/pty.node           node-pty's, where its loader looks beside the bundle
 //   sandbox.json                  the loader's name, for envdCommand (src/index.ts)
@@ -43,7 +45,7 @@ await build({
 
 await build({
   ...common,
-  entryPoints: { envd: join(here, 'src/main.ts'), main: join(here, 'src/launcher.ts') },
+  entryPoints: { envd: join(here, 'src/main.ts'), main: join(here, 'src/launcher.ts'), tools: join(here, 'src/tools/main.ts') },
   outdir: bundleDir,
   outExtension: { '.js': '.cjs' },
   format: 'cjs',

@@ -15,7 +15,7 @@ export { fileSignature, type FileOperation } from './auth.js';
  *
  *   bin/node
  *   lib/        the loader (ld-linux-*.so.*) and the libraries, as the host's ldd resolved them
- *   envd/       main.cjs (the entry point) and what it loads
+ *   envd/       main.cjs (envd's entry point) and what it loads; tools.cjs (the build tools)
  */
 export const envdSandboxDir: string = resolve(import.meta.dirname, '..', 'dist', 'sandbox');
 
@@ -72,30 +72,52 @@ export interface EnvdCommandOptions {
 }
 
 /**
- * The argv that starts envd from the sandbox directory. The program is the
- * directory's own dynamic loader, told where the libraries are on its
- * command line (`--library-path`, and `--inhibit-cache` so that it does not
- * read the image's /etc/ld.so.cache): envd uses nothing of the image's
- * libc, and no LD_* variable is set that the processes envd starts would
- * inherit. Nothing from the environment reaches envd's node either, so the
- * runtime starts it with an empty environment and hands the image's to
- * envd as `--env` options instead (an image's LD_PRELOAD or NODE_OPTIONS
- * would otherwise act on envd). In envd, process.execPath (/proc/self/exe)
- * is then the loader, not node: envd never starts node itself, and could
- * not run it without this command.
+ * The start of every command that runs the sandbox directory's node: its
+ * own dynamic loader, told where the libraries are on its command line
+ * (`--library-path`, and `--inhibit-cache` so that it does not read the
+ * image's /etc/ld.so.cache), then node. Nothing of the image's libc is
+ * used, and no LD_* variable is set that the processes node starts would
+ * inherit. In that node, process.execPath (/proc/self/exe) is then the
+ * loader, not node: what it runs never starts node itself, and could not
+ * without this command.
+ */
+function nodeCommand(root: string, nodeFlags: readonly string[], script: string, args: readonly string[]): string[] {
+  const at = (...parts: string[]) => posix.join(root, ...parts);
+  return [at('lib', sandboxManifest().loader), '--library-path', at('lib'), '--inhibit-cache', at('bin', 'node'), ...nodeFlags, at(script), ...args];
+}
+
+/**
+ * The argv that starts envd from the sandbox directory (see `nodeCommand`).
+ * Nothing from the environment reaches envd's node either, so the runtime
+ * starts it with an empty environment and hands the image's to envd as
+ * `--env` options instead (an image's LD_PRELOAD or NODE_OPTIONS would
+ * otherwise act on envd).
  */
 export function envdCommand({ root = envdMountPoint, args = [] }: EnvdCommandOptions = {}): string[] {
-  const at = (...parts: string[]) => posix.join(root, ...parts);
-  return [
-    at('lib', sandboxManifest().loader),
-    '--library-path',
-    at('lib'),
-    '--inhibit-cache',
-    at('bin', 'node'),
-    ...envdNodeFlags,
-    at('envd', 'main.cjs'),
-    ...args,
-  ];
+  return nodeCommand(root, envdNodeFlags, 'envd/main.cjs', args);
+}
+
+/**
+ * The argv that runs one of envd's build tools from the sandbox directory,
+ * in a build container (`root` as for `envdCommand`), whatever its image:
+ *
+ *   copy --archive FILE --source PATH --dest PATH [--workdir DIR] [--user NAME] [--owner USER[:GROUP]] [--mode OCTAL]
+ *       the COPY step: unpacks the archive of the build context and places
+ *       `source` of it at `dest`; exits 1 with one line on stderr when it
+ *       cannot, having changed nothing when the archive is refused
+ *   user NAME
+ *       the USER step: prints `uid gid home` of the user, created first
+ *       (passwd, group, shadow, home) when the image has none of that name
+ *
+ * A value that may start with '-' (a relative dest) goes as `--dest=VALUE`.
+ * Run it as root with an empty environment, as envd is: the tools need no
+ * variable, and an image's NODE_OPTIONS or LD_PRELOAD would act on them.
+ * Its node runs with node's own heap limits, not envd's small ones
+ * (`envdNodeFlags`): a build step is short, and an archive of many files
+ * may need more.
+ */
+export function envdToolCommand(tool: 'copy' | 'user', args: readonly string[], { root = envdMountPoint }: { root?: string } = {}): string[] {
+  return nodeCommand(root, [], 'envd/tools.cjs', [tool, ...args]);
 }
 
 export { ENVD_PORT } from '@paddock/protocol';

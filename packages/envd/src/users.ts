@@ -102,7 +102,7 @@ export interface Names {
 }
 
 /** Root where the passwd file does not name it: at home in /root when the image has one, else in /. */
-function unlistedRoot(): User {
+export function unlistedRoot(): User {
   let home = '/';
   try {
     if (statSync('/root').isDirectory()) home = '/root';

@@ -300,7 +300,7 @@ describe('the sandbox directory', () => {
       expect([f, lstatSync(join(envdSandboxDir, f)).isFile()]).toEqual([f, true]);
     }
     // node-pty's JavaScript is in the bundle: nothing is loaded from node_modules.
-    expect(readdirSync(join(envdSandboxDir, 'envd')).sort()).toEqual(['build', 'envd.cjs', 'envd.cjs.cache', 'envd.cjs.map', 'envd_native.node', 'main.cjs', 'main.cjs.map']);
+    expect(readdirSync(join(envdSandboxDir, 'envd')).sort()).toEqual(['build', 'envd.cjs', 'envd.cjs.cache', 'envd.cjs.map', 'envd_native.node', 'main.cjs', 'main.cjs.map', 'tools.cjs', 'tools.cjs.map']);
     const walk = (dir: string): string[] =>
       readdirSync(dir, { withFileTypes: true }).flatMap((e) => {
         const path = join(dir, e.name);

@@ -1,0 +1,177 @@
+// The COPY step of a template build: files from the archive the SDK made
+// of the user's build context, placed in the build container with the
+// owner and mode the step names, as Docker's COPY places them. The
+// archive is unpacked whole into a private directory first, and only an
+// archive that unpacked without a refused entry is placed, so that a bad
+// archive changes nothing in the image.
+import { chmodSync, lstatSync, mkdirSync, mkdtempSync, rmdirSync, rmSync } from 'node:fs';
+import { basename, dirname, join, posix } from 'node:path';
+import { extract, type ReadEntry } from 'tar';
+import { Accounts } from './accounts.js';
+import { followedOrNone, lstatOrNone, makeDirs, ownTree, place, type Ownership } from './place.js';
+
+export interface CopyOptions {
+  /** The tar archive, gzip-compressed or not. */
+  archive: string;
+  /** What of the archive to copy: a path in it (`app/`, `file.txt`, `.` for all). */
+  source: string;
+  /** Where to: absolute, or relative to `workdir` (else to the home of `user`, else to /). */
+  dest: string;
+  workdir?: string;
+  /** The step's user: the owner when `owner` is not given, and whose home a relative `dest` is in. */
+  user?: string;
+  /** `user`, `user:group`, `uid` or `uid:gid`. */
+  owner?: string;
+  /** Octal permission bits for every file and directory copied (`0755`). */
+  mode?: string;
+}
+
+/** Entry types that are copied; devices, FIFOs and the like are refused. */
+const copiedTypes = new Set(['File', 'OldFile', 'ContiguousFile', 'Directory', 'SymbolicLink', 'Link']);
+
+/**
+ * Why the archive entry at `path` must not be unpacked, or undefined if it
+ * may. Besides what leaves the directory it is unpacked in, this refuses
+ * entries under a symlink the archive made (`link -> /etc`, then
+ * `link/passwd`) and hard links to anything but a file the archive already
+ * holds, so that unpacking never reaches outside that directory.
+ */
+function refusal(path: string, entry: ReadEntry, symlinks: Set<string>, files: Set<string>): string | undefined {
+  if (path.startsWith('/')) return 'is an absolute path';
+  if (path.split('/').includes('..')) return "leaves the archive ('..')";
+  if (!copiedTypes.has(entry.type)) return `is a ${entry.type}; only files, directories and symlinks are copied`;
+  const norm = posix.normalize(path).replace(/\/+$/, '');
+  const parts = norm.split('/');
+  for (let i = 1; i < parts.length; i++) {
+    const above = parts.slice(0, i).join('/');
+    if (symlinks.has(above)) return `is under the symlink '${above}'`;
+  }
+  if (entry.type === 'Link') {
+    const target = posix.normalize(String(entry.linkpath));
+    if (!files.has(target)) return `is a hard link to '${entry.linkpath}', which is not a file before it in the archive`;
+  }
+  symlinks.delete(norm);
+  files.delete(norm);
+  if (entry.type === 'SymbolicLink') symlinks.add(norm);
+  else if (entry.type !== 'Directory') files.add(norm);
+  return undefined;
+}
+
+/** Unpacks `archive` into the directory `into`, or fails naming the first entry it refuses. */
+function unpack(archive: string, into: string): void {
+  const symlinks = new Set<string>();
+  const files = new Set<string>();
+  let refused: string | undefined;
+  try {
+    extract({
+      file: archive,
+      cwd: into,
+      sync: true,
+      // Any entry node-tar could not unpack fails the copy, rather than being left out.
+      strict: true,
+      // The step decides owners and modes; the archive's modes are kept exactly, untouched by the umask.
+      preserveOwner: false,
+      chmod: true,
+      // A symlink's target is kept as the archive has it: node-tar would
+      // otherwise make `/usr/bin/python3` relative. Its own guards against
+      // absolute paths, '..' and paths through symlinks go with it; `refusal`
+      // stands in for them, and refuses where node-tar would skip.
+      preservePaths: true,
+      // A file of zeros compresses far beyond node-tar's default bound of
+      // 1000:1 and is no bomb; what unpacking may write is bounded by the
+      // build container's disk quota instead.
+      maxDecompressionRatio: Infinity,
+      filter: (path, entry) => {
+        if (refused) return false;
+        const why = refusal(path, entry as ReadEntry, symlinks, files);
+        if (why) refused = `archive entry '${path}' ${why}`;
+        return !why;
+      },
+    });
+  } catch (err) {
+    throw new Error(`archive '${archive}': ${(err as Error).message}`, { cause: err });
+  }
+  if (refused) throw new Error(refused);
+}
+
+/** The source as a path inside the archive ('.' for all of it). */
+function archivePath(source: string): string {
+  const rel = posix.normalize(source.replace(/^\/+/, '') || '.').replace(/\/+$/, '') || '.';
+  if (rel === '..' || rel.startsWith('../')) throw new Error(`source '${source}' is outside the build context`);
+  return rel;
+}
+
+/** Where `source` is in the unpacked archive at `root`; it is only found through directories, never through symlinks. */
+function locate(root: string, source: string): string {
+  const rel = archivePath(source);
+  const parts = rel === '.' ? [] : rel.split('/');
+  let at = root;
+  for (const [i, part] of parts.entries()) {
+    at = join(at, part);
+    const st = lstatOrNone(at);
+    if (!st) throw new Error(`source '${source}' is not in the archive`);
+    if (i < parts.length - 1 && st.isSymbolicLink()) throw new Error(`source '${source}' goes through the symlink '${parts.slice(0, i + 1).join('/')}' in the archive`);
+    if (i < parts.length - 1 && !st.isDirectory()) throw new Error(`source '${source}' is not in the archive`);
+  }
+  if (source.endsWith('/') && !lstatSync(at).isDirectory()) throw new Error(`source '${source}' is not a directory in the archive`);
+  return at;
+}
+
+function parseMode(mode: string): number {
+  if (!/^[0-7]{1,4}$/.test(mode)) throw new Error(`mode '${mode}' is not an octal mode like 0755`);
+  return parseInt(mode, 8);
+}
+
+/**
+ * Runs `fn` with a new private directory under /tmp, and removes it after.
+ * An image without /tmp (scratch) gets one for that time only.
+ */
+function withScratchDir(fn: (dir: string) => void): void {
+  const madeTmp = !followedOrNone('/tmp');
+  if (madeTmp) {
+    mkdirSync('/tmp');
+    chmodSync('/tmp', 0o1777);
+  }
+  try {
+    const dir = mkdtempSync('/tmp/paddock-copy-');
+    try {
+      fn(dir);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  } finally {
+    if (madeTmp) rmdirSync('/tmp');
+  }
+}
+
+export function copy(opts: CopyOptions): void {
+  if (!opts.dest) throw new Error('dest is empty');
+  const accounts = new Accounts();
+  const user = opts.user === undefined ? undefined : accounts.knownUser(opts.user);
+  const ownership: Ownership = {
+    ...(opts.owner !== undefined ? accounts.owner(opts.owner) : { uid: user?.uid ?? 0, gid: user?.gid ?? 0 }),
+    mode: opts.mode === undefined ? undefined : parseMode(opts.mode),
+  };
+  const base = opts.workdir !== undefined ? posix.resolve('/', opts.workdir) : (user?.home ?? '/');
+  const dest = posix.resolve(base, opts.dest);
+  const intoDir = /(^|\/)\.?$/.test(opts.dest);
+
+  withScratchDir((scratch) => {
+    const root = join(scratch, 'archive');
+    mkdirSync(root, 0o700);
+    unpack(opts.archive, root);
+    const from = locate(root, opts.source);
+    ownTree(from, ownership);
+    const placing = { ...ownership, move: true };
+    if (lstatSync(from).isDirectory()) {
+      makeDirs(dirname(dest), ownership);
+      place(from, dest, placing);
+    } else if (intoDir || followedOrNone(dest)?.isDirectory()) {
+      makeDirs(dest, ownership);
+      place(from, join(dest, basename(from)), placing);
+    } else {
+      makeDirs(dirname(dest), ownership);
+      place(from, dest, placing);
+    }
+  });
+}

@@ -1,0 +1,50 @@
+// envd's build tools (dist/sandbox/envd/tools.cjs): the steps of a template
+// build that change the image's files, run inside the build container by
+// envd's own node (`envdToolCommand` in ../index.ts), so that they work on
+// any image, one without a shell, tar or useradd among them.
+//
+//   tools.cjs copy --archive FILE --source PATH --dest PATH [--workdir DIR] [--user NAME]
+//                  [--owner USER[:GROUP]] [--mode OCTAL]
+//   tools.cjs user NAME      prints `uid gid home`, creating the user if the image has none of that name
+//
+// Success exits 0; a failure prints one line, `<tool>: <what failed>`, on
+// stderr and exits 1.
+import { parseArgs } from 'node:util';
+import { copy } from './copy.js';
+import { user } from './user.js';
+
+const usage = 'usage: tools.cjs copy --archive FILE --source PATH --dest PATH [--workdir DIR] [--user NAME] [--owner USER[:GROUP]] [--mode OCTAL] | tools.cjs user NAME';
+
+function run(tool: string | undefined, args: string[]): void {
+  switch (tool) {
+    case 'copy': {
+      const str = { type: 'string' } as const;
+      const { values } = parseArgs({
+        args,
+        options: { archive: str, source: str, dest: str, workdir: str, user: str, owner: str, mode: str },
+        strict: true,
+        allowPositionals: false,
+      });
+      const { archive, source, dest } = values;
+      if (archive === undefined || source === undefined || dest === undefined) throw new Error('--archive, --source and --dest are required');
+      copy({ ...values, archive, source, dest });
+      return;
+    }
+    case 'user': {
+      const { positionals } = parseArgs({ args, options: {}, strict: true, allowPositionals: true });
+      if (positionals.length !== 1) throw new Error('takes one user name');
+      process.stdout.write(`${user(positionals[0]!)}\n`);
+      return;
+    }
+    default:
+      throw new Error(tool === undefined ? usage : `no tool '${tool}'; ${usage}`);
+  }
+}
+
+const [tool, ...args] = process.argv.slice(2);
+try {
+  run(tool, args);
+} catch (err) {
+  process.stderr.write(`${tool ?? 'tools'}: ${(err as Error).message.replace(/\s*\n\s*/g, ' ')}\n`);
+  process.exitCode = 1;
+}
