@@ -8,6 +8,7 @@ import ajvFormatsModule from 'ajv-formats';
 import Fastify, { type ConnectionError, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
+import type { Readable } from 'node:stream';
 import type { control } from '@paddock/models';
 import type { ConnectionLimits } from './config.js';
 import { limitConnectionsPerAddress } from './connection-limit.js';
@@ -37,6 +38,8 @@ interface Call<K extends OpId> {
   params: Params<K>;
   query: Query<K>;
   body: Body<K>;
+  /** `scheme://host` the client reached the API at: the base of URLs the API hands out. */
+  origin: string;
 }
 
 type Handlers = { [K in OpId]: (call: Call<K>) => Promise<Success<K>> | Success<K> };
@@ -126,7 +129,7 @@ function handlers({ sandboxes, templates, keys }: ApiDeps): Handlers {
 
     getTemplates: async () => ({ status: 200, body: await templates.list() }),
     postTemplates: notImplemented,
-    postV3Templates: notImplemented,
+    postV3Templates: async ({ body }) => ({ status: 202, body: await templates.requestBuild(body) }),
     getTemplatesTemplateID: async ({ params, query }) => {
       const { body, nextToken } = await templates.withBuilds(params.templateID, query);
       return { status: 200, body, headers: nextTokenHeader({ nextToken }) };
@@ -140,10 +143,13 @@ function handlers({ sandboxes, templates, keys }: ApiDeps): Handlers {
       return { status: 200 };
     },
     patchV2TemplatesTemplateID: async ({ params, body }) => ({ status: 200, body: await templates.setPublic(params.templateID, body.public) }),
-    getTemplatesTemplateIDFilesHash: notImplemented,
-    postV2TemplatesTemplateIDBuildsBuildID: notImplemented,
-    getTemplatesTemplateIDBuildsBuildIDStatus: async ({ params }) => ({ status: 200, body: await templates.buildStatus(params.templateID, params.buildID) }),
-    getTemplatesTemplateIDBuildsBuildIDLogs: async ({ params }) => ({ status: 200, body: await templates.buildLogs(params.templateID, params.buildID) }),
+    getTemplatesTemplateIDFilesHash: async ({ params, origin }) => ({ status: 201, body: await templates.fileUpload(params.templateID, params.hash, origin) }),
+    postV2TemplatesTemplateIDBuildsBuildID: async ({ params, body }) => {
+      await templates.startBuild(params.templateID, params.buildID, body);
+      return { status: 202 };
+    },
+    getTemplatesTemplateIDBuildsBuildIDStatus: async ({ params, query }) => ({ status: 200, body: await templates.buildStatus(params.templateID, params.buildID, query) }),
+    getTemplatesTemplateIDBuildsBuildIDLogs: async ({ params, query }) => ({ status: 200, body: await templates.buildLogs(params.templateID, params.buildID, query) }),
     postTemplatesTags: async ({ body }) => ({ status: 201, body: await templates.assignTags(body.target, body.tags) }),
     deleteTemplatesTags: async ({ body }) => {
       await templates.deleteTags(body.name, body.tags);
@@ -262,7 +268,7 @@ export function createApi(operations: Operation[], deps: ApiDeps, limits: Connec
   // Each handler was checked against its own operation above; here they are
   // only dispatched by operationId.
   type Result = { status: number; body?: unknown; headers?: Record<string, string> };
-  const table = handlers(deps) as unknown as Record<string, (call: { params: unknown; query: unknown; body: unknown }) => Promise<Result> | Result>;
+  const table = handlers(deps) as unknown as Record<string, (call: { params: unknown; query: unknown; body: unknown; origin: string }) => Promise<Result> | Result>;
   for (const op of operations) {
     const handle = table[op.operationId];
     if (!handle) throw new Error(`no handler for operation '${op.operationId}' of the spec`);
@@ -294,12 +300,34 @@ export function createApi(operations: Operation[], deps: ApiDeps, limits: Connec
         }
       },
       handler: async (req, reply) => {
-        const result = await handle({ params: req.params, query: req.query, body: req.body });
+        const result = await handle({ params: req.params, query: req.query, body: req.body, origin: `${req.protocol}://${req.host}` });
         if (result.headers) reply.headers(result.headers);
         reply.code(result.status);
         return 'body' in result ? reply.send(result.body) : reply.send();
       },
     });
   }
+  registerUploads(app, deps.templates);
   return app;
+}
+
+/**
+ * `PUT /templates/{id}/files/{hash}/upload?expires&signature`: where a
+ * client uploads the archive of a COPY step, at the signed URL that
+ * `GET /templates/{id}/files/{hash}` gave it (no API key: the URL is the
+ * authority). Its body, of any type, is streamed to the build files.
+ */
+function registerUploads(app: FastifyInstance, templates: Templates): void {
+  void app.register(async (uploads) => {
+    uploads.addContentTypeParser('*', (_req, payload, done) => done(null, payload));
+    uploads.put<{ Params: { templateID: string; hash: string }; Querystring: { expires?: string; signature?: string } }>(
+      '/templates/:templateID/files/:hash/upload',
+      async (req, reply) => {
+        const body = req.body as Readable | undefined;
+        if (!body) throw new ApiError(400, 'the upload has no body');
+        await templates.receiveFiles(req.params.templateID, req.params.hash, req.query, body);
+        return reply.code(201).send();
+      },
+    );
+  });
 }

@@ -59,6 +59,14 @@ export interface ServerConfig {
    * reader and a kernel pump) rather than Node's http server and undici.
    */
   proxyFastPath: boolean;
+  /** Template builds run at once; more wait in a queue. */
+  buildConcurrency: number;
+  /** A build still running after this long fails, ms. */
+  buildTimeoutMs: number;
+  /** The largest archive of a build's COPY step a client may upload, bytes. */
+  maxBuildUploadBytes: number;
+  /** How long a template's ready command may take to succeed, at a build and at each create, ms. */
+  readyTimeoutMs: number;
 }
 
 /**
@@ -127,6 +135,10 @@ export function resolveServerConfig(options: Partial<ServerConfig> = {}): Server
     // SDK test suites open hundreds of connections at once from 127.0.0.1.
     maxConnectionsPerAddress: limit('maxConnectionsPerAddress', options.maxConnectionsPerAddress, 'PADDOCK_MAX_CONNECTIONS_PER_ADDRESS', 512),
     proxyFastPath: options.proxyFastPath ?? flag('PADDOCK_PROXY_FAST_PATH', true),
+    buildConcurrency: Math.max(1, options.buildConcurrency ?? num('PADDOCK_BUILD_CONCURRENCY', 1)),
+    buildTimeoutMs: options.buildTimeoutMs ?? num('PADDOCK_BUILD_TIMEOUT_MS', 3600_000),
+    maxBuildUploadBytes: options.maxBuildUploadBytes ?? num('PADDOCK_MAX_BUILD_UPLOAD_BYTES', 1024 ** 3),
+    readyTimeoutMs: options.readyTimeoutMs ?? num('PADDOCK_READY_TIMEOUT_MS', 120_000),
   };
   if (config.defaultTimeoutSeconds > config.maxTimeoutSeconds) {
     throw new Error(`the default timeout (${config.defaultTimeoutSeconds} s) is longer than the maximum (${config.maxTimeoutSeconds} s)`);

@@ -11,6 +11,8 @@ import type { ServerConfig } from './config.js';
 import { ApiError, badRequest, conflict, errorBody, notFound, toApiError } from './errors.js';
 import { parseMetadataFilter } from './metadata-filter.js';
 import { validateEgress } from './network.js';
+import { SandboxShell, startAndWaitReady } from './builds/sandbox-commands.js';
+import type { Templates } from './templates.js';
 import { readPage } from './pagination.js';
 import {
   StoreError,
@@ -20,6 +22,7 @@ import {
   type SandboxClaim,
   type SandboxRecord,
   type SandboxRepository,
+  type BuildRecord,
   type TelemetryRepository,
   type TemplateRecord,
   type TemplateRepository,
@@ -83,6 +86,7 @@ export class Sandboxes {
     private readonly config: ServerConfig,
     private readonly runtime: Runtime,
     repositories: Pick<Repositories, 'sandboxes' | 'templates' | 'telemetry'>,
+    private readonly templateApi: Pick<Templates, 'startable'>,
   ) {
     this.records = repositories.sandboxes;
     this.templates = repositories.templates;
@@ -126,13 +130,24 @@ export class Sandboxes {
   }
 
   private init(s: SandboxRecord): EnvdInit {
-    return { accessToken: s.envdAccessToken ?? undefined, envVars: s.envVars, defaultUser: 'user' };
+    // The default user is the template's (envd has it from the runtime).
+    return { accessToken: s.envdAccessToken ?? undefined, envVars: s.envVars };
   }
 
-  private async resolveTemplate(ref: string): Promise<TemplateRecord> {
-    const t = await this.templates.resolve(ref);
-    if (!t) throw notFound(`template '${ref}' not found`);
-    return t;
+  /**
+   * Runs the start command of the build a sandbox was made from and waits
+   * for its ready command; a sandbox that does not get ready is removed.
+   */
+  private async startCommands(id: string, build: Pick<BuildRecord, 'startCmd' | 'readyCmd'>, accessToken: string | null): Promise<void> {
+    if (!build.startCmd && !build.readyCmd) return;
+    const shell = new SandboxShell(this.runtime.envdEndpoint(id), accessToken ?? undefined);
+    try {
+      await startAndWaitReady(shell, build, { timeoutMs: this.config.readyTimeoutMs });
+    } catch (err) {
+      throw new ApiError(503, `sandbox '${id}' did not get ready: ${(err as Error).message}`);
+    } finally {
+      await shell.close().catch(() => undefined);
+    }
   }
 
   /** A failure of background work (expiry, sampling) that no request answers. */
@@ -143,7 +158,7 @@ export class Sandboxes {
   // ---------------------------------------------------------------- create
 
   async create(req: CreateRequest): Promise<SandboxHandle> {
-    const template = await this.resolveTemplate(req.templateID);
+    const { template, build, runtimeTemplateId } = await this.templateApi.startable(req.templateID);
     const timeout = this.seconds(req.timeout);
     if (req.volumeMounts?.length) throw badRequest('volumeMounts are not supported by this server');
     const network: NetworkRules = {
@@ -155,11 +170,10 @@ export class Sandboxes {
     const secure = req.secure ?? true;
     const accessToken = secure ? newToken() : null;
     const envVars = req.envVars ?? {};
-    const build = template.builds[0]!;
     const info = await this.runtime
       .create({
-        templateId: template.id,
-        init: { accessToken: accessToken ?? undefined, envVars, defaultUser: 'user' },
+        templateId: runtimeTemplateId,
+        init: { accessToken: accessToken ?? undefined, envVars },
       })
       .catch((err: unknown) => {
         throw toApiError(err);
@@ -190,8 +204,10 @@ export class Sandboxes {
         allowInternetAccess: req.allow_internet_access ?? null,
         network,
       });
+      await this.startCommands(info.id, build, accessToken);
     } catch (err) {
       await this.runtime.destroy(info.id).catch(() => undefined);
+      if (record!) await this.records.transition(info.id, 'killed').catch(() => undefined);
       throw err;
     }
     await this.templates.recordSpawn(template.id);
@@ -341,6 +357,9 @@ export class Sandboxes {
       else {
         if (status !== 'stopped') await this.runtime.stop(s.id);
         await this.runtime.start(s.id, this.init(s));
+        // A new boot: the template's start command runs again (of its newest build; the sandbox's own is not recorded).
+        const built = await this.templateApi.startable(s.templateId).catch(() => undefined);
+        if (built) await this.startCommands(s.id, built.build, s.envdAccessToken);
       }
     } catch (err) {
       await claim.abandon();

@@ -4,6 +4,8 @@ import { mkdirSync } from 'node:fs';
 import type { AddressInfo, Server } from 'node:net';
 import { join } from 'node:path';
 import { createApi } from './api.js';
+import { Builder } from './builds/builder.js';
+import { BuildFiles } from './builds/build-files.js';
 import { lockHome } from './home-lock.js';
 import { resolveServerConfig, type ServerConfig } from './config.js';
 import { loadOperations } from './openapi.js';
@@ -70,7 +72,20 @@ export async function startServer(options: StartOptions = {}): Promise<PaddockSe
     const createdApiKey = (await keys.createFirst('default', options.initialApiKey))?.key;
     const templates = new Templates(store.templates, runtime);
     await templates.ensureBase();
-    const sandboxes = new Sandboxes(config, runtime, store);
+    const files = new BuildFiles(config.home, config.maxBuildUploadBytes);
+    const builder = new Builder({
+      runtime,
+      records: store.templates,
+      files,
+      runtimeTemplateOf: async (ref) => (await templates.startable(ref)).runtimeTemplateId,
+      concurrency: config.buildConcurrency,
+      timeoutMs: config.buildTimeoutMs,
+      readyTimeoutMs: config.readyTimeoutMs,
+    });
+    const interrupted = await builder.recover();
+    if (interrupted.length) progress(`${interrupted.length} builds were under way when the server stopped; they failed`);
+    templates.enableBuilds({ builder, files });
+    const sandboxes = new Sandboxes(config, runtime, store, templates);
     sandboxes.followRuntime();
     const found = await sandboxes.reconcile();
     if (found.adopted || found.lost || found.removed) {
@@ -96,6 +111,7 @@ export async function startServer(options: StartOptions = {}): Promise<PaddockSe
       close() {
         closing ??= (async () => {
           sandboxes.close();
+          await builder.close();
           // Streams (process output, watches, tunnels) would hold close() open forever.
           const proxyClosed = new Promise<void>((r) => proxy.server.close(() => r()));
           proxy.destroyConnections();

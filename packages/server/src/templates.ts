@@ -1,20 +1,133 @@
 // Templates as the control API presents them: the base template and the
 // snapshots taken from sandboxes, with their names, builds and tags.
-import { BASE_TEMPLATE_ID, envdVersion, type Runtime } from '@paddock/runtime';
-import { badRequest, conflict, notFound, toApiError } from './errors.js';
+import { randomUUID } from 'node:crypto';
+import type { Readable } from 'node:stream';
+import { BASE_TEMPLATE_ID, DEFAULT_LIMITS, envdVersion, type Runtime } from '@paddock/runtime';
+import type { Builder } from './builds/builder.js';
+import type { BuildFiles } from './builds/build-files.js';
+import { planBuild, type BuildRequest } from './builds/steps.js';
+import { ApiError, badRequest, conflict, notFound, toApiError } from './errors.js';
 import { readPage, windowOf, type Page } from './pagination.js';
-import type { BuildRecord, TemplateRecord, TemplateRepository } from './store/repositories.js';
+import type { BuildLogEntry, BuildRecord, LogLevel, TemplateRecord, TemplateRepository } from './store/repositories.js';
 
 const iso = (ms: number) => new Date(ms).toISOString();
 // Paddock has no teams; every template is created by the one local owner.
 const OWNER = { id: '00000000-0000-4000-8000-000000000000', email: null };
 const TAG = /^[a-z0-9][a-z0-9._-]{0,127}$/i;
+/** A template's name: lowercase letters, digits, `-`, `_`, `.` and `/` (a namespace), as E2B's names are. */
+const NAME = /^[a-z0-9][a-z0-9._/-]{0,127}$/;
+/** The tag a build gets when it is asked for none. */
+export const DEFAULT_TAG = 'default';
+
+const logEntry = (e: BuildLogEntry) => ({ timestamp: iso(e.ts), level: e.level, message: e.message, ...(e.step ? { step: e.step } : {}) });
+const LEVELS: LogLevel[] = ['debug', 'info', 'warn', 'error'];
+/** The levels at or above `level`. */
+const levelsFrom = (level: LogLevel | undefined) => (level ? LEVELS.slice(LEVELS.indexOf(level)) : undefined);
+
+/** The build sandboxes of a template start from: the tag's, else the newest ready one. */
+export function readyBuild(t: TemplateRecord, tagBuildId?: string): BuildRecord | undefined {
+  return tagBuildId ? t.builds.find((b) => b.id === tagBuildId) : t.builds.find((b) => b.status === 'ready');
+}
+
+export interface BuildServices {
+  builder: Builder;
+  files: BuildFiles;
+}
 
 export class Templates {
+  private builds: BuildServices | undefined;
+
   constructor(
     private readonly records: TemplateRepository,
     private readonly runtime: Runtime,
   ) {}
+
+  /** Turns on the build API (the server gives it once its builder runs). */
+  enableBuilds(services: BuildServices): void {
+    this.builds = services;
+  }
+
+  private buildServices(): BuildServices {
+    if (!this.builds) throw new ApiError(503, 'template builds are not running on this server');
+    return this.builds;
+  }
+
+  /**
+   * The runtime template that sandboxes of `ref` (an id, a name, or
+   * `name:tag`) start from, with the build it comes from.
+   */
+  async startable(ref: string): Promise<{ template: TemplateRecord; build: BuildRecord; runtimeTemplateId: string }> {
+    const t = await this.records.resolve(ref);
+    if (!t) throw notFound(`template '${ref}' not found`);
+    const colon = ref.lastIndexOf(':');
+    const tag = colon > 0 && t.id !== ref && !t.names.includes(ref) ? await this.records.tag(t.id, ref.slice(colon + 1)) : undefined;
+    const build = readyBuild(t, tag?.buildId);
+    if (!build || build.status !== 'ready') {
+      const latest = t.builds[0];
+      throw badRequest(`template '${ref}' has no ready build${latest ? ` (its latest build ${latest.id} is ${latest.status})` : ''}`);
+    }
+    return { template: t, build, runtimeTemplateId: build.runtimeTemplateId ?? t.id };
+  }
+
+  /** `POST /v3/templates`: a new build, waiting for its steps, of the template named (made if new). */
+  async requestBuild(body: { name?: string; alias?: string; tags?: string[]; cpuCount?: number; memoryMB?: number }) {
+    this.buildServices();
+    const full = body.name ?? body.alias;
+    if (!full) throw badRequest('name is required');
+    const colon = full.indexOf(':');
+    const name = colon >= 0 ? full.slice(0, colon) : full;
+    if (!NAME.test(name)) throw badRequest(`name '${name}' may use lowercase letters, digits, '.', '_', '-' and '/', up to 128 characters`);
+    const tags = [...new Set([...(colon >= 0 ? [full.slice(colon + 1)] : []), ...(body.tags ?? [])])];
+    for (const tag of tags) if (!TAG.test(tag)) throw badRequest(`tag '${tag}' may use letters, digits, '.', '_' and '-', up to 128 characters`);
+    if (tags.length === 0) tags.push(DEFAULT_TAG);
+    const cpuCount = body.cpuCount ?? DEFAULT_LIMITS.cpuCount;
+    const memoryMB = body.memoryMB ?? DEFAULT_LIMITS.memoryMB;
+    const { template, build } = await this.records.newBuild({
+      templateId: randomUUID().replaceAll('-', '').slice(0, 20),
+      buildId: randomUUID(),
+      name,
+      tags,
+      cpuCount,
+      memoryMB,
+      diskSizeMB: DEFAULT_LIMITS.diskSizeMB,
+      envdVersion,
+    });
+    return { templateID: template.id, buildID: build.id, public: template.public, names: template.names, aliases: template.names, tags };
+  }
+
+  /** `GET /templates/{id}/files/{hash}`: whether the files are here, else where to upload them. */
+  async fileUpload(ref: string, hash: string, baseUrl: string) {
+    const { files } = this.buildServices();
+    const t = await this.require(ref);
+    if (files.has(hash)) return { present: true };
+    return { present: false, url: `${baseUrl}/templates/${encodeURIComponent(t.id)}/files/${hash}/upload?${files.sign(t.id, hash)}` };
+  }
+
+  /** An upload to a URL that `fileUpload` signed. */
+  async receiveFiles(templateId: string, hash: string, query: { expires?: string; signature?: string }, body: Readable): Promise<void> {
+    const { files } = this.buildServices();
+    const refused = files.verify(templateId, hash, query);
+    if (refused) {
+      body.resume();
+      throw new ApiError(403, refused);
+    }
+    await files.receive(hash, body);
+  }
+
+  /** `POST /v2/templates/{id}/builds/{buildID}`: checks the steps, then runs the build in the background. */
+  async startBuild(ref: string, buildId: string, body: BuildRequest): Promise<void> {
+    const { builder, files } = this.buildServices();
+    const t = await this.require(ref);
+    const b = t.builds.find((x) => x.id === buildId);
+    if (!b) throw notFound(`template '${t.id}' has no build '${buildId}'`);
+    const plan = planBuild(body, files);
+    if (plan.source.kind === 'template') {
+      const source = await this.records.resolve(plan.source.ref);
+      if (source?.id === t.id) throw badRequest(`template '${plan.source.ref}' cannot be built from itself`);
+    }
+    await this.records.startBuild(b.id);
+    builder.enqueue({ buildId: b.id, templateId: t.id, plan, limits: { cpuCount: b.cpuCount, memoryMB: b.memoryMB, diskSizeMB: b.diskSizeMB } });
+  }
 
   /** Creates the record of the base template on first start. */
   async ensureBase(): Promise<void> {
@@ -102,9 +215,13 @@ export class Templates {
   async remove(ref: string): Promise<void> {
     const t = await this.require(ref);
     if (t.kind === 'base') throw conflict(`template '${t.id}' is built in and cannot be deleted`);
-    await this.runtime.deleteTemplate(t.id).catch((err: unknown) => {
-      throw toApiError(err);
-    });
+    if (t.builds.some((b) => b.status === 'building')) throw conflict(`template '${t.id}' has a build under way`);
+    // A built template's files are layers of the build cache, which other builds may share; a snapshot's are its own.
+    if (t.kind === 'snapshot') {
+      await this.runtime.deleteTemplate(t.id).catch((err: unknown) => {
+        throw toApiError(err);
+      });
+    }
     await this.records.remove(t.id);
   }
 
@@ -145,16 +262,39 @@ export class Templates {
     if (missing.length) throw notFound(`template '${name}' has no tag ${missing.map((m) => `'${m}'`).join(', ')}`);
   }
 
-  async buildStatus(ref: string, buildId: string) {
+  private async requireBuild(ref: string, buildId: string): Promise<{ t: TemplateRecord; b: BuildRecord }> {
     const t = await this.require(ref);
     const b = t.builds.find((x) => x.id === buildId);
     if (!b) throw notFound(`template '${t.id}' has no build '${buildId}'`);
-    return { logs: [], logEntries: [], templateID: t.id, buildID: b.id, status: b.status };
+    return { t, b };
   }
 
-  async buildLogs(ref: string, buildId: string) {
-    await this.buildStatus(ref, buildId);
-    return { logs: [] };
+  /** A build's status and its log from `logsOffset` on (at most `limit` entries, of `level` and above). */
+  async buildStatus(ref: string, buildId: string, q: { logsOffset?: number; limit?: number; level?: LogLevel } = {}) {
+    const { t, b } = await this.requireBuild(ref, buildId);
+    const entries = await this.records.buildLogs(b.id, { offset: q.logsOffset ?? 0, limit: q.limit ?? 100, levels: levelsFrom(q.level) });
+    return {
+      logs: entries.map((e) => `${iso(e.ts)} ${e.message}`),
+      logEntries: entries.map(logEntry),
+      templateID: t.id,
+      buildID: b.id,
+      status: b.status,
+      ...(b.reason
+        ? { reason: { message: b.reason.message, ...(b.reason.step ? { step: b.reason.step } : {}), logEntries: (b.reason.logEntries ?? []).map(logEntry) } }
+        : {}),
+    };
+  }
+
+  /** A build's log from `cursor` (a time, ms) on, forward (oldest first) or backward. */
+  async buildLogs(ref: string, buildId: string, q: { cursor?: number; limit?: number; direction?: 'forward' | 'backward'; level?: LogLevel } = {}) {
+    const { b } = await this.requireBuild(ref, buildId);
+    const all = await this.records.buildLogs(b.id, { offset: 0, limit: -1, levels: levelsFrom(q.level) });
+    const limit = q.limit ?? 100;
+    const picked =
+      q.direction === 'backward'
+        ? all.filter((e) => q.cursor === undefined || e.ts <= q.cursor).slice(-limit).reverse()
+        : all.filter((e) => q.cursor === undefined || e.ts >= q.cursor).slice(0, limit);
+    return { logs: picked.map(logEntry) };
   }
 
   async snapshots(q: { sandboxID?: string; name?: string; limit?: number; nextToken?: string }): Promise<Page<{ snapshotID: string; names: string[] }>> {
@@ -168,4 +308,4 @@ export class Templates {
 }
 
 export const BUILDS_NOT_IMPLEMENTED =
-  'building templates from a Dockerfile or build steps is not implemented in Paddock yet; make templates from sandboxes with POST /sandboxes/{sandboxID}/snapshots';
+  'building templates from a Dockerfile through this route is not supported; build with the v2 build API (Template.build in the SDKs: POST /v3/templates, then POST /v2/templates/{templateID}/builds/{buildID})';

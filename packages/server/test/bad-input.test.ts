@@ -95,6 +95,16 @@ const cases = (): Case[] => [
   { name: 'delete tags of unknown template', method: 'DELETE', path: '/templates/tags', body: '{"name":"nope","tags":["x"]}', headers: json, status: 404 },
   { name: 'unknown build', method: 'GET', path: '/templates/base/builds/nope/status', status: 404 },
   { name: 'template build body an array', method: 'POST', path: '/v3/templates', body: '[]', headers: json },
+  { name: 'template build without a name', method: 'POST', path: '/v3/templates', body: '{}', headers: json, message: /name is required/ },
+  { name: 'template build of a bad name', method: 'POST', path: '/v3/templates', body: '{"name":"No Spaces"}', headers: json, message: /name 'No Spaces' may use/ },
+  { name: 'template build of a bad tag', method: 'POST', path: '/v3/templates', body: '{"name":"x:no spaces"}', headers: json, message: /tag 'no spaces'/ },
+  { name: 'template build of the base name', method: 'POST', path: '/v3/templates', body: '{"name":"base"}', headers: json, status: 409, message: /not made by a build/ },
+  { name: 'files hash not a sha256', method: 'GET', path: '/templates/base/files/xyz', message: /files hash 'xyz' is not a sha256/ },
+  { name: 'files of an unknown template', method: 'GET', path: `/templates/nope/files/${'a'.repeat(64)}`, status: 404 },
+  { name: 'build of an unknown build', method: 'POST', path: '/v2/templates/base/builds/nope', body: '{"fromTemplate":"base"}', headers: json, status: 404 },
+  { name: 'upload without a signature', method: 'PUT', path: `/templates/base/files/${'a'.repeat(64)}/upload`, body: 'x', status: 403, message: /not signed/ },
+  { name: 'upload with a wrong signature', method: 'PUT', path: `/templates/base/files/${'a'.repeat(64)}/upload?expires=${Date.now() + 60_000}&signature=AAAA`, body: 'x', status: 403, message: /does not match/ },
+  { name: 'upload with an expired signature', method: 'PUT', path: `/templates/base/files/${'a'.repeat(64)}/upload?expires=1&signature=AAAA`, body: 'x', status: 403, message: /expired/ },
   // API keys
   { name: 'key name missing', method: 'POST', path: '/api-keys', body: '{}', headers: json, message: /required property 'name'/ },
   { name: 'key name empty', method: 'POST', path: '/api-keys', body: '{"name":""}', headers: json, message: /name must NOT have fewer than 1 characters/ },
@@ -167,10 +177,10 @@ test('the proxy answers what it cannot route with a 4xx and a JSON body naming t
   expect(bodyOf(smuggle).message).toMatch(/^(the request has both content-length and transfer-encoding|the request is not valid HTTP\/1\.1: Transfer-Encoding can't be present with Content-Length)$/);
 });
 
-test('a well-formed template build request answers 501 with a JSON body, by design', async () => {
-  const res = await send({ name: 'template build', method: 'POST', path: '/v3/templates', body: '{"name":"x"}', headers: json });
+test('the Dockerfile build route of the old API answers 501 with a JSON body naming the build API, by design', async () => {
+  const res = await send({ name: 'template build', method: 'POST', path: '/templates', body: '{"dockerfile":"FROM x"}', headers: json });
   expect(res.type).toMatch(/^application\/json/);
-  expect([res.status, JSON.parse(res.body)]).toEqual([501, { code: 501, message: expect.stringMatching(/not implemented/) }]);
+  expect([res.status, JSON.parse(res.body)]).toEqual([501, { code: 501, message: expect.stringMatching(/v2 build API/) }]);
 });
 
 test('API keys: one created opens the server and is listed masked; renamed; once deleted it opens nothing', async () => {

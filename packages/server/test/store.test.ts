@@ -415,7 +415,39 @@ describe('an existing database of the first schema', () => {
       },
     ]);
     const v = new Database(file, { readonly: true });
-    expect(v.pragma('user_version', { simple: true })).toBe(2);
+    expect(v.pragma('user_version', { simple: true })).toBe(3);
+    v.close();
+  });
+
+  test('templates of the second schema keep their names, builds and tags through the rebuild of their table', async () => {
+    await store.close();
+    opened.length = 0;
+    removeFile();
+    const old = new Database(file);
+    expect(migrate(old, 2)).toBe(2);
+    old.exec(`
+      INSERT INTO templates (id, kind, public, created_at, updated_at, spawn_count) VALUES ('snap1', 'snapshot', 1, 10, 20, 3);
+      INSERT INTO template_names (name, template_id) VALUES ('my-snap', 'snap1');
+      INSERT INTO builds (id, template_id, status, created_at, updated_at, finished_at, cpu_count, memory_mb, disk_size_mb, envd_version)
+        VALUES ('b1', 'snap1', 'ready', 10, 10, 10, 2, 512, 1024, '0.5.7');
+      INSERT INTO template_tags (template_id, tag, build_id, created_at) VALUES ('snap1', 'v1', 'b1', 11);
+    `);
+    old.close();
+
+    store = another();
+    expect(await store.templates.resolve('my-snap:v1')).toMatchObject({
+      id: 'snap1',
+      kind: 'snapshot',
+      public: true,
+      spawnCount: 3,
+      names: ['my-snap'],
+      builds: [{ id: 'b1', status: 'ready', runtimeTemplateId: null, startCmd: null, reason: null, tags: [] }],
+    });
+    // Foreign keys still hold: a template's removal takes its names, builds and tags with it.
+    await store.templates.remove('snap1');
+    expect(await store.templates.byName('my-snap')).toBeUndefined();
+    const v = new Database(file, { readonly: true });
+    expect(v.prepare('SELECT COUNT(*) AS n FROM builds').get()).toEqual({ n: 0 });
     v.close();
   });
 
@@ -425,7 +457,7 @@ describe('an existing database of the first schema', () => {
     const db = new Database(file);
     db.pragma('user_version = 99');
     db.close();
-    expect(() => openSqliteStore(file)).toThrow('the database is at schema version 99, newer than this server knows (2); upgrade Paddock');
+    expect(() => openSqliteStore(file)).toThrow('the database is at schema version 99, newer than this server knows (3); upgrade Paddock');
     removeFile();
     store = another();
   });
@@ -497,6 +529,65 @@ describe('templates', () => {
     expect(await t.nameTaken('app')).toBe(false);
     expect(await t.tags('tpl1')).toEqual([]);
     expect(await t.list()).toEqual([]);
+  });
+});
+
+describe('builds', () => {
+  const build = { cpuCount: 1, memoryMB: 512, diskSizeMB: 2048, envdVersion: '0.7.0' };
+
+  test('a build of a new name makes a template; the next of that name is another build of it; one at a time', async () => {
+    const t = store.templates;
+    const first = await t.newBuild({ ...build, templateId: 'built1', buildId: 'b-1', name: 'web', tags: ['v1'] });
+    expect(first.template).toMatchObject({ id: 'built1', kind: 'build', names: ['web'] });
+    expect(first.build).toMatchObject({ id: 'b-1', status: 'waiting', tags: ['v1'], runtimeTemplateId: null });
+    await expect(t.newBuild({ ...build, templateId: 'other', buildId: 'b-x', name: 'app', tags: [] })).resolves.toBeDefined();
+    // A name of a template not made by builds is not taken over.
+    await t.insert({ kind: 'snapshot', public: false, cpuCount: 2, memoryMB: 512, diskSizeMB: 1024, envdVersion: '0.5.7', id: 'snapX', names: ['snapped'] });
+    await expect(t.newBuild({ ...build, templateId: 'z', buildId: 'b-z', name: 'snapped', tags: [] })).rejects.toMatchObject({ kind: 'conflict' });
+
+    expect(await t.startBuild('b-1')).toMatchObject({ status: 'building' });
+    await expect(t.startBuild('b-1')).rejects.toMatchObject({ kind: 'conflict', message: "build 'b-1' is building; only a waiting build can be started" });
+    await expect(t.newBuild({ ...build, templateId: 'ignored', buildId: 'b-2', name: 'web', tags: [] })).rejects.toMatchObject({ kind: 'conflict' });
+    await expect(t.startBuild('nope')).rejects.toMatchObject({ kind: 'not_found' });
+
+    await t.addBuildLogs('b-1', [
+      { ts: 1, level: 'info', message: 'one', step: 'base' },
+      { ts: 2, level: 'error', message: 'two' },
+    ]);
+    await t.addBuildLogs('b-1', [{ ts: 3, level: 'debug', message: 'three', step: '1' }]);
+    expect(await t.buildLogs('b-1', { offset: 1, limit: 10 })).toEqual([
+      { ts: 2, level: 'error', message: 'two' },
+      { ts: 3, level: 'debug', message: 'three', step: '1' },
+    ]);
+    expect((await t.buildLogs('b-1', { offset: 0, limit: 10, levels: ['error'] })).map((e) => e.message)).toEqual(['two']);
+
+    const ready = await t.finishBuild('b-1', { status: 'ready', runtimeTemplateId: 'c-abc', startCmd: 'serve', readyCmd: null });
+    expect(ready).toMatchObject({ status: 'ready', runtimeTemplateId: 'c-abc', startCmd: 'serve', finishedAt: expect.any(Number) });
+    // The build's tags point at it once it is ready.
+    expect(await t.tag('built1', 'v1')).toMatchObject({ buildId: 'b-1' });
+    expect(await t.resolve('web:v1')).toMatchObject({ id: 'built1' });
+
+    const second = await t.newBuild({ ...build, templateId: 'ignored', buildId: 'b-2', name: 'web', tags: ['v1'] });
+    expect(second.template.id).toBe('built1');
+    await t.startBuild('b-2');
+    await t.finishBuild('b-2', { status: 'error', reason: { message: 'broke', step: '2', logEntries: [{ ts: 5, level: 'info', message: 'last words' }] } });
+    expect((await t.get('built1'))!.builds.map((b) => [b.id, b.status])).toEqual([
+      ['b-2', 'error'],
+      ['b-1', 'ready'],
+    ]);
+    expect((await t.get('built1'))!.builds[0]!.reason).toEqual({ message: 'broke', step: '2', logEntries: [{ ts: 5, level: 'info', message: 'last words' }] });
+    // A failed build moves no tag.
+    expect(await t.tag('built1', 'v1')).toMatchObject({ buildId: 'b-1' });
+  });
+
+  test('builds left building by a stopped server end in error; waiting ones stay', async () => {
+    const t = store.templates;
+    await t.newBuild({ ...build, templateId: 'r1', buildId: 'r-1', name: 'restart-a', tags: [] });
+    await t.newBuild({ ...build, templateId: 'r2', buildId: 'r-2', name: 'restart-b', tags: [] });
+    await t.startBuild('r-1');
+    expect(await t.failUnfinishedBuilds({ message: 'stopped' })).toEqual(['r-1']);
+    expect((await t.get('r1'))!.builds[0]).toMatchObject({ status: 'error', reason: { message: 'stopped' } });
+    expect((await t.get('r2'))!.builds[0]).toMatchObject({ status: 'waiting' });
   });
 });
 

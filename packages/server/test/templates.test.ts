@@ -78,12 +78,3 @@ test('tags: assign, list, move by name:tag, delete', async () => {
   await expect(t.control.createSandbox({ templateID: 'base:stable' })).rejects.toMatchObject({ status: 404 });
 });
 
-test('template builds from steps answer a clear 501', async () => {
-  const res = await fetch(`${t.server.apiUrl}/v3/templates`, {
-    method: 'POST',
-    headers: { 'x-api-key': 'e2b_00000000000000000000000000000000000000aa', 'content-type': 'application/json' },
-    body: JSON.stringify({ name: 'custom' }),
-  });
-  expect(res.status).toBe(501);
-  expect(((await res.json()) as { message: string }).message).toMatch(/snapshots/);
-});

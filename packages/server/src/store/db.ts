@@ -6,7 +6,14 @@ import { chmodSync, existsSync } from 'node:fs';
 
 export type Db = Database.Database;
 
-const MIGRATIONS: string[] = [
+/**
+ * A migration: its SQL, and whether it rebuilds a table that others refer to,
+ * which SQLite allows only with foreign keys off (a dropped table's rows
+ * would otherwise be deleted, and their dependents with them).
+ */
+type Migration = string | { sql: string; rebuildsTables: true };
+
+const MIGRATIONS: Migration[] = [
   // 1: everything the control API keeps
   `
   CREATE TABLE api_keys (
@@ -112,6 +119,42 @@ const MIGRATIONS: string[] = [
   ALTER TABLE sandboxes ADD COLUMN claimed_at INTEGER;
   ALTER TABLE api_keys ADD COLUMN value_length INTEGER;
   `,
+  // 3: templates built by the build API: their kind, what each build made
+  // and how it ended, and the builds' logs
+  {
+    rebuildsTables: true,
+    sql: `
+    CREATE TABLE templates_new (
+      id TEXT PRIMARY KEY,
+      kind TEXT NOT NULL CHECK (kind IN ('base', 'snapshot', 'build')),
+      public INTEGER NOT NULL DEFAULT 0,
+      created_at INTEGER NOT NULL,
+      updated_at INTEGER NOT NULL,
+      last_spawned_at INTEGER,
+      spawn_count INTEGER NOT NULL DEFAULT 0,
+      source_sandbox_id TEXT
+    );
+    INSERT INTO templates_new SELECT id, kind, public, created_at, updated_at, last_spawned_at, spawn_count, source_sandbox_id FROM templates;
+    DROP TABLE templates;
+    ALTER TABLE templates_new RENAME TO templates;
+
+    ALTER TABLE builds ADD COLUMN runtime_template_id TEXT;
+    ALTER TABLE builds ADD COLUMN start_cmd TEXT;
+    ALTER TABLE builds ADD COLUMN ready_cmd TEXT;
+    ALTER TABLE builds ADD COLUMN reason TEXT;
+    ALTER TABLE builds ADD COLUMN tags TEXT NOT NULL DEFAULT '[]';
+
+    CREATE TABLE build_logs (
+      build_id TEXT NOT NULL REFERENCES builds(id) ON DELETE CASCADE,
+      seq INTEGER NOT NULL,
+      ts INTEGER NOT NULL,
+      level TEXT NOT NULL,
+      message TEXT NOT NULL,
+      step TEXT,
+      PRIMARY KEY (build_id, seq)
+    );
+    `,
+  },
 ];
 
 const prepared = new WeakMap<Db, Map<string, Database.Statement>>();
@@ -160,10 +203,23 @@ export function migrate(db: Db, target = MIGRATIONS.length): number {
       throw new Error(`the database is at schema version ${v}, newer than this server knows (${MIGRATIONS.length}); upgrade Paddock`);
     }
     if (v >= target) return false;
-    db.exec(MIGRATIONS[v]!);
+    const m = MIGRATIONS[v]!;
+    db.exec(typeof m === 'string' ? m : m.sql);
+    if (typeof m !== 'string' && (db.pragma('foreign_key_check') as unknown[]).length > 0) {
+      throw new Error(`migration ${v + 1} left rows whose references do not resolve`);
+    }
     db.pragma(`user_version = ${v + 1}`);
     return true;
   });
-  while (step.immediate());
+  for (;;) {
+    // The pragma is a no-op inside a transaction: it is set around it.
+    const rebuilds = typeof MIGRATIONS[version()] === 'object';
+    if (rebuilds) db.pragma('foreign_keys = OFF');
+    try {
+      if (!step.immediate()) break;
+    } finally {
+      if (rebuilds) db.pragma('foreign_keys = ON');
+    }
+  }
   return version();
 }

@@ -183,10 +183,20 @@ export interface SandboxRepository {
 
 // ---------------------------------------------------------------- templates
 
+export type BuildStatus = 'building' | 'waiting' | 'ready' | 'error';
+
+/** Why a build failed: a message, and the step (its index from 1, as the SDKs count) that failed. */
+export interface BuildFailure {
+  message: string;
+  step?: string;
+  /** The entries of the log that show what went wrong (a failed command's last lines). */
+  logEntries?: BuildLogEntry[];
+}
+
 export interface BuildRecord {
   id: string;
   templateId: string;
-  status: 'building' | 'waiting' | 'ready' | 'error';
+  status: BuildStatus;
   createdAt: number;
   updatedAt: number;
   finishedAt: number | null;
@@ -194,11 +204,50 @@ export interface BuildRecord {
   memoryMB: number;
   diskSizeMB: number;
   envdVersion: string;
+  /**
+   * The runtime's template that sandboxes of this build start from; null for
+   * a template the runtime knows by the template's own id (base, snapshots).
+   */
+  runtimeTemplateId: string | null;
+  /** Run in the background at each start of a sandbox of this build. */
+  startCmd: string | null;
+  /** Must succeed before a sandbox of this build is handed out. */
+  readyCmd: string | null;
+  reason: BuildFailure | null;
+  /** Tags the build gets once it is ready. */
+  tags: string[];
 }
+
+export interface BuildLogEntry {
+  ts: number;
+  level: LogLevel;
+  message: string;
+  step?: string;
+}
+
+/** A new build: of a new template named `names`, or another build of the template that has the name. */
+export interface NewBuild {
+  /** The template's id if it is new. */
+  templateId: string;
+  buildId: string;
+  name: string;
+  tags: string[];
+  cpuCount: number;
+  memoryMB: number;
+  diskSizeMB: number;
+  envdVersion: string;
+}
+
+/** How a build ended. */
+export type BuildOutcome =
+  | { status: 'ready'; runtimeTemplateId: string; startCmd: string | null; readyCmd: string | null }
+  | { status: 'error'; reason: BuildFailure };
+
+export type TemplateKind = 'base' | 'snapshot' | 'build';
 
 export interface TemplateRecord {
   id: string;
-  kind: 'base' | 'snapshot';
+  kind: TemplateKind;
   public: boolean;
   createdAt: number;
   updatedAt: number;
@@ -259,6 +308,22 @@ export interface TemplateRepository {
   assignTags(templateId: string, buildId: string, tags: string[]): Promise<void>;
   /** Deletes the tags, all or none: the ones missing are returned, and then nothing is deleted. */
   deleteTags(templateId: string, tags: string[]): Promise<{ missing: string[] }>;
+
+  /**
+   * Records a build, waiting for its steps: of the template named
+   * `name` when there is one (refused, `conflict`, when it is not a built
+   * template or a build of it is under way), else of a new template.
+   */
+  newBuild(build: NewBuild): Promise<{ template: TemplateRecord; build: BuildRecord }>;
+  /** Moves a waiting build to building; refused (`conflict`) in any other state. */
+  startBuild(buildId: string): Promise<BuildRecord>;
+  /** Ends a build: ready (its tags then point at it) or error. */
+  finishBuild(buildId: string, outcome: BuildOutcome): Promise<BuildRecord>;
+  /** Builds left building by a server that stopped: they end in error with `reason`; their ids. */
+  failUnfinishedBuilds(reason: BuildFailure): Promise<string[]>;
+  addBuildLogs(buildId: string, entries: BuildLogEntry[]): Promise<void>;
+  /** Log entries of a build in order, from the `offset`-th, up to `limit`, of the levels given (all when none). */
+  buildLogs(buildId: string, query: { offset: number; limit: number; levels?: LogLevel[] }): Promise<BuildLogEntry[]>;
 }
 
 // ---------------------------------------------------------------- API keys

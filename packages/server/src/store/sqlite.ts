@@ -11,7 +11,12 @@ import {
   StoreError,
   type ApiKeyRecord,
   type ApiKeyRepository,
+  type BuildFailure,
+  type BuildLogEntry,
+  type BuildOutcome,
   type BuildRecord,
+  type NewBuild,
+  type TemplateKind,
   type HostSandboxStatus,
   type LogEntry,
   type LogLevel,
@@ -379,7 +384,7 @@ export class SqliteSandboxRepository implements SandboxRepository {
 
 interface TemplateRow {
   id: string;
-  kind: 'base' | 'snapshot';
+  kind: TemplateKind;
   public: number;
   created_at: number;
   updated_at: number;
@@ -399,6 +404,11 @@ interface BuildRow {
   memory_mb: number;
   disk_size_mb: number;
   envd_version: string;
+  runtime_template_id: string | null;
+  start_cmd: string | null;
+  ready_cmd: string | null;
+  reason: string | null;
+  tags: string;
 }
 
 const buildFromRow = (b: BuildRow): BuildRecord => ({
@@ -412,7 +422,19 @@ const buildFromRow = (b: BuildRow): BuildRecord => ({
   memoryMB: b.memory_mb,
   diskSizeMB: b.disk_size_mb,
   envdVersion: b.envd_version,
+  runtimeTemplateId: b.runtime_template_id,
+  startCmd: b.start_cmd,
+  readyCmd: b.ready_cmd,
+  reason: b.reason === null ? null : (JSON.parse(b.reason) as BuildFailure),
+  tags: JSON.parse(b.tags) as string[],
 });
+
+interface BuildLogRow {
+  ts: number;
+  level: LogLevel;
+  message: string;
+  step: string | null;
+}
 
 const tagFromRow = (r: { tag: string; build_id: string; created_at: number }): TemplateTagRecord => ({ tag: r.tag, buildId: r.build_id, createdAt: r.created_at });
 
@@ -575,6 +597,112 @@ export class SqliteTemplateRepository implements TemplateRepository {
         return { missing };
       })
       .immediate();
+  }
+
+  private buildById(id: string): BuildRecord | undefined {
+    const r = statement(this.db, 'SELECT * FROM builds WHERE id = ?').get(id) as BuildRow | undefined;
+    return r && buildFromRow(r);
+  }
+
+  async newBuild(b: NewBuild): Promise<{ template: TemplateRecord; build: BuildRecord }> {
+    const now = Date.now();
+    return this.db
+      .transaction(() => {
+        let template = this.named(b.name);
+        if (template && template.kind !== 'build') {
+          throw new StoreError('conflict', `the name '${b.name}' is taken by template '${template.id}', which was not made by a build`);
+        }
+        const underWay = template?.builds.find((x) => x.status === 'building');
+        if (underWay) throw new StoreError('conflict', `template '${b.name}' has a build under way (${underWay.id}); wait for it to end`);
+        if (!template) {
+          statement(this.db, "INSERT INTO templates (id, kind, public, created_at, updated_at) VALUES (?, 'build', 0, ?, ?)").run(b.templateId, now, now);
+          statement(this.db, 'INSERT INTO template_names (name, template_id) VALUES (?, ?)').run(b.name, b.templateId);
+        } else {
+          statement(this.db, 'UPDATE templates SET updated_at = ? WHERE id = ?').run(now, template.id);
+        }
+        const templateId = template?.id ?? b.templateId;
+        statement(
+          this.db,
+          `INSERT INTO builds (id, template_id, status, created_at, updated_at, cpu_count, memory_mb, disk_size_mb, envd_version, tags)
+           VALUES (?, ?, 'waiting', ?, ?, ?, ?, ?, ?, ?)`,
+        ).run(b.buildId, templateId, now, now, b.cpuCount, b.memoryMB, b.diskSizeMB, b.envdVersion, JSON.stringify(b.tags));
+        template = this.byId(templateId)!;
+        return { template, build: this.buildById(b.buildId)! };
+      })
+      .immediate();
+  }
+
+  async startBuild(buildId: string): Promise<BuildRecord> {
+    return this.db
+      .transaction(() => {
+        const b = this.buildById(buildId);
+        if (!b) throw new StoreError('not_found', `build '${buildId}' not found`);
+        if (b.status !== 'waiting') throw new StoreError('conflict', `build '${buildId}' is ${b.status}; only a waiting build can be started`);
+        const other = this.byId(b.templateId)!.builds.find((x) => x.status === 'building');
+        if (other) throw new StoreError('conflict', `template '${b.templateId}' has a build under way (${other.id}); wait for it to end`);
+        statement(this.db, "UPDATE builds SET status = 'building', updated_at = ? WHERE id = ?").run(Date.now(), buildId);
+        return this.buildById(buildId)!;
+      })
+      .immediate();
+  }
+
+  async finishBuild(buildId: string, outcome: BuildOutcome): Promise<BuildRecord> {
+    const now = Date.now();
+    return this.db
+      .transaction(() => {
+        const b = this.buildById(buildId);
+        if (!b) throw new StoreError('not_found', `build '${buildId}' not found`);
+        if (outcome.status === 'ready') {
+          statement(
+            this.db,
+            "UPDATE builds SET status = 'ready', updated_at = ?, finished_at = ?, runtime_template_id = ?, start_cmd = ?, ready_cmd = ?, reason = NULL WHERE id = ?",
+          ).run(now, now, outcome.runtimeTemplateId, outcome.startCmd, outcome.readyCmd, buildId);
+          const upsert = statement(
+            this.db,
+            'INSERT INTO template_tags (template_id, tag, build_id, created_at) VALUES (?, ?, ?, ?) ON CONFLICT (template_id, tag) DO UPDATE SET build_id = excluded.build_id, created_at = excluded.created_at',
+          );
+          for (const tag of b.tags) upsert.run(b.templateId, tag, buildId, now);
+        } else {
+          statement(this.db, "UPDATE builds SET status = 'error', updated_at = ?, finished_at = ?, reason = ? WHERE id = ?").run(now, now, JSON.stringify(outcome.reason), buildId);
+        }
+        statement(this.db, 'UPDATE templates SET updated_at = ? WHERE id = ?').run(now, b.templateId);
+        return this.buildById(buildId)!;
+      })
+      .immediate();
+  }
+
+  async failUnfinishedBuilds(reason: BuildFailure): Promise<string[]> {
+    const now = Date.now();
+    return this.db
+      .transaction(() => {
+        const ids = (statement(this.db, "SELECT id FROM builds WHERE status = 'building'").all() as Array<{ id: string }>).map((r) => r.id);
+        const fail = statement(this.db, "UPDATE builds SET status = 'error', updated_at = ?, finished_at = ?, reason = ? WHERE id = ?");
+        for (const id of ids) fail.run(now, now, JSON.stringify(reason), id);
+        return ids;
+      })
+      .immediate();
+  }
+
+  async addBuildLogs(buildId: string, entries: BuildLogEntry[]): Promise<void> {
+    if (entries.length === 0) return;
+    const insert = statement(this.db, 'INSERT INTO build_logs (build_id, seq, ts, level, message, step) VALUES (?, ?, ?, ?, ?, ?)');
+    this.db
+      .transaction(() => {
+        const last = statement(this.db, 'SELECT MAX(seq) AS seq FROM build_logs WHERE build_id = ?').get(buildId) as { seq: number | null };
+        let seq = last.seq ?? -1;
+        for (const e of entries) insert.run(buildId, ++seq, e.ts, e.level, e.message, e.step ?? null);
+      })
+      .immediate();
+  }
+
+  async buildLogs(buildId: string, q: { offset: number; limit: number; levels?: LogLevel[] }): Promise<BuildLogEntry[]> {
+    const levels = q.levels?.length ? q.levels : undefined;
+    const rows = this.db
+      .prepare(
+        `SELECT ts, level, message, step FROM build_logs WHERE build_id = ?${levels ? ` AND level IN (${levels.map(() => '?').join(', ')})` : ''} ORDER BY seq LIMIT ? OFFSET ?`,
+      )
+      .all(buildId, ...(levels ?? []), q.limit, q.offset) as BuildLogRow[];
+    return rows.map((r) => ({ ts: r.ts, level: r.level, message: r.message, ...(r.step === null ? {} : { step: r.step }) }));
   }
 }
 

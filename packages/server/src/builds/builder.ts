@@ -1,0 +1,367 @@
+// Runs builds: each step in a build container (a sandbox of the runtime,
+// made like any other), whose files become the step's layer, a template of
+// the runtime named by the step's cache key. An unchanged step of a later
+// build finds its template and runs nothing.
+import { createHash } from 'node:crypto';
+import { createReadStream } from 'node:fs';
+import { posix } from 'node:path';
+import { envdToolCommand } from '@paddock/envd';
+import { withUser } from '@paddock/envd-client';
+import { KeyedMutex, RuntimeError, type Limits, type Runtime, type TemplateConfig } from '@paddock/runtime';
+import type { BuildFailure, BuildLogEntry, LogLevel, TemplateRepository } from '../store/repositories.js';
+import type { BuildFiles } from './build-files.js';
+import { SandboxShell, startAndWaitReady, type OutputLine } from './sandbox-commands.js';
+import { cacheTemplateId, stepKey, type BuildPlan, type Step } from './steps.js';
+
+export interface BuildJob {
+  buildId: string;
+  /** The template's id in the store. */
+  templateId: string;
+  plan: BuildPlan;
+  limits: Limits;
+}
+
+export interface BuilderOptions {
+  runtime: Runtime;
+  records: TemplateRepository;
+  files: BuildFiles;
+  /** The runtime template of a template's ready build, by its id, name or `name:tag`; throws a 4xx when there is none. */
+  runtimeTemplateOf(ref: string): Promise<string>;
+  /** Builds run at once; the others wait. */
+  concurrency: number;
+  /** A build still running after this long fails, ms. */
+  timeoutMs: number;
+  /** How long a template's ready command may take to succeed, ms. */
+  readyTimeoutMs: number;
+}
+
+/** The most log entries one build keeps; a runaway command does not fill the store. */
+const MAX_LOG_ENTRIES = 20_000;
+/** How often a build's new log entries are written, ms. */
+const LOG_FLUSH_MS = 200;
+/** Where a COPY's archive is put in the build container. */
+const ARCHIVE_DIR = '/tmp/.paddock-build';
+
+/**
+ * The environment of envd's own tools: what an image sets that would act on
+ * their node (its preloads, its node options) is cleared.
+ */
+const TOOL_ENV = { NODE_OPTIONS: '', LD_PRELOAD: '', LD_AUDIT: '' };
+
+/** A step that failed: its message is the build's reason. */
+class StepFailed extends Error {
+  constructor(
+    message: string,
+    readonly step: string,
+    readonly output: BuildLogEntry[] = [],
+  ) {
+    super(message);
+  }
+}
+
+/** A build's log, written to the store in batches. */
+class BuildLog {
+  private pending: BuildLogEntry[] = [];
+  private count = 0;
+  private timer: NodeJS.Timeout | undefined;
+  private writing: Promise<void> = Promise.resolve();
+
+  constructor(
+    private readonly records: TemplateRepository,
+    private readonly buildId: string,
+  ) {}
+
+  add(level: LogLevel, message: string, step?: string): BuildLogEntry {
+    const entry: BuildLogEntry = { ts: Date.now(), level, message, ...(step ? { step } : {}) };
+    if (++this.count === MAX_LOG_ENTRIES) this.pending.push({ ...entry, level: 'warn', message: `the log is cut here: a build keeps at most ${MAX_LOG_ENTRIES} entries` });
+    if (this.count < MAX_LOG_ENTRIES) this.pending.push(entry);
+    this.timer ??= setTimeout(() => void this.flush(), LOG_FLUSH_MS);
+    return entry;
+  }
+
+  flush(): Promise<void> {
+    clearTimeout(this.timer);
+    this.timer = undefined;
+    const batch = this.pending;
+    this.pending = [];
+    this.writing = this.writing.then(() => this.records.addBuildLogs(this.buildId, batch)).catch(() => undefined);
+    return this.writing;
+  }
+}
+
+/** What a build has made so far: the template its next step stands on, and how processes run. */
+interface Progress {
+  current: string;
+  key: string;
+  config: TemplateConfig;
+  forced: boolean;
+}
+
+const sha256 = (text: string) => createHash('sha256').update(text).digest('hex');
+
+/** `KEY=value` entries as a map, the later of one name winning. */
+const envMap = (env: string[]) => Object.fromEntries(env.map((e) => [e.slice(0, e.indexOf('=')), e.slice(e.indexOf('=') + 1)]));
+
+export class Builder {
+  private readonly queue: BuildJob[] = [];
+  private running = 0;
+  private readonly layerLocks = new KeyedMutex();
+  private readonly aborts = new Map<string, AbortController>();
+  private closed = false;
+
+  constructor(private readonly opts: BuilderOptions) {}
+
+  /** Builds a server that stopped left under way end in error. */
+  async recover(): Promise<string[]> {
+    return this.opts.records.failUnfinishedBuilds({ message: 'the server stopped while the build ran; start the build again' });
+  }
+
+  enqueue(job: BuildJob): void {
+    if (this.closed) throw new RuntimeError('unavailable', 'the server is shutting down');
+    this.queue.push(job);
+    this.next();
+  }
+
+  /** Stops taking builds and ends the running ones (in error). */
+  async close(): Promise<void> {
+    this.closed = true;
+    for (const job of this.queue.splice(0)) {
+      await this.opts.records.finishBuild(job.buildId, { status: 'error', reason: { message: 'the server stopped before the build ran' } }).catch(() => undefined);
+    }
+    for (const abort of this.aborts.values()) abort.abort(new Error('the server stopped while the build ran'));
+    for (let i = 0; i < 600 && this.running > 0; i++) await new Promise((r) => setTimeout(r, 50));
+  }
+
+  private next(): void {
+    while (!this.closed && this.running < this.opts.concurrency && this.queue.length > 0) {
+      const job = this.queue.shift()!;
+      this.running++;
+      void this.run(job).finally(() => {
+        this.running--;
+        this.next();
+      });
+    }
+  }
+
+  private async run(job: BuildJob): Promise<void> {
+    const log = new BuildLog(this.opts.records, job.buildId);
+    const abort = new AbortController();
+    this.aborts.set(job.buildId, abort);
+    const timer = setTimeout(() => abort.abort(new Error(`the build took longer than ${Math.round(this.opts.timeoutMs / 1000)} s`)), this.opts.timeoutMs);
+    const started = Date.now();
+    try {
+      const made = await this.steps(job, log, abort.signal);
+      log.add('info', `Build finished in ${((Date.now() - started) / 1000).toFixed(1)} s`, 'finalize');
+      await log.flush();
+      await this.opts.records.finishBuild(job.buildId, { status: 'ready', runtimeTemplateId: made, startCmd: job.plan.startCmd, readyCmd: job.plan.readyCmd });
+    } catch (err) {
+      const reason: BuildFailure =
+        err instanceof StepFailed
+          ? { message: err.message, step: err.step, logEntries: err.output }
+          : { message: abort.signal.aborted ? String((abort.signal.reason as Error).message) : (err as Error).message };
+      log.add('error', `Build failed: ${reason.message}`, reason.step);
+      await log.flush();
+      await this.opts.records.finishBuild(job.buildId, { status: 'error', reason }).catch(() => undefined);
+    } finally {
+      clearTimeout(timer);
+      this.aborts.delete(job.buildId);
+    }
+  }
+
+  /** Runs the steps; the runtime template the build made. */
+  private async steps(job: BuildJob, log: BuildLog, signal: AbortSignal): Promise<string> {
+    const { plan } = job;
+    const total = plan.steps.length;
+    const p = await this.base(job, log, signal);
+    for (const step of plan.steps) {
+      signal.throwIfAborted();
+      const name = String(step.number);
+      const label = `[${step.number}/${total}] ${describe(step)}`;
+      p.forced ||= step.force;
+      switch (step.type) {
+        case 'ENV':
+          p.config = { ...p.config, env: [...p.config.env.filter((e) => !step.vars.some(([k]) => e.startsWith(`${k}=`))), ...step.vars.map(([k, v]) => `${k}=${v}`)] };
+          p.key = stepKey(p.key, step, p.config);
+          log.add('info', label, name);
+          break;
+        default:
+          await this.layer(job, p, step, label, name, log, signal);
+      }
+    }
+    // The template sandboxes start from: the last layer with the config as the steps left it.
+    const finalId = cacheTemplateId(sha256(JSON.stringify([p.key, 'final', p.config])));
+    await this.layerLocks.run(finalId, async () => {
+      if (!(await this.opts.runtime.getTemplate(finalId))) await this.opts.runtime.deriveTemplate(finalId, p.current, p.config);
+    });
+    if (plan.startCmd || plan.readyCmd) await this.checkReady(job, finalId, log, signal);
+    return finalId;
+  }
+
+  /** The template the first step stands on: an image's, pulled, or a template's. */
+  private async base(job: BuildJob, log: BuildLog, signal: AbortSignal): Promise<Progress> {
+    const { source } = job.plan;
+    const { runtime } = this.opts;
+    if (source.kind === 'image') {
+      log.add('info', `FROM ${source.reference}`, 'base');
+      const rootId = `i-${sha256(source.reference).slice(0, 60)}`;
+      let info;
+      try {
+        info = await this.layerLocks.run(rootId, () =>
+          runtime.templateFromImage(rootId, source.reference, {
+            replace: true,
+            limits: job.limits,
+            ...(source.auth ? { auth: source.auth } : {}),
+            onProgress: (m) => log.add('info', m, 'base'),
+          }),
+        );
+      } catch (err) {
+        throw new StepFailed(`image '${source.reference}' could not be pulled: ${(err as Error).message}`, 'base');
+      }
+      signal.throwIfAborted();
+      return { current: rootId, key: sha256(`image\n${info.imageId}`), config: info.config, forced: job.plan.force };
+    }
+    log.add('info', `FROM template ${source.ref}`, 'base');
+    let id: string;
+    try {
+      id = await this.opts.runtimeTemplateOf(source.ref);
+    } catch (err) {
+      throw new StepFailed((err as Error).message, 'base');
+    }
+    const info = await runtime.getTemplate(id);
+    if (!info) throw new StepFailed(`template '${source.ref}' has no files on this server`, 'base');
+    return { current: id, key: sha256(`template\n${id}\n${info.imageId}`), config: info.config, forced: job.plan.force };
+  }
+
+  /** A step that changes files: run in a build container unless its layer is cached. */
+  private async layer(job: BuildJob, p: Progress, step: Step, label: string, name: string, log: BuildLog, signal: AbortSignal): Promise<void> {
+    const next = nextConfig(step, p.config);
+    let key = stepKey(p.key, step, next);
+    // A forced step makes a layer of its own, which later builds do not find by its inputs.
+    if (p.forced) key = sha256(`${key}\n${job.buildId}`);
+    const id = cacheTemplateId(key);
+    await this.layerLocks.run(id, async () => {
+      if (await this.opts.runtime.getTemplate(id)) {
+        log.add('info', `CACHED ${label}`, name);
+        return;
+      }
+      log.add('info', label, name);
+      const { runtime } = this.opts;
+      let sandbox;
+      try {
+        sandbox = await runtime.create({ templateId: p.current, limits: job.limits, cold: true });
+      } catch (err) {
+        throw new StepFailed(`the build container did not start: ${(err as Error).message}`, name);
+      }
+      const shell = new SandboxShell(runtime.envdEndpoint(sandbox.id));
+      try {
+        await this.runStep(step, p.config, shell, name, log, signal);
+        signal.throwIfAborted();
+        await runtime.snapshot(sandbox.id, id, { config: next });
+      } finally {
+        await shell.close().catch(() => undefined);
+        await runtime.destroy(sandbox.id).catch(() => undefined);
+      }
+    });
+    p.current = id;
+    p.key = key;
+    p.config = next;
+  }
+
+  private async runStep(step: Step, config: TemplateConfig, shell: SandboxShell, name: string, log: BuildLog, signal: AbortSignal): Promise<void> {
+    const output: BuildLogEntry[] = [];
+    const onOutput = (o: OutputLine) => {
+      output.push(log.add('info', o.line, name));
+      if (output.length > 40) output.shift();
+    };
+    const env = envMap(config.env);
+    const check = async (what: string, run: Promise<{ exitCode: number; status: string }>) => {
+      const r = await run;
+      signal.throwIfAborted();
+      if (r.exitCode !== 0) throw new StepFailed(`${what} failed: ${r.status}`, name, output.slice(-20));
+    };
+    switch (step.type) {
+      case 'RUN':
+        return check(`the command '${step.command}'`, shell.sh(step.command, { user: step.user ?? config.user, cwd: config.workingDir, env, onOutput, signal }));
+      case 'WORKDIR': {
+        const dir = posix.resolve(config.workingDir ?? '/', step.path);
+        try {
+          await shell.envd.filesystem.makeDir({ path: dir }, { ...(config.user ? withUser(config.user) : {}), signal });
+        } catch (err) {
+          // Already there is what WORKDIR wants.
+          if (!/already exists/i.test((err as Error).message)) throw new StepFailed(`the directory '${dir}' could not be made: ${(err as Error).message}`, name);
+        }
+        return;
+      }
+      case 'USER': {
+        const argv = envdToolCommand('user', [step.user]);
+        return check(`making the user '${step.user}'`, shell.exec(argv, { user: 'root', env: TOOL_ENV, onOutput, signal }));
+      }
+      case 'COPY': {
+        const archive = `${ARCHIVE_DIR}/${step.filesHash}.tar`;
+        try {
+          await shell.envd.upload(archive, createReadStream(this.opts.files.path(step.filesHash)), { user: 'root', encoding: 'octet-stream', signal });
+        } catch (err) {
+          throw new StepFailed(`the files could not be sent to the build container: ${(err as Error).message}`, name);
+        }
+        const argv = envdToolCommand('copy', [
+          '--archive', archive,
+          '--source', step.source,
+          '--dest', step.dest,
+          ...(config.workingDir ? ['--workdir', config.workingDir] : []),
+          ...(config.user ? ['--user', config.user] : []),
+          ...(step.owner ? ['--owner', step.owner] : []),
+          ...(step.mode ? ['--mode', step.mode] : []),
+        ]);
+        await check(`copying '${step.source}' to '${step.dest}'`, shell.exec(argv, { user: 'root', env: TOOL_ENV, onOutput, signal }));
+        await shell.envd.filesystem.remove({ path: ARCHIVE_DIR }, withUser('root')).catch(() => undefined);
+        return;
+      }
+      case 'ENV':
+        return;
+    }
+  }
+
+  /** Starts a sandbox of the built template as every sandbox of it will start, and waits for it to be ready. */
+  private async checkReady(job: BuildJob, templateId: string, log: BuildLog, signal: AbortSignal): Promise<void> {
+    const { runtime } = this.opts;
+    log.add('info', `Start command: ${job.plan.startCmd ?? '(none)'}; ready command: ${job.plan.readyCmd ?? '(none)'}`, 'finalize');
+    const sandbox = await runtime.create({ templateId, limits: job.limits, cold: true });
+    const shell = new SandboxShell(runtime.envdEndpoint(sandbox.id));
+    const output: BuildLogEntry[] = [];
+    try {
+      await startAndWaitReady(shell, job.plan, {
+        timeoutMs: this.opts.readyTimeoutMs,
+        onOutput: (o) => output.push(log.add('info', o.line, 'finalize')),
+      });
+      signal.throwIfAborted();
+    } catch (err) {
+      if (signal.aborted) throw err;
+      throw new StepFailed((err as Error).message, 'finalize', output.slice(-20));
+    } finally {
+      await shell.close().catch(() => undefined);
+      await runtime.destroy(sandbox.id).catch(() => undefined);
+    }
+  }
+}
+
+/** The config a step leaves behind it. */
+function nextConfig(step: Step, config: TemplateConfig): TemplateConfig {
+  if (step.type === 'USER') return { ...config, user: step.user };
+  if (step.type === 'WORKDIR') return { ...config, workingDir: posix.resolve(config.workingDir ?? '/', step.path) };
+  return config;
+}
+
+function describe(step: Step): string {
+  switch (step.type) {
+    case 'RUN':
+      return `RUN ${step.command}${step.user ? ` (as ${step.user})` : ''}`;
+    case 'COPY':
+      return `COPY ${step.source} ${step.dest}`;
+    case 'ENV':
+      return `ENV ${step.vars.map(([k, v]) => `${k}=${v}`).join(' ')}`;
+    case 'WORKDIR':
+      return `WORKDIR ${step.path}`;
+    case 'USER':
+      return `USER ${step.user}`;
+  }
+}

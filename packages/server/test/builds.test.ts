@@ -1,0 +1,179 @@
+// Template builds through the control API, as the SDKs drive it: a build is
+// requested (POST /v3/templates), the files of its COPY steps uploaded to
+// signed URLs, its steps started (POST /v2/templates/{id}/builds/{buildID})
+// and its status polled; sandboxes of the built template show the steps.
+import { gzipSync } from 'node:zlib';
+import { createHash } from 'node:crypto';
+import { tarOf } from '../../runtime/test/registry.js';
+import { API_KEY, run, testServer, type TestServer } from './harness.js';
+
+let t: TestServer;
+beforeAll(async () => {
+  t = await testServer();
+});
+afterAll(() => t.teardown());
+
+async function api(method: string, path: string, body?: unknown): Promise<{ status: number; body: any }> {
+  const res = await fetch(`${t.server.apiUrl}${path}`, {
+    method,
+    headers: { 'x-api-key': API_KEY, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await res.text();
+  return { status: res.status, body: text ? JSON.parse(text) : undefined };
+}
+
+/** Uploads `archive` for the files `hash` of a template the way the SDKs do: ask, then PUT to the URL given. */
+async function upload(templateId: string, hash: string, archive: Buffer): Promise<void> {
+  const link = await api('GET', `/templates/${templateId}/files/${hash}`);
+  expect(link).toEqual({ status: 201, body: { present: false, url: expect.stringMatching(/^http:\/\/127\.0\.0\.1:\d+\/templates\/.+\/upload\?expires=\d+&signature=/) } });
+  const put = await fetch(link.body.url, { method: 'PUT', body: archive, headers: { 'content-length': String(archive.length) } });
+  expect(put.status).toBe(201);
+  expect(await api('GET', `/templates/${templateId}/files/${hash}`)).toEqual({ status: 201, body: { present: true } });
+}
+
+interface Status {
+  status: 'waiting' | 'building' | 'ready' | 'error';
+  logEntries: Array<{ level: string; message: string; step?: string }>;
+  reason?: { message: string; step?: string; logEntries: Array<{ message: string }> };
+}
+
+/** Polls a build's status until it ends; its whole log. */
+async function finished(templateId: string, buildId: string): Promise<Status> {
+  const entries: Status['logEntries'] = [];
+  for (let i = 0; i < 1200; i++) {
+    const { body } = await api('GET', `/templates/${templateId}/builds/${buildId}/status?logsOffset=${entries.length}`);
+    entries.push(...(body as Status).logEntries);
+    if (body.status === 'ready' || body.status === 'error') {
+      // The entries of the end may come in one more page.
+      for (let more = body as Status; more.logEntries.length > 0; ) {
+        more = (await api('GET', `/templates/${templateId}/builds/${buildId}/status?logsOffset=${entries.length}`)).body;
+        entries.push(...more.logEntries);
+      }
+      return { ...(body as Status), logEntries: entries };
+    }
+    await new Promise((r) => setTimeout(r, 250));
+  }
+  throw new Error(`build ${buildId} did not end`);
+}
+
+const hashOf = (s: string) => createHash('sha256').update(s).digest('hex');
+
+const app = gzipSync(
+  tarOf([
+    { path: 'app', type: 'Directory' },
+    { path: 'app/main.txt', body: 'main\n' },
+    { path: 'app/sub', type: 'Directory' },
+    { path: 'app/sub/deep.txt', body: 'deep\n' },
+    { path: 'app/link', type: 'SymbolicLink', linkpath: 'main.txt' },
+  ]),
+);
+const APP_HASH = hashOf('app files');
+
+const steps = [
+  { type: 'ENV', args: ['GREETING', 'hello', 'OTHER', 'x'] },
+  { type: 'RUN', args: ['echo "$GREETING from $(whoami)" > /tmp/run.txt'] },
+  { type: 'RUN', args: ['echo root-made > /opt/r.txt', 'root'] },
+  { type: 'COPY', args: ['app/', '/opt/app', 'user', '0755'], filesHash: APP_HASH },
+  { type: 'WORKDIR', args: ['/home/user/work'] },
+  { type: 'USER', args: ['builder'] },
+  { type: 'RUN', args: ['whoami > /tmp/who.txt; pwd >> /tmp/who.txt'] },
+];
+
+test('a build from the base template runs its steps, and sandboxes of it show them; a rebuild runs none', async () => {
+  const req = await api('POST', '/v3/templates', { name: 'srv-built:v1', cpuCount: 1, memoryMB: 512 });
+  expect(req).toEqual({ status: 202, body: { templateID: expect.any(String), buildID: expect.any(String), public: false, names: ['srv-built'], aliases: ['srv-built'], tags: ['v1'] } });
+  const { templateID, buildID } = req.body;
+  await upload(templateID, APP_HASH, app);
+  expect(await api('POST', `/v2/templates/${templateID}/builds/${buildID}`, { fromTemplate: 'base', steps, startCmd: 'echo started > /tmp/started; sleep 3600', readyCmd: 'test -f /tmp/started' })).toEqual({
+    status: 202,
+    body: undefined,
+  });
+  const done = await finished(templateID, buildID);
+  expect(done).toMatchObject({ status: 'ready' });
+  const messages = done.logEntries.map((e) => e.message);
+  expect(messages).toEqual(expect.arrayContaining(['FROM template base', '[1/7] ENV GREETING=hello OTHER=x', '[7/7] RUN whoami > /tmp/who.txt; pwd >> /tmp/who.txt']));
+  expect(messages.filter((m) => m.startsWith('CACHED'))).toEqual([]);
+
+  const s = await t.control.createSandbox({ templateID: 'srv-built:v1' });
+  const r = await run(
+    t.server,
+    s.sandboxID,
+    s.envdAccessToken,
+    'cat /tmp/run.txt /opt/r.txt; stat -c "%U %a" /opt/r.txt /opt/app /opt/app/main.txt; cat /opt/app/sub/deep.txt; readlink /opt/app/link; cat /tmp/who.txt; whoami; pwd; echo $GREETING; cat /tmp/started',
+  );
+  expect(r.stdout).toBe('hello from user\nroot-made\nroot 644\nuser 755\nuser 755\ndeep\nmain.txt\nbuilder\n/home/user/work\nbuilder\n/home/user/work\nhello\nstarted\n');
+
+  // The same steps again: every layer is found, nothing runs.
+  const again = await api('POST', '/v3/templates', { name: 'srv-built' });
+  expect(again.body.templateID).toBe(templateID);
+  expect(again.body.tags).toEqual(['default']);
+  expect(await api('GET', `/templates/${templateID}/files/${APP_HASH}`)).toEqual({ status: 201, body: { present: true } });
+  await api('POST', `/v2/templates/${templateID}/builds/${again.body.buildID}`, { fromTemplate: 'base', steps, startCmd: 'echo started > /tmp/started; sleep 3600', readyCmd: 'test -f /tmp/started' });
+  const cached = await finished(templateID, again.body.buildID);
+  expect(cached.status).toBe('ready');
+  const layerSteps = steps.filter((x) => x.type !== 'ENV').length;
+  expect(cached.logEntries.filter((e) => e.message.startsWith('CACHED')).length).toBe(layerSteps);
+  expect(cached.logEntries.map((e) => e.message)).not.toContain('[2/7] RUN echo "$GREETING from $(whoami)" > /tmp/run.txt');
+
+  // force on a step rebuilds from it on.
+  const forced = await api('POST', '/v3/templates', { name: 'srv-built' });
+  await api('POST', `/v2/templates/${templateID}/builds/${forced.body.buildID}`, { fromTemplate: 'base', steps: steps.map((x, i) => (i === 5 ? { ...x, force: true } : x)) });
+  const rebuilt = await finished(templateID, forced.body.buildID);
+  expect(rebuilt.logEntries.filter((e) => e.message.startsWith('CACHED')).map((e) => e.step)).toEqual(['2', '3', '4', '5']);
+
+  await t.control.killSandbox(s.sandboxID);
+  const listed = await t.control.getTemplate(templateID, {});
+  expect(listed.template.builds.map((b) => b.status)).toEqual(['ready', 'ready', 'ready']);
+});
+
+test('a failing step ends the build in error with its step, its reason and its output', async () => {
+  const req = await api('POST', '/v3/templates', { name: 'srv-failing' });
+  await api('POST', `/v2/templates/${req.body.templateID}/builds/${req.body.buildID}`, { fromTemplate: 'base', steps: [{ type: 'RUN', args: ['echo about-to-fail; exit 3'] }] });
+  const done = await finished(req.body.templateID, req.body.buildID);
+  expect(done.status).toBe('error');
+  expect(done.reason).toMatchObject({ step: '1', message: "the command 'echo about-to-fail; exit 3' failed: exit status 3" });
+  expect(done.reason!.logEntries.map((e) => e.message)).toContain('about-to-fail');
+  // A template with no ready build starts no sandbox.
+  await expect(t.control.createSandbox({ templateID: 'srv-failing' })).rejects.toMatchObject({ status: 400, message: expect.stringContaining('has no ready build') });
+});
+
+test('a run as a user that does not exist fails the build naming it', async () => {
+  const req = await api('POST', '/v3/templates', { name: 'srv-nouser' });
+  await api('POST', `/v2/templates/${req.body.templateID}/builds/${req.body.buildID}`, { fromTemplate: 'base', steps: [{ type: 'RUN', args: ['true', 'nobody-here'] }] });
+  const done = await finished(req.body.templateID, req.body.buildID);
+  expect(done.status).toBe('error');
+  expect(done.reason!.message).toMatch(/nobody-here/);
+});
+
+test('bad steps and uploads are refused with what is wrong, before anything runs', async () => {
+  const req = await api('POST', '/v3/templates', { name: 'srv-bad' });
+  const start = (body: object) => api('POST', `/v2/templates/${req.body.templateID}/builds/${req.body.buildID}`, body);
+  const refused = async (body: object, message: RegExp) => expect(await start(body)).toEqual({ status: 400, body: { code: 400, message: expect.stringMatching(message) } });
+  await refused({ steps: [] }, /needs fromImage or fromTemplate/);
+  await refused({ fromTemplate: 'base', fromImage: 'x' }, /not both/);
+  await refused({ fromTemplate: 'base', steps: [{ type: 'FROB', args: [] }] }, /^step 1 \(FROB\): unknown step type/);
+  await refused({ fromTemplate: 'base', steps: [{ type: 'RUN', args: ['  '] }] }, /^step 1 \(RUN\): the command is empty/);
+  await refused({ fromTemplate: 'base', steps: [{ type: 'ENV', args: ['A'] }] }, /^step 1 \(ENV\): needs pairs/);
+  await refused({ fromTemplate: 'base', steps: [{ type: 'COPY', args: ['a', '/a'], filesHash: 'f'.repeat(64) }] }, /^step 1 \(COPY\): the files of 'a' .* were never uploaded/);
+  await refused({ fromTemplate: 'base', steps: [{ type: 'COPY', args: ['../a', '/a'], filesHash: APP_HASH }] }, /outside the build context/);
+  await refused({ fromImage: 'x', fromImageRegistry: { type: 'aws' } }, /fromImageRegistry/);
+
+  // Not an archive: refused, and not kept.
+  const hash = hashOf('not a tar');
+  const link = await api('GET', `/templates/${req.body.templateID}/files/${hash}`);
+  const put = await fetch(link.body.url, { method: 'PUT', body: 'this is not a tar archive at all'.repeat(40) });
+  expect(put.status).toBe(400);
+  expect(await put.json()).toEqual({ code: 400, message: expect.stringMatching(/^the upload is not a tar archive/) });
+  expect((await api('GET', `/templates/${req.body.templateID}/files/${hash}`)).body.present).toBe(false);
+  // A URL signed for one hash does not take another's files.
+  const other = link.body.url.replace(hash, hashOf('other'));
+  expect((await fetch(other, { method: 'PUT', body: app })).status).toBe(403);
+
+  // The build is still waiting and can be started once; a second start of it is refused.
+  expect((await start({ fromTemplate: 'base', steps: [{ type: 'RUN', args: ['sleep 2'] }] })).status).toBe(202);
+  expect(await start({ fromTemplate: 'base' })).toMatchObject({ status: 409, body: { message: expect.stringMatching(/is building/) } });
+  // Another build of the template while one is under way is refused.
+  expect(await api('POST', '/v3/templates', { name: 'srv-bad' })).toMatchObject({ status: 409, body: { message: expect.stringMatching(/has a build under way/) } });
+  expect((await finished(req.body.templateID, req.body.buildID)).status).toBe('ready');
+});
