@@ -17,7 +17,7 @@
 // restart of this process: containers run on, and list() finds them again.
 import { createHash, randomUUID } from 'node:crypto';
 import { chmodSync, chownSync, closeSync, existsSync, lstatSync, mkdirSync, openSync, readFileSync, readSync, readdirSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { dirname, join, resolve } from 'node:path';
+import { basename, dirname, join, resolve } from 'node:path';
 import type { Duplex } from 'node:stream';
 import { envdCommand, envdSandboxDir } from '@paddock/envd';
 import { checkPassable, installCopy, removeScratchCopies, sandboxPassable } from './host-files.js';
@@ -60,6 +60,13 @@ export interface RuncRuntimeOptions {
    * once unpacked); image garbage collection then needs all of them.
    */
   layersDir?: string;
+  /**
+   * Whether layers that no template and no sandbox of this runtime stands
+   * on are removed (at start, and when a template goes or is made again).
+   * Default: when the image store is the runtime's own (`layersDir` unset),
+   * not when it is shared, since other runtimes' templates are unknown here.
+   */
+  collectLayers?: boolean;
   /** Where the base root filesystem built with mmdebstrap is kept (default `<dataDir>/cache`). */
   cacheDir?: string;
   /** The base template from this image reference instead of the Debian root filesystem built here. */
@@ -132,6 +139,7 @@ const INIT_WATCH_MS = 1000;
 export class RuncRuntime implements Runtime, HostAdmin, WarmPool {
   private readonly dataDir: string;
   private readonly sandboxesDir: string;
+  private readonly collectsLayers: boolean;
   private readonly runc: Runc;
   private readonly templates: TemplateLayers;
   private readonly cgroups: CgroupLayout;
@@ -166,7 +174,9 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool {
     this.sandboxesDir = join(this.dataDir, 'sandboxes');
     this.runc = new Runc(join(this.dataDir, 'runc'), opts.runcBinary);
     this.idShift = checkIdShift(opts.idShift ?? DEFAULT_ID_SHIFT);
-    this.images = new ImageStore({ dir: opts.layersDir ?? join(this.dataDir, 'layers'), idShift: this.idShift, insecureRegistries: opts.insecureRegistries });
+    const ownLayers = join(this.dataDir, 'layers');
+    this.images = new ImageStore({ dir: opts.layersDir ?? ownLayers, idShift: this.idShift, insecureRegistries: opts.insecureRegistries });
+    this.collectsLayers = opts.collectLayers ?? resolve(opts.layersDir ?? ownLayers) === ownLayers;
     this.templates = new TemplateLayers(join(this.dataDir, 'templates'), this.images);
     this.cgroups = detectCgroups();
     this.swap = swapAccounting(this.cgroups);
@@ -266,6 +276,7 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool {
     }
     await this.ensureBase(onProgress);
     if (first) {
+      await this.collectLayers();
       await this.shiftOldLayers();
       setCpuWeight(this.cgroups, dirname(this.cgroupParent), SANDBOXES_CPU_WEIGHT);
       this.watchInits();
@@ -287,7 +298,41 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool {
    */
   async rebuildBase(onProgress?: (message: string) => void): Promise<TemplateInfo> {
     this.ensurePrepared();
-    return this.templates.setRoot(BASE_TEMPLATE_ID, await this.makeBaseImage(true, onProgress));
+    const made = this.templates.setRoot(BASE_TEMPLATE_ID, await this.makeBaseImage(true, onProgress));
+    await this.collectLayers();
+    return made;
+  }
+
+  /**
+   * Removes the image store's layers that nothing here stands on: not a
+   * template's image, nor a layer a snapshot or a sandbox pinned beneath its
+   * own. Only when the store is this runtime's (`collectLayers`); a failure
+   * is a warning, as nothing depends on the space coming back at once.
+   */
+  private async collectLayers(): Promise<void> {
+    if (!this.collectsLayers) return;
+    try {
+      const inUse = new Set<string>();
+      // A layer's directory is <store>/sha256/<hex>/fs.
+      const layers = join(this.images.dir, 'sha256');
+      const pinned = (dirs: string[] | undefined) => {
+        for (const dir of dirs ?? []) {
+          if (dirname(dirname(dir)) === layers && basename(dir) === 'fs') inUse.add(`sha256:${basename(dirname(dir))}`);
+        }
+      };
+      for (const { id } of this.templates.list()) {
+        try {
+          for (const d of this.templates.image(id).diffIds) inUse.add(d);
+          pinned(this.templates.layers(id));
+        } catch {
+          // A template whose chain is broken stands on nothing that can be started.
+        }
+      }
+      for (const id of readdirSync(this.sandboxesDir)) pinned(this.readSpec(id)?.lowers);
+      await this.images.gc(inUse);
+    } catch (err) {
+      process.emitWarning(`unused image layers could not be removed: ${(err as Error).message}`);
+    }
   }
 
   private makeBaseImage(force: boolean, onProgress?: (message: string) => void): Promise<TemplateImage> {
@@ -301,7 +346,10 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool {
     if (!opts.replace || !this.templates.get(templateId)) this.templates.checkNewId(templateId);
     const image = await pullImage(this.images, reference, { onProgress: opts.onProgress, auth: opts.auth });
     const limits = opts.replace && !opts.limits ? undefined : checkLimits({ ...DEFAULT_LIMITS, ...definedOnly(opts.limits) });
-    return this.templates.setRoot(templateId, image, limits);
+    const made = this.templates.setRoot(templateId, image, limits);
+    // The image it had before may be no one's now.
+    if (opts.replace) await this.collectLayers();
+    return made;
   }
 
   /**
@@ -808,6 +856,7 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool {
     if (inUse.length) throw new RuntimeError('conflict', `template '${id}' is used by sandboxes ${inUse.join(', ')}`);
     this.pool.delete(id);
     this.templates.discard(id);
+    await this.collectLayers();
   }
 
   // ---------------------------------------------------------------- warm pool

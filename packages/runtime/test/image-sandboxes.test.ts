@@ -10,16 +10,18 @@ import { join } from 'node:path';
 import { runtimeConformance } from './conformance.js';
 import { exec, testRuntime, TOKEN, type TestRuntime } from './harness.js';
 import { startRegistry, type TestRegistry } from './registry.js';
-import { pushTestImages, TEST_IMAGES } from './test-images.js';
+import { pushTestImages, TEST_IMAGES, type TestImage } from './test-images.js';
+import { existsSync, readdirSync } from 'node:fs';
 
 let registry: TestRegistry;
 let layoutDir: string;
 let t: TestRuntime;
+let refs: Record<TestImage, string>;
 
 beforeAll(async () => {
   registry = await startRegistry();
   layoutDir = mkdtempSync(join(tmpdir(), 'paddock-image-sandboxes-'));
-  const refs = await pushTestImages(registry, layoutDir);
+  refs = await pushTestImages(registry, layoutDir);
   t = await testRuntime({ warmPoolSize: 0 });
   for (const tag of TEST_IMAGES) await t.runtime.templateFromImage(`img-${tag}`, refs[tag]);
 }, 300_000);
@@ -63,4 +65,38 @@ test('an image that does not exist, or a template id taken, is refused clearly',
   });
   await expect(t.runtime.templateFromImage('img-scratch', `${registry.host}/paddock-test/scratch:scratch`)).rejects.toMatchObject({ kind: 'conflict' });
   expect(await t.runtime.getTemplate('img-missing')).toBeUndefined();
+});
+
+test("a runtime with its own image store removes the layers no template and no sandbox stands on; a snapshot's pinned layers stay", async () => {
+  // Its own store (not the tests' shared one), with a base from the scratch image: nothing to unpack but busybox.
+  const own = await testRuntime({ layersDir: undefined, baseImage: refs.scratch, warmPoolSize: 0 });
+  const layers = () => readdirSync(join(own.dataDir, 'layers', 'sha256')).sort();
+  try {
+    const base = layers();
+    expect(base).toHaveLength(1);
+    await own.runtime.templateFromImage('musl', refs.musl);
+    await own.runtime.templateFromImage('multi', refs.layers);
+    expect(layers()).toHaveLength(4);
+    await own.runtime.deleteTemplate('multi');
+    expect(layers()).toHaveLength(2);
+
+    // A snapshot of a sandbox of 'musl' pins musl's layer beneath it, though 'musl' is made again on another image.
+    const { id } = await own.runtime.create({ templateId: 'musl', init: { accessToken: TOKEN } });
+    await exec(own.runtime, id, 'echo kept > /tmp/kept');
+    await own.runtime.snapshot(id, 'musl-snap');
+    await own.runtime.destroy(id);
+    const muslLayer = layers().find((l) => !base.includes(l))!;
+    await own.runtime.templateFromImage('musl', refs.scratch, { replace: true });
+    expect(layers()).toEqual([...base, muslLayer].sort());
+    const child = await own.runtime.create({ templateId: 'musl-snap', init: { accessToken: TOKEN } });
+    expect((await exec(own.runtime, child.id, 'cat /tmp/kept; hello')).stdout).toBe('kept\nhello from musl\n');
+    await own.runtime.destroy(child.id);
+    await own.runtime.deleteTemplate('musl-snap');
+    expect(layers()).toEqual(base);
+    expect(existsSync(join(own.dataDir, 'layers', 'sha256', muslLayer))).toBe(false);
+  } finally {
+    await own.teardown();
+  }
+  // The tests' shared store is never collected: every image of this file is still there.
+  for (const tag of TEST_IMAGES) expect(await t.runtime.getTemplate(`img-${tag}`)).toBeDefined();
 });
