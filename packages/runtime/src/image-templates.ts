@@ -55,6 +55,12 @@ export async function pullImage(
   return templateImage(image, reference);
 }
 
+/** An image from an archive (`docker save`, or an OCI layout as a tar). */
+export async function importImage(images: ImageStore, archivePath: string, opts: { onProgress?: (message: string) => void; reference?: string } = {}): Promise<TemplateImage> {
+  const image = await images.importArchive(archivePath, { onProgress: progressReporter(opts.reference ?? basename(archivePath), opts.onProgress ?? (() => undefined)), reference: opts.reference });
+  return templateImage(image, image.references[0] ?? opts.reference ?? basename(archivePath));
+}
+
 export function templateImage(image: Pick<Image, 'id' | 'diffIds' | 'config'>, reference: string): TemplateImage {
   const c = image.config;
   return { id: image.id, reference, diffIds: image.diffIds, env: c.env, ...(c.workingDir ? { workingDir: c.workingDir } : {}), ...(c.user ? { user: c.user } : {}) };

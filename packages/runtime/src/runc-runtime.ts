@@ -22,7 +22,7 @@ import type { Duplex } from 'node:stream';
 import { envdCommand, envdSandboxDir } from '@paddock/envd';
 import { checkPassable, installCopy, removeScratchCopies, sandboxPassable } from './host-files.js';
 import { checkIdShift, DEFAULT_ID_SHIFT, shiftOwners } from './ids.js';
-import { baseImage, pullImage } from './image-templates.js';
+import { baseImage, importImage, pullImage } from './image-templates.js';
 import { ImageStore } from './images/index.js';
 import { cgroupDirs, detectCgroups, inCgroup, readUsage, removeCgroupDir, removeCgroups, removeCgroupsDrained, setCpuWeight, swapAccounting, thawed, type CgroupLayout } from './cgroups.js';
 import { envdAnswers, initEnvd, openTunnel, runTrue, waitForEnvd } from './envd-link.js';
@@ -340,11 +340,20 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool {
   }
 
   /** Makes a template from an image in a registry. */
-  async templateFromImage(templateId: string, reference: string, opts: TemplateFromImageOptions = {}): Promise<TemplateInfo> {
+  templateFromImage(templateId: string, reference: string, opts: TemplateFromImageOptions = {}): Promise<TemplateInfo> {
+    return this.rootTemplate(templateId, opts, () => pullImage(this.images, reference, { onProgress: opts.onProgress, auth: opts.auth }));
+  }
+
+  templateFromArchive(templateId: string, archivePath: string, opts: Omit<TemplateFromImageOptions, 'auth'> & { reference?: string } = {}): Promise<TemplateInfo> {
+    return this.rootTemplate(templateId, opts, () => importImage(this.images, archivePath, { onProgress: opts.onProgress, reference: opts.reference }));
+  }
+
+  /** A root template on the image `bring` puts in the store. */
+  private async rootTemplate(templateId: string, opts: Pick<TemplateFromImageOptions, 'replace' | 'limits'>, bring: () => Promise<TemplateImage>): Promise<TemplateInfo> {
     this.ensurePrepared();
-    // Before the pull, which may take minutes: the id must be usable, and free unless it is to be made again.
+    // Before the image comes, which may take minutes: the id must be usable, and free unless it is to be made again.
     if (!opts.replace || !this.templates.get(templateId)) this.templates.checkNewId(templateId);
-    const image = await pullImage(this.images, reference, { onProgress: opts.onProgress, auth: opts.auth });
+    const image = await bring();
     const limits = opts.replace && !opts.limits ? undefined : checkLimits({ ...DEFAULT_LIMITS, ...definedOnly(opts.limits) });
     const made = this.templates.setRoot(templateId, image, limits);
     // The image it had before may be no one's now.

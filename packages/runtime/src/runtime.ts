@@ -113,6 +113,11 @@ export interface Runtime {
    * or `...@sha256:...`), pulled unless its layers are here already.
    */
   templateFromImage(templateId: string, reference: string, opts?: TemplateFromImageOptions): Promise<TemplateInfo>;
+  /**
+   * Makes a template from an image archive on this host: what `docker save`
+   * writes, or an OCI image layout as a tar.
+   */
+  templateFromArchive(templateId: string, archivePath: string, opts?: Omit<TemplateFromImageOptions, 'auth'> & { reference?: string }): Promise<TemplateInfo>;
   /** Makes the base template's image again; sandboxes running on the old one keep it. */
   rebuildBase(onProgress?: (message: string) => void): Promise<TemplateInfo>;
   /**

@@ -148,6 +148,7 @@ function handlers({ sandboxes, templates, keys }: ApiDeps): Handlers {
       await templates.startBuild(params.templateID, params.buildID, body);
       return { status: 202 };
     },
+    postTemplatesTemplateIDRebuild: async ({ params }) => ({ status: 202, body: await templates.rebuild(params.templateID) }),
     getTemplatesTemplateIDBuildsBuildIDStatus: async ({ params, query }) => ({ status: 200, body: await templates.buildStatus(params.templateID, params.buildID, query) }),
     getTemplatesTemplateIDBuildsBuildIDLogs: async ({ params, query }) => ({ status: 200, body: await templates.buildLogs(params.templateID, params.buildID, query) }),
     postTemplatesTags: async ({ body }) => ({ status: 201, body: await templates.assignTags(body.target, body.tags) }),

@@ -269,6 +269,30 @@ export class Templates {
     return { t, b };
   }
 
+  /** `POST /templates/{id}/rebuild`: the base template's image made again, as a build of it. */
+  async rebuild(ref: string) {
+    const { builder } = this.buildServices();
+    const t = await this.require(ref);
+    if (t.kind !== 'base') throw badRequest(`template '${ref}' is not the base template; make it again with the build API`);
+    const current = readyBuild(t) ?? t.builds[0]!;
+    const build = await this.records.addBuild(t.id, {
+      buildId: randomUUID(),
+      tags: [],
+      cpuCount: current.cpuCount,
+      memoryMB: current.memoryMB,
+      diskSizeMB: current.diskSizeMB,
+      envdVersion,
+    });
+    await this.records.startBuild(build.id);
+    builder.enqueue({
+      buildId: build.id,
+      templateId: t.id,
+      plan: { source: { kind: 'base' }, steps: [], force: true, startCmd: null, readyCmd: null },
+      limits: { cpuCount: build.cpuCount, memoryMB: build.memoryMB, diskSizeMB: build.diskSizeMB },
+    });
+    return { templateID: t.id, buildID: build.id, public: t.public, names: t.names, aliases: t.names, tags: [] };
+  }
+
   /** A build's status and its log from `logsOffset` on (at most `limit` entries, of `level` and above). */
   async buildStatus(ref: string, buildId: string, q: { logsOffset?: number; limit?: number; level?: LogLevel } = {}) {
     const { t, b } = await this.requireBuild(ref, buildId);

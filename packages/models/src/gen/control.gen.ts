@@ -482,8 +482,9 @@ export interface paths {
          * @deprecated
          * @description Registers a template and starts building it from a Dockerfile.
          *
-         *     Paddock note: until template builds are implemented, Paddock answers
-         *     with an Error body instead of starting a build.
+         *     Paddock note: Paddock builds templates through the v2 build API only
+         *     (`POST /v3/templates`, then `POST /v2/templates/{templateID}/builds/{buildID}`);
+         *     this route answers 501 naming it.
          */
         post: operations["postTemplates"];
         delete?: never;
@@ -507,8 +508,10 @@ export interface paths {
          *     it. The build itself is started with
          *     `POST /v2/templates/{templateID}/builds/{buildID}`.
          *
-         *     Paddock note: until template builds are implemented, Paddock answers
-         *     with an Error body instead of registering a build.
+         *     Paddock note: a name that a template not made by builds has (the base
+         *     template, a snapshot) is refused with 409, as is a new build while one
+         *     of the template is under way. A build asked for no tag gets the tag
+         *     `default`; tags point at a build once it is ready.
          */
         post: operations["postV3Templates"];
         delete?: never;
@@ -547,8 +550,8 @@ export interface paths {
          * @description Changes the template's visibility. Superseded by
          *     `PATCH /v2/templates/{templateID}`, which also returns the names.
          *
-         *     Paddock note: while template management is not implemented, Paddock
-         *     may answer with an Error body.
+         *     Paddock note: visibility is recorded; every key of the server sees
+         *     every template.
          */
         patch: operations["patchTemplatesTemplateID"];
         trace?: never;
@@ -573,8 +576,8 @@ export interface paths {
          * Update a template
          * @description Changes the template's visibility and returns its names.
          *
-         *     Paddock note: while template management is not implemented, Paddock
-         *     may answer with an Error body.
+         *     Paddock note: visibility is recorded; every key of the server sees
+         *     every template.
          */
         patch: operations["patchV2TemplatesTemplateID"];
         trace?: never;
@@ -596,8 +599,10 @@ export interface paths {
          * @description Tells the caller whether the files with this hash are already stored
          *     and, if not, where to upload them.
          *
-         *     Paddock note: until template builds are implemented, Paddock answers
-         *     with an Error body.
+         *     Paddock note: the upload URL is on the control API itself, signed and
+         *     valid for ten minutes; the client PUTs a tar archive (gzip-compressed
+         *     or not) with a Content-Length to it, without an API key. An upload
+         *     that is not a whole archive is refused with 400 and not kept.
          */
         get: operations["getTemplatesTemplateIDFilesHash"];
         put?: never;
@@ -628,10 +633,42 @@ export interface paths {
          *     a registry image or another template, followed by the given steps.
          *     Follow progress with the build status and logs endpoints.
          *
-         *     Paddock note: until template builds are implemented, Paddock answers
-         *     with an Error body instead of starting the build.
+         *     Paddock note: the request is checked whole before anything runs; a
+         *     step that cannot run (an unknown type, an empty command, files never
+         *     uploaded) is a 400 naming the step. Each step that changes files runs
+         *     in a build container and becomes a layer cached by its inputs.
+         *     `fromImageArchive` (Paddock's) starts from an uploaded image archive
+         *     instead of a registry.
          */
         post: operations["postV2TemplatesTemplateIDBuildsBuildID"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/templates/{templateID}/rebuild": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description ID of the template. */
+                templateID: components["parameters"]["templateID"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Make the base template again (Paddock)
+         * @description Paddock's own: makes the base template's image again (its Debian root
+         *     filesystem built anew with mmdebstrap, or the configured base image
+         *     pulled again) as a new build of it, whose status and logs are read as
+         *     any build's. Sandboxes running on the old image keep it. Only the base
+         *     template can be made again this way (other templates are rebuilt with
+         *     the build API); 409 while a rebuild is under way.
+         */
+        post: operations["postTemplatesTemplateIDRebuild"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1579,6 +1616,12 @@ export interface components {
             /** @description Existing template to start from. */
             fromTemplate?: string;
             fromImageRegistry?: components["schemas"]["FromImageRegistry"];
+            /**
+             * @description Paddock: the files hash (from `GET /templates/{templateID}/files/{hash}`)
+             *     of an uploaded image archive to start from: what `docker save`
+             *     writes, or an OCI image layout as a tar.
+             */
+            fromImageArchive?: string;
             /**
              * @description Ignore cached results of every step.
              * @default false
@@ -2821,6 +2864,34 @@ export interface operations {
             401: components["responses"]["401"];
             500: components["responses"]["500"];
             501: components["responses"]["501"];
+        };
+    };
+    postTemplatesTemplateIDRebuild: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description ID of the template. */
+                templateID: components["parameters"]["templateID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The rebuild has started. */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TemplateRequestResponseV3"];
+                };
+            };
+            400: components["responses"]["400"];
+            401: components["responses"]["401"];
+            404: components["responses"]["404"];
+            409: components["responses"]["409"];
+            500: components["responses"]["500"];
         };
     };
     getTemplatesTemplateIDBuildsBuildIDStatus: {

@@ -150,7 +150,7 @@ export class Builder {
     const timer = setTimeout(() => abort.abort(new Error(`the build took longer than ${Math.round(this.opts.timeoutMs / 1000)} s`)), this.opts.timeoutMs);
     const started = Date.now();
     try {
-      const made = await this.steps(job, log, abort.signal);
+      const made = job.plan.source.kind === 'base' ? await this.rebuildBase(log) : await this.steps(job, log, abort.signal);
       log.add('info', `Build finished in ${((Date.now() - started) / 1000).toFixed(1)} s`, 'finalize');
       await log.flush();
       await this.opts.records.finishBuild(job.buildId, { status: 'ready', runtimeTemplateId: made, startCmd: job.plan.startCmd, readyCmd: job.plan.readyCmd });
@@ -166,6 +166,13 @@ export class Builder {
       clearTimeout(timer);
       this.aborts.delete(job.buildId);
     }
+  }
+
+  /** The base template's image made again; its progress is the build's log. */
+  private async rebuildBase(log: BuildLog): Promise<string> {
+    log.add('info', 'Making the base template again', 'base');
+    const made = await this.opts.runtime.rebuildBase((m) => void log.add('info', m, 'base'));
+    return made.id;
   }
 
   /** Runs the steps; the runtime template the build made. */
@@ -197,29 +204,29 @@ export class Builder {
     return finalId;
   }
 
-  /** The template the first step stands on: an image's, pulled, or a template's. */
+  /** The template the first step stands on: an image's, pulled or imported, or a template's. */
   private async base(job: BuildJob, log: BuildLog, signal: AbortSignal): Promise<Progress> {
     const { source } = job.plan;
     const { runtime } = this.opts;
-    if (source.kind === 'image') {
-      log.add('info', `FROM ${source.reference}`, 'base');
-      const rootId = `i-${sha256(source.reference).slice(0, 60)}`;
+    if (source.kind === 'image' || source.kind === 'archive') {
+      const what = source.kind === 'image' ? source.reference : `the uploaded image archive ${source.filesHash}`;
+      log.add('info', `FROM ${what}`, 'base');
+      const onProgress = (m: string) => void log.add('info', m, 'base');
+      const rootId = source.kind === 'image' ? `i-${sha256(source.reference).slice(0, 60)}` : `a-${source.filesHash.slice(0, 60)}`;
       let info;
       try {
         info = await this.layerLocks.run(rootId, () =>
-          runtime.templateFromImage(rootId, source.reference, {
-            replace: true,
-            limits: job.limits,
-            ...(source.auth ? { auth: source.auth } : {}),
-            onProgress: (m) => log.add('info', m, 'base'),
-          }),
+          source.kind === 'image'
+            ? runtime.templateFromImage(rootId, source.reference, { replace: true, limits: job.limits, onProgress, ...(source.auth ? { auth: source.auth } : {}) })
+            : runtime.templateFromArchive(rootId, this.opts.files.path(source.filesHash), { replace: true, limits: job.limits, onProgress }),
         );
       } catch (err) {
-        throw new StepFailed(`image '${source.reference}' could not be pulled: ${(err as Error).message}`, 'base');
+        throw new StepFailed(`image '${source.kind === 'image' ? source.reference : source.filesHash}' could not be ${source.kind === 'image' ? 'pulled' : 'imported'}: ${(err as Error).message}`, 'base');
       }
       signal.throwIfAborted();
       return { current: rootId, key: sha256(`image\n${info.imageId}`), config: info.config, forced: job.plan.force };
     }
+    if (source.kind === 'base') throw new Error('the base template is made again by rebuildBase, not as a build on a base');
     log.add('info', `FROM template ${source.ref}`, 'base');
     let id: string;
     try {

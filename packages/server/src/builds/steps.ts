@@ -18,6 +18,7 @@ export interface BuildRequest {
   fromImage?: string;
   fromTemplate?: string;
   fromImageRegistry?: { type: string; username?: string; password?: string };
+  fromImageArchive?: string;
   force?: boolean;
   steps?: BuildStep[];
   startCmd?: string;
@@ -27,7 +28,10 @@ export interface BuildRequest {
 /** Where a build starts: an image from a registry, or a template of this server. */
 export type BuildSource =
   | { kind: 'image'; reference: string; auth?: { username: string; password: string } }
-  | { kind: 'template'; ref: string };
+  | { kind: 'archive'; filesHash: string }
+  | { kind: 'template'; ref: string }
+  /** The base template's image made again (`paddock template rebuild base`). */
+  | { kind: 'base' };
 
 /** A step as the builder runs it. */
 export type Step =
@@ -116,9 +120,14 @@ function checkStep(raw: BuildStep, number: number, files: BuildFiles): Step {
 
 /** Checks a build request whole; a 400 naming the first thing wrong. */
 export function planBuild(req: BuildRequest, files: BuildFiles): BuildPlan {
-  if (req.fromImage && req.fromTemplate) throw badRequest('give fromImage or fromTemplate, not both');
+  const given = (['fromImage', 'fromTemplate', 'fromImageArchive'] as const).filter((k) => req[k]);
+  if (given.length > 1) throw badRequest(`give one of fromImage, fromTemplate and fromImageArchive, not ${given.join(' and ')}`);
   let source: BuildSource;
-  if (req.fromTemplate) {
+  if (req.fromImageArchive) {
+    if (!FILES_HASH.test(req.fromImageArchive)) throw badRequest(`fromImageArchive '${req.fromImageArchive}' is not a files hash (a sha256 in hex)`);
+    if (!files.has(req.fromImageArchive)) throw badRequest(`the image archive ${req.fromImageArchive} was never uploaded`);
+    source = { kind: 'archive', filesHash: req.fromImageArchive };
+  } else if (req.fromTemplate) {
     source = { kind: 'template', ref: req.fromTemplate };
   } else if (req.fromImage) {
     const reg = req.fromImageRegistry;
@@ -128,7 +137,7 @@ export function planBuild(req: BuildRequest, files: BuildFiles): BuildPlan {
       ? { kind: 'template', ref: 'base' }
       : { kind: 'image', reference: req.fromImage, ...(reg ? { auth: { username: reg.username!, password: reg.password! } } : {}) };
   } else {
-    throw badRequest('a build needs fromImage or fromTemplate');
+    throw badRequest('a build needs fromImage, fromTemplate or fromImageArchive');
   }
   const steps = (req.steps ?? []).map((s, i) => ({ ...checkStep(s, i + 1, files), force: s.force === true, number: i + 1 }));
   return { source, steps, force: req.force === true, startCmd: req.startCmd || null, readyCmd: req.readyCmd || null };

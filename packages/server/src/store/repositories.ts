@@ -315,6 +315,8 @@ export interface TemplateRepository {
    * template or a build of it is under way), else of a new template.
    */
   newBuild(build: NewBuild): Promise<{ template: TemplateRecord; build: BuildRecord }>;
+  /** Records a build, waiting, of an existing template of any kind (the base template made again). */
+  addBuild(templateId: string, build: Omit<NewBuild, 'templateId' | 'name'>): Promise<BuildRecord>;
   /** Moves a waiting build to building; refused (`conflict`) in any other state. */
   startBuild(buildId: string): Promise<BuildRecord>;
   /** Ends a build: ready (its tags then point at it) or error. */

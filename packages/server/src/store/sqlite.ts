@@ -632,6 +632,24 @@ export class SqliteTemplateRepository implements TemplateRepository {
       .immediate();
   }
 
+  async addBuild(templateId: string, b: Omit<NewBuild, 'templateId' | 'name'>): Promise<BuildRecord> {
+    const now = Date.now();
+    return this.db
+      .transaction(() => {
+        const template = this.byId(templateId);
+        if (!template) throw new StoreError('not_found', `template '${templateId}' not found`);
+        const underWay = template.builds.find((x) => x.status === 'building' || x.status === 'waiting');
+        if (underWay) throw new StoreError('conflict', `template '${templateId}' has a build under way (${underWay.id}); wait for it to end`);
+        statement(
+          this.db,
+          `INSERT INTO builds (id, template_id, status, created_at, updated_at, cpu_count, memory_mb, disk_size_mb, envd_version, tags)
+           VALUES (?, ?, 'waiting', ?, ?, ?, ?, ?, ?, ?)`,
+        ).run(b.buildId, templateId, now, now, b.cpuCount, b.memoryMB, b.diskSizeMB, b.envdVersion, JSON.stringify(b.tags));
+        return this.buildById(b.buildId)!;
+      })
+      .immediate();
+  }
+
   async startBuild(buildId: string): Promise<BuildRecord> {
     return this.db
       .transaction(() => {
