@@ -6,7 +6,7 @@ import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { BuildError, Sandbox, Template, waitForFile, waitForPort, waitForURL } from 'e2b';
-import { startRegistry, type TestRegistry } from '../../runtime/test/registry.js';
+import { PASSWORD, startRegistry, USER, type TestRegistry } from '../../runtime/test/registry.js';
 import { pushTestImages } from '../../runtime/test/test-images.js';
 import { sleep, startForE2b, type CompatServer } from './harness.js';
 
@@ -119,3 +119,33 @@ test('a failing step fails the build with its error; so does a command as a user
     message: expect.stringContaining('nobody-here'),
   });
 }, 300_000);
+
+test('fromImage with registry credentials pulls from a registry that asks for them; without them the build fails naming the refusal', async () => {
+  const locked = await startRegistry('htpasswd');
+  try {
+    const ref = (await pushTestImages(locked, mkdtempSync(join(work, 'locked-')))).scratch;
+    await Template.build(Template().fromImage(ref, { username: USER, password: PASSWORD }).runCmd('echo in > /tmp/in'), 'sdk-locked');
+    const sbx = await Sandbox.create('sdk-locked');
+    expect((await sbx.commands.run('cat /tmp/in')).stdout).toBe('in\n');
+    await sbx.kill();
+    await expect(Template.build(Template().fromImage(ref), 'sdk-locked-anonymous')).rejects.toMatchObject({
+      name: 'BuildError',
+      message: expect.stringMatching(/requires a username and password, and none is configured for it$/),
+    });
+  } finally {
+    await locked.stop();
+  }
+}, 300_000);
+
+test("fromDockerfile: the SDK's own Dockerfile reading, on the base template for FROM e2bdev/base", async () => {
+  const t = Template({ fileContextPath: context }).fromDockerfile('FROM e2bdev/base\nENV MODE=docker\nCOPY single.txt /home/user/from-docker.txt\nRUN echo "$MODE" > /tmp/mode\nWORKDIR /tmp\n');
+  await Template.build(t, 'sdk-dockerfile');
+  const sbx = await Sandbox.create('sdk-dockerfile');
+  expect((await sbx.commands.run('cat /tmp/mode /home/user/from-docker.txt; pwd')).stdout).toBe('docker\nsingle\n/tmp\n');
+  await sbx.kill();
+}, 300_000);
+
+test('registries of cloud providers are refused at once, naming the type', async () => {
+  const t = Template().fromAWSRegistry('123.dkr.ecr.eu-west-1.amazonaws.com/app:1', { accessKeyId: 'AKIA', secretAccessKey: 'secret', region: 'eu-west-1' });
+  await expect(Template.build(t, 'sdk-aws')).rejects.toMatchObject({ name: 'BuildError', message: expect.stringContaining("fromImageRegistry of type 'aws' is not supported") });
+});
