@@ -1,6 +1,7 @@
 // Overlay mounts of sandbox root filesystems, through mount(8): Node has no
 // mount(2), and one short command per sandbox start costs little.
-import { readFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
+import { join } from 'node:path';
 import { rm } from 'node:fs/promises';
 import { run } from './exec.js';
 
@@ -19,13 +20,29 @@ export function isMounted(path: string): boolean {
   return mountPoints().has(path);
 }
 
-/** Mounts an overlay: `lowers` top-most first, all read-only. */
-export async function mountOverlay(target: string, lowers: string[], upper: string, work: string): Promise<void> {
+/** The most lower layers overlayfs stacks (its OVL_MAX_STACK). */
+export const MAX_OVERLAY_LOWERS = 500;
+
+/**
+ * Mounts an overlay: `lowers` top-most first, all read-only.
+ *
+ * mount(2) takes its options in one page, which about forty absolute layer
+ * paths fill. The lowers are named instead by short relative links made in
+ * `linkDir` (`l/0`, `l/1`, ...: host-only, as the caller's directory is),
+ * resolved from there by the kernel when it mounts; then hundreds fit.
+ */
+export async function mountOverlay(target: string, lowers: string[], upper: string, work: string, linkDir: string): Promise<void> {
   if (isMounted(target)) return;
+  if (lowers.length > MAX_OVERLAY_LOWERS) throw new Error(`an overlay stacks at most ${MAX_OVERLAY_LOWERS} layers; this one has ${lowers.length}`);
   for (const p of [...lowers, upper, work]) {
     if (p.includes(',') || p.includes(':')) throw new Error(`overlay layer path '${p}' may not contain ',' or ':'`);
   }
-  await run('mount', ['-t', 'overlay', 'overlay', '-o', `lowerdir=${lowers.join(':')},upperdir=${upper},workdir=${work}`, target]);
+  const links = join(linkDir, 'l');
+  rmSync(links, { recursive: true, force: true });
+  mkdirSync(links, { mode: 0o700 });
+  lowers.forEach((lower, i) => symlinkSync(lower, join(links, String(i))));
+  const named = lowers.map((_, i) => `l/${i}`).join(':');
+  await run('mount', ['-t', 'overlay', 'overlay', '-o', `lowerdir=${named},upperdir=${upper},workdir=${work}`, target], { cwd: linkDir });
 }
 
 /**

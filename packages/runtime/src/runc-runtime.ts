@@ -557,7 +557,7 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool {
       this.writeSpec(spec);
     }
     sandboxPassable(dir, this.idShift);
-    await mountOverlay(join(dir, 'rootfs'), lowers, disk.upper, disk.work);
+    await mountOverlay(join(dir, 'rootfs'), lowers, disk.upper, disk.work, dir);
     // Each start is a new boot to the programs inside (E2B's SDK checks that a resume from a stop reboots).
     const bootIdFile = join(dir, 'boot_id');
     rmSync(bootIdFile, { force: true });
