@@ -70,7 +70,7 @@ export async function startServer(options: StartOptions = {}): Promise<PaddockSe
     await runtime.prepare(progress);
     const keys = store.apiKeys;
     const createdApiKey = (await keys.createFirst('default', options.initialApiKey))?.key;
-    const templates = new Templates(store.templates, runtime);
+    const templates = new Templates(store.templates, runtime, store.sandboxes);
     await templates.ensureBase();
     const files = new BuildFiles(config.home, config.maxBuildUploadBytes);
     const builder = new Builder({

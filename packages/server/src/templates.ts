@@ -8,7 +8,7 @@ import type { BuildFiles } from './builds/build-files.js';
 import { planBuild, type BuildRequest } from './builds/steps.js';
 import { ApiError, badRequest, conflict, notFound, toApiError } from './errors.js';
 import { readPage, windowOf, type Page } from './pagination.js';
-import type { BuildLogEntry, BuildRecord, LogLevel, TemplateRecord, TemplateRepository } from './store/repositories.js';
+import type { BuildLogEntry, BuildRecord, LogLevel, SandboxRepository, TemplateRecord, TemplateRepository } from './store/repositories.js';
 
 const iso = (ms: number) => new Date(ms).toISOString();
 // Paddock has no teams; every template is created by the one local owner.
@@ -40,6 +40,7 @@ export class Templates {
   constructor(
     private readonly records: TemplateRepository,
     private readonly runtime: Runtime,
+    private readonly sandboxes: Pick<SandboxRepository, 'list'>,
   ) {}
 
   /** Turns on the build API (the server gives it once its builder runs). */
@@ -216,6 +217,8 @@ export class Templates {
     const t = await this.require(ref);
     if (t.kind === 'base') throw conflict(`template '${t.id}' is built in and cannot be deleted`);
     if (t.builds.some((b) => b.status === 'building')) throw conflict(`template '${t.id}' has a build under way`);
+    const users = await this.sandboxes.list({ states: ['running', 'paused'], templateIds: [t.id], order: 'asc', limit: 5 });
+    if (users.length) throw conflict(`template '${t.id}' is used by sandbox${users.length > 1 ? 'es' : ''} ${users.map((u) => u.id).join(', ')}${users.length === 5 ? ' and maybe more' : ''}; kill them first`);
     // A built template's files are layers of the build cache, which other builds may share; a snapshot's are its own.
     if (t.kind === 'snapshot') {
       await this.runtime.deleteTemplate(t.id).catch((err: unknown) => {

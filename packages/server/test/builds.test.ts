@@ -150,8 +150,8 @@ test('bad steps and uploads are refused with what is wrong, before anything runs
   const req = await api('POST', '/v3/templates', { name: 'srv-bad' });
   const start = (body: object) => api('POST', `/v2/templates/${req.body.templateID}/builds/${req.body.buildID}`, body);
   const refused = async (body: object, message: RegExp) => expect(await start(body)).toEqual({ status: 400, body: { code: 400, message: expect.stringMatching(message) } });
-  await refused({ steps: [] }, /needs fromImage or fromTemplate/);
-  await refused({ fromTemplate: 'base', fromImage: 'x' }, /not both/);
+  await refused({ steps: [] }, /needs fromImage, fromTemplate or fromImageArchive/);
+  await refused({ fromTemplate: 'base', fromImage: 'x' }, /not fromImage and fromTemplate/);
   await refused({ fromTemplate: 'base', steps: [{ type: 'FROB', args: [] }] }, /^step 1 \(FROB\): unknown step type/);
   await refused({ fromTemplate: 'base', steps: [{ type: 'RUN', args: ['  '] }] }, /^step 1 \(RUN\): the command is empty/);
   await refused({ fromTemplate: 'base', steps: [{ type: 'ENV', args: ['A'] }] }, /^step 1 \(ENV\): needs pairs/);
@@ -176,4 +176,20 @@ test('bad steps and uploads are refused with what is wrong, before anything runs
   // Another build of the template while one is under way is refused.
   expect(await api('POST', '/v3/templates', { name: 'srv-bad' })).toMatchObject({ status: 409, body: { message: expect.stringMatching(/has a build under way/) } });
   expect((await finished(req.body.templateID, req.body.buildID)).status).toBe('ready');
+});
+
+test('a built template in use by a sandbox cannot be deleted; once unused it goes, with its name', async () => {
+  const req = await api('POST', '/v3/templates', { name: 'srv-deleted' });
+  await api('POST', `/v2/templates/${req.body.templateID}/builds/${req.body.buildID}`, { fromTemplate: 'base', steps: [{ type: 'RUN', args: ['echo x > /tmp/x'] }] });
+  expect((await finished(req.body.templateID, req.body.buildID)).status).toBe('ready');
+  const s = await t.control.createSandbox({ templateID: 'srv-deleted' });
+  expect(await api('DELETE', `/templates/${req.body.templateID}`)).toEqual({
+    status: 409,
+    body: { code: 409, message: `template '${req.body.templateID}' is used by sandbox ${s.sandboxID}; kill them first` },
+  });
+  await t.control.killSandbox(s.sandboxID);
+  expect((await api('DELETE', '/templates/srv-deleted')).status).toBe(204);
+  await expect(t.control.createSandbox({ templateID: 'srv-deleted' })).rejects.toMatchObject({ status: 404 });
+  // The name is free for a new template.
+  expect((await api('POST', '/v3/templates', { name: 'srv-deleted' })).body.templateID).not.toBe(req.body.templateID);
 });
