@@ -40,7 +40,7 @@ const UPLOAD_TIMEOUT_MS = 10 * 60_000;
 /** How often a running build's status is asked for. */
 const POLL_MS = 500;
 /** Log entries asked for at once. */
-const LOG_PAGE = 200;
+const LOG_PAGE = 100;
 
 const sizeOf = (bytes: number) => (bytes < 1024 ? `${bytes} B` : bytes < 1024 ** 2 ? `${(bytes / 1024).toFixed(1)} KiB` : `${(bytes / 1024 ** 2).toFixed(1)} MiB`);
 

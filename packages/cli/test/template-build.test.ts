@@ -168,19 +168,20 @@ describe('the command against a real server', () => {
   }
 
   const DOCKERFILE = `ARG BASE=e2bdev/base
-  FROM \${BASE}
-  ARG VERSION=1.0
-  ARG WHO
-  ENV APP_VERSION=\${VERSION} GREETING="hello \${WHO}"
-  COPY single.txt /opt/
-  COPY --chown=user:user --chmod=0750 app /opt/app
-  RUN echo "v$VERSION by $(whoami) in $(pwd)" > /opt/run.txt && cat /opt/app/sub/deep.txt >> /opt/run.txt
-  WORKDIR /opt/app
-  USER user
-  RUN whoami > who.txt
-  EXPOSE 8000
-  CMD ["sh", "-c", "echo \\"$GREETING\\" > /tmp/cmd.txt; exec sleep infinity"]
-  `;
+FROM \${BASE}
+ARG VERSION=1.0
+ARG WHO
+ENV APP_VERSION=\${VERSION} GREETING="hello \${WHO}"
+COPY single.txt /opt/
+COPY --chown=user:user --chmod=0750 app /opt/app
+COPY *.txt /opt/texts/
+RUN echo "v$VERSION by $(whoami) in $(pwd)" > /opt/run.txt && cat /opt/app/sub/deep.txt >> /opt/run.txt
+WORKDIR /opt/app
+USER user
+RUN whoami > who.txt
+EXPOSE 8000
+CMD ["sh", "-c", "echo \\"$GREETING\\" > /tmp/cmd.txt; exec sleep infinity"]
+`;
 
   let app: string;
   let firstBuild: string;
@@ -188,12 +189,13 @@ describe('the command against a real server', () => {
   test('template build runs the Dockerfile; sandboxes of the template show every instruction', async () => {
     app = context('app', {
       Dockerfile: DOCKERFILE,
-      '.dockerignore': '# not for the template\napp/secret.txt\napp/*.log\n',
+      '.dockerignore': '# not for the template\napp/secret.txt\napp/*.log\n!app/keep.log\n',
       'single.txt': 'single\n',
       'app/main.txt': 'main\n',
       'app/sub/deep.txt': 'deep\n',
       'app/secret.txt': 'secret\n',
       'app/debug.log': 'log\n',
+      'app/keep.log': 'kept\n',
     });
     const args = ['template', 'build', '--name', 'cli-built:v1', '--tag', 'extra', '--build-arg', 'WHO=world', '--ready-cmd', 'test -s /tmp/cmd.txt', '--cpu', '1', '--memory', '512'];
     const built = await paddock(args, { cwd: app });
@@ -201,16 +203,16 @@ describe('the command against a real server', () => {
     const lines = built.stdout.split('\n');
     expect(lines).toEqual(
       expect.arrayContaining([
-        'note: Dockerfile:12: EXPOSE is ignored; a template has no place for it',
+        'note: Dockerfile:13: EXPOSE is ignored; a template has no place for it',
         '[base] FROM template base',
-        '[3] [3/9] ENV APP_VERSION=1.0 GREETING=hello world',
-        '[6] [6/9] RUN export VERSION=1.0 WHO=world; echo "v$VERSION by $(whoami) in $(pwd)" > /opt/run.txt && cat /opt/app/sub/deep.txt >> /opt/run.txt',
-        '[9] [9/9] RUN whoami > who.txt',
+        '[3] [3/10] ENV APP_VERSION=1.0 GREETING=hello world',
+        '[7] [7/10] RUN export VERSION=1.0 WHO=world; echo "v$VERSION by $(whoami) in $(pwd)" > /opt/run.txt && cat /opt/app/sub/deep.txt >> /opt/run.txt',
+        '[10] [10/10] RUN export VERSION=1.0 WHO=world; whoami > who.txt',
       ]),
     );
     expect(lines.find((l) => l.startsWith('COPY single.txt:'))).toMatch(/^COPY single.txt: 1 entry, 7 B, uploaded \(\d+ B compressed\)$/);
-    // app, app/main.txt, app/sub, app/sub/deep.txt: what .dockerignore leaves.
-    expect(lines.find((l) => l.startsWith('COPY app:'))).toMatch(/^COPY app: 4 entries, 10 B, uploaded \(\d+ B compressed\)$/);
+    // app, app/keep.log, app/main.txt, app/sub, app/sub/deep.txt: what .dockerignore leaves.
+    expect(lines.find((l) => l.startsWith('COPY app:'))).toMatch(/^COPY app: 5 entries, 15 B, uploaded \(\d+ B compressed\)$/);
     const [, templateID, buildID] = /built template cli-built \((\w+)\), build ([0-9a-f-]{36}) \(tags: v1, extra\)$/m.exec(built.stdout)!;
     firstBuild = buildID!;
 
@@ -225,7 +227,7 @@ describe('the command against a real server', () => {
       t.server,
       s.sandboxID,
       s.envdAccessToken,
-      'cat /opt/single.txt; stat -c "%U:%G %a %n" /opt/single.txt /opt/app /opt/app/main.txt /opt/app/sub/deep.txt; ls /opt/app; cat /opt/run.txt /opt/app/who.txt; whoami; pwd; echo "$APP_VERSION|$GREETING"; cat /tmp/cmd.txt',
+      'cat /opt/single.txt; stat -c "%U:%G %a %n" /opt/single.txt /opt/app /opt/app/main.txt /opt/app/sub/deep.txt /opt/texts; ls /opt/app /opt/texts; cat /opt/run.txt /opt/app/who.txt; whoami; pwd; echo "$APP_VERSION|$GREETING"; cat /tmp/cmd.txt',
     );
     expect(r.stdout).toBe(
       [
@@ -234,9 +236,15 @@ describe('the command against a real server', () => {
         'user:user 750 /opt/app',
         'user:user 750 /opt/app/main.txt',
         'user:user 750 /opt/app/sub/deep.txt',
+        'root:root 755 /opt/texts',
+        '/opt/app:',
+        'keep.log',
         'main.txt',
         'sub',
         'who.txt',
+        '',
+        '/opt/texts:',
+        'single.txt',
         'v1.0 by root in /',
         'deep',
         'user',
@@ -261,14 +269,17 @@ describe('the command against a real server', () => {
     expect(log.filter((l) => l.startsWith('COPY ')).map((l) => l.replace(/: .*, /, ': ')).sort()).toEqual(['COPY app: already on the server', 'COPY single.txt: already on the server']);
     // Every step that makes files (all but ENV) is found in the cache.
     const started = log.filter((l) => /^\[\d+\] /.test(l)).map((l) => l.replace(/^\[\d+\] /, ''));
-    expect(started.filter((l) => l.startsWith('CACHED '))).toHaveLength(8);
-    expect(started.filter((l) => !l.startsWith('CACHED '))).toEqual(['[3/9] ENV APP_VERSION=1.0 GREETING=hello world']);
+    expect(started.filter((l) => l.startsWith('CACHED '))).toHaveLength(9);
+    expect(started.filter((l) => !l.startsWith('CACHED '))).toEqual(['[3/10] ENV APP_VERSION=1.0 GREETING=hello world']);
   }, 300_000);
 
   test('a failing RUN ends the build, and the command, in error with its reason and output', async () => {
     const dir = context('failing', { Dockerfile: 'FROM e2bdev/base\nRUN echo about-to-fail && exit 3\n' });
-    const failed = await paddock(['template', 'build', dir, '--name', 'cli-failing']);
+    const failed = await paddock(['template', 'build', dir, '--name', 'cli-failing', '--no-cache']);
     expect(failed.code).toBe(1);
+    // The steps before it are cached by the first test's build, but --no-cache runs them.
+    expect(failed.stdout).toContain('[1] [1/5] USER root\n');
+    expect(failed.stdout).not.toContain('CACHED');
     expect(failed.stdout).toContain('[3] about-to-fail\n');
     expect(failed.stderr).toMatch(/^error: build [0-9a-f-]{36} failed at step 3: the command 'echo about-to-fail && exit 3' failed: exit status 3\n$/);
 
@@ -320,15 +331,15 @@ describe('the command against a real server', () => {
   test('template logs: the latest build or a given one, and --follow while one runs', async () => {
     const latest = await paddock(['template', 'logs', 'cli-built']);
     expect(latest.code).toBe(0);
-    expect(latest.stdout).toContain('[9] CACHED [9/9] RUN whoami > who.txt\n');
+    expect(latest.stdout).toContain('[10] CACHED [10/10] RUN export VERSION=1.0 WHO=world; whoami > who.txt\n');
     expect(latest.stdout).toMatch(/build [0-9a-f-]{36} is ready\n$/);
     const first = await paddock(['template', 'logs', 'cli-built', firstBuild, '--json']);
     const firstLog = JSON.parse(first.stdout) as { buildID: string; status: string; logEntries: Array<{ message: string; step?: string; level: string; timestamp: string }> };
     expect(firstLog).toMatchObject({ buildID: firstBuild, status: 'ready' });
-    expect(firstLog.logEntries).toContainEqual({ timestamp: expect.any(String), level: 'info', step: '9', message: '[9/9] RUN whoami > who.txt' });
+    expect(firstLog.logEntries).toContainEqual({ timestamp: expect.any(String), level: 'info', step: '10', message: '[10/10] RUN export VERSION=1.0 WHO=world; whoami > who.txt' });
 
-    const dir = context('slow', { Dockerfile: 'FROM e2bdev/base\nRUN sleep 3 && echo slow-done\n' });
-    const building = paddock(['template', 'build', dir, '--name', 'cli-slow']);
+    const dir = context('slow', { Dockerfile: 'FROM e2bdev/base\nRUN sleep 8 && echo slow-done\nCMD ["ignored"]\n' });
+    const building = paddock(['template', 'build', dir, '--name', 'cli-slow', '--cmd', 'sleep 3600']);
     await eventually(async () => {
       const ts = await t.control.listTemplates();
       return ts.some((x) => x.names.includes('cli-slow') && x.buildStatus === 'building');
@@ -336,6 +347,7 @@ describe('the command against a real server', () => {
     const followed = await paddock(['template', 'logs', 'cli-slow', '--follow']);
     expect(followed.code).toBe(0);
     expect(followed.stdout).toContain('[3] slow-done\n');
+    expect(followed.stdout).toContain('[finalize] Start command: sleep 3600; ready command: (none)\n');
     expect(followed.stdout).toMatch(/build [0-9a-f-]{36} is ready\n$/);
     expect((await building).code).toBe(0);
   }, 300_000);
