@@ -323,6 +323,17 @@ CMD ["sh", "-c", "echo \\"$GREETING\\" > /tmp/cmd.txt; exec sleep infinity"]
       expect([res.code, res.stderr]).toEqual([1, "error: Dockerfile:2: ADD of the gzip archive 'files.tar.gz' would unpack it, which is not supported; COPY it and unpack it in a RUN step\n"]);
     });
 
+    test('build, logs and delete have --help; a missing --name or a bad --cpu is a usage error', async () => {
+      for (const c of [['template', 'build'], ['template', 'logs'], ['template', 'delete']]) {
+        const help = await paddock([...c, '--help'], { apiUrl: nowhere });
+        expect([c.join(' '), help.code, help.stdout]).toEqual([c.join(' '), 0, expect.stringContaining(`Usage: paddock ${c.join(' ')}`)]);
+      }
+      const noName = await paddock(['template', 'build', '.'], { apiUrl: nowhere, cwd: work });
+      expect([noName.code, noName.stderr]).toEqual([2, expect.stringContaining("required option '--name <name[:tag]>' not specified")]);
+      const badCpu = await paddock(['template', 'build', '--name', 'x', '--cpu', '0'], { apiUrl: nowhere, cwd: work });
+      expect([badCpu.code, badCpu.stderr]).toEqual([2, expect.stringContaining("'0' is not a whole number of CPUs")]);
+    });
+
     test('no template was made by any of them', async () => {
       expect((await t.control.listTemplates()).map((x) => x.names).flat()).not.toContain('never-sent');
     });
