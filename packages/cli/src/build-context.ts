@@ -148,14 +148,14 @@ export class BuildContext {
         throw new CliError(`${opts.where}: ${keyword} source '${source}' is not in the build context ${this.dir}`);
       }
       if (stats.isDirectory()) {
-        if (rel !== '.' && (!this.ignored(rel) || this.reincludes)) this.walk(rel, entries, skipped);
-        if (rel === '.') this.walk('.', entries, skipped);
-        else if (!this.ignored(rel) || entries.length > 0) entries.unshift({ path: rel, stats });
+        const ignored = rel !== '.' && this.ignored(rel);
+        if (!ignored || this.reincludes) this.walk(rel, entries, skipped);
+        if (rel !== '.' && (!ignored || entries.length > 0)) entries.unshift({ path: rel, stats });
       } else if (!this.ignored(rel)) {
         if (!stats.isFile() && !stats.isSymbolicLink()) throw new CliError(`${opts.where}: ${keyword} source '${source}' is not a file, a directory or a symlink`);
         entries.push({ path: rel, stats });
       }
-      if (entries.length === 0) throw new CliError(`${opts.where}: ${keyword} source '${source}' is excluded by ${this.ignoreFile}`);
+      if (entries.length === 0) throw new CliError(`${opts.where}: ${keyword} source '${source}' ${this.ignoreFile ? `is excluded by ${this.ignoreFile}` : 'has no files'}`);
       named = entries.filter((e) => e.path === rel);
     }
     if (opts.add) {

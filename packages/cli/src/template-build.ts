@@ -86,9 +86,9 @@ export function formatEntry(e: BuildLogEntry, stream: NodeJS.WriteStream): strin
 }
 
 /**
- * Reads a build's log from `offset` on, giving each entry to `onEntry`,
- * until the build ends (with `follow`) or the log read so far is all there
- * is. The status returned is the last one read.
+ * Reads a build's log, giving each entry to `onEntry`, until the build
+ * ends (with `follow`) or the log read so far is all there is. The status
+ * returned is the last one read.
  */
 export async function followBuild(
   control: ControlClient,
@@ -103,7 +103,8 @@ export async function followBuild(
     offset += status.logEntries.length;
     if (status.logEntries.length === LOG_PAGE) continue;
     // A build's last entries are written before it is marked ended, so an ended status comes with its whole log.
-    if (!opts.follow || status.status === 'ready' || status.status === 'error') return status;
+    // A build still waiting was reserved but never started: nothing will come to follow.
+    if (!opts.follow || status.status !== 'building') return status;
     await new Promise((r) => setTimeout(r, POLL_MS));
   }
 }
