@@ -1,3 +1,5 @@
+import { openAsBlob } from 'node:fs';
+import { Readable } from 'node:stream';
 import createClient, { type Client } from 'openapi-fetch';
 import type { paths } from '@paddock/models/control';
 import { ControlApiError, errorFromFailure, errorFromResponse } from './errors.js';
@@ -13,6 +15,7 @@ import type {
   ListedSandbox,
   LogLevel,
   LogsDirection,
+  LogsSource,
   NewSandbox,
   NewTeamAPIKey,
   OrderDirection,
@@ -34,6 +37,12 @@ import type {
   Template,
   TemplateAliasResponse,
   TemplateBuild,
+  TemplateBuildFileUpload,
+  TemplateBuildInfo,
+  TemplateBuildLogsResponse,
+  TemplateBuildRequestV3,
+  TemplateBuildStartV2,
+  TemplateRequestResponseV3,
   TemplateTag,
   TemplateWithBuilds,
   UpdateTeamAPIKey,
@@ -112,6 +121,33 @@ export interface SandboxLogsQuery {
   level?: LogLevel;
   search?: string;
 }
+
+/** Query of `GET /templates/{templateID}/builds/{buildID}/status`. */
+export interface TemplateBuildStatusQuery {
+  /** Index of the first log entry to include (0 for all). */
+  logsOffset?: number;
+  /** Most log entries to include (server default 100). */
+  limit?: number;
+  /** Lowest severity of the entries included. */
+  level?: LogLevel;
+}
+
+/** Query of `GET /templates/{templateID}/builds/{buildID}/logs`. */
+export interface TemplateBuildLogsQuery {
+  /** Unix milliseconds to start reading from. */
+  cursor?: number;
+  limit?: number;
+  direction?: LogsDirection;
+  level?: LogLevel;
+  source?: LogsSource;
+}
+
+/**
+ * The archive `uploadTemplateFiles` sends: a file's path, or a body of
+ * known size. A path or a Blob is sent again when a retry is worth it; a
+ * stream is sent once.
+ */
+export type TemplateFilesBody = string | Blob | Readable | ReadableStream<Uint8Array>;
 
 export interface ConnectResult {
   sandbox: Sandbox;
@@ -379,6 +415,98 @@ export class ControlClient {
     );
   }
 
+  // --- template builds -----------------------------------------------------
+
+  /**
+   * `POST /v3/templates`: reserves a new build of the template `name`
+   * (`name:tag` tags it), making the template if it is new. Not retried: a
+   * repeat would reserve a second build.
+   */
+  async requestTemplateBuild(body: TemplateBuildRequestV3, options?: CallOptions): Promise<TemplateRequestResponseV3> {
+    return this.#json('POST', '/v3/templates', options, (init) => this.api.POST('/v3/templates', { ...init, body }));
+  }
+
+  /**
+   * `GET /templates/{templateID}/files/{hash}`: whether the server has the
+   * files of a COPY step, and where to upload them when it has not.
+   */
+  async templateFileUpload(templateID: string, hash: string, options?: CallOptions): Promise<TemplateBuildFileUpload> {
+    return this.#json('GET', '/templates/{templateID}/files/{hash}', options, (init) =>
+      this.api.GET('/templates/{templateID}/files/{hash}', { ...init, params: { path: { templateID, hash } } }),
+    );
+  }
+
+  /**
+   * PUTs a tar archive (gzip-compressed or not) to the upload URL that
+   * `templateFileUpload` gave, with its Content-Length. The URL carries its
+   * own signature, so neither the API key nor the client's headers go with
+   * it (only this call's `headers`). `size` is required for a stream.
+   */
+  async uploadTemplateFiles(url: string, files: TemplateFilesBody, size?: number, options?: CallOptions): Promise<void> {
+    let body: Blob | ReadableStream<Uint8Array>;
+    if (typeof files === 'string') body = await openAsBlob(files);
+    else if (files instanceof Blob) body = files;
+    else body = files instanceof Readable ? (Readable.toWeb(files) as ReadableStream<Uint8Array>) : files;
+    const length = body instanceof Blob ? body.size : size;
+    if (length === undefined || !Number.isSafeInteger(length) || length < 0) {
+      throw new TypeError('uploadTemplateFiles needs the size of a stream, in bytes');
+    }
+    if (body instanceof Blob && size !== undefined && size !== body.size) {
+      throw new TypeError(`uploadTemplateFiles was given size ${size}, but the archive has ${body.size} bytes`);
+    }
+    await this.#call('PUT', new URL(url).pathname, options, async (init) => {
+      const request = new ReplayableRequest(url, {
+        method: 'PUT',
+        body,
+        // A stream is sent as it is read.
+        duplex: 'half',
+        headers: { ...init.headers, 'content-type': 'application/octet-stream', 'content-length': String(length) },
+        signal: init.signal,
+      } as RequestInit);
+      const response = await init.fetch(request);
+      if (response.ok) {
+        await response.body?.cancel().catch(() => undefined);
+        return { data: undefined, response };
+      }
+      return { error: await errorBody(response), response };
+    });
+  }
+
+  /**
+   * `POST /v2/templates/{templateID}/builds/{buildID}`: starts a reserved
+   * build; it runs in the background. Not retried: a started build refuses a
+   * second start.
+   */
+  async startTemplateBuild(templateID: string, buildID: string, body: TemplateBuildStartV2, options?: CallOptions): Promise<void> {
+    await this.#call('POST', '/v2/templates/{templateID}/builds/{buildID}', options, (init) =>
+      this.api.POST('/v2/templates/{templateID}/builds/{buildID}', { ...init, params: { path: { templateID, buildID } }, body }),
+    );
+  }
+
+  /** `GET /templates/{templateID}/builds/{buildID}/status`: the status and the log entries from `logsOffset` on. */
+  async getTemplateBuildStatus(
+    templateID: string,
+    buildID: string,
+    query: TemplateBuildStatusQuery = {},
+    options?: CallOptions,
+  ): Promise<TemplateBuildInfo> {
+    return this.#json('GET', '/templates/{templateID}/builds/{buildID}/status', options, (init) =>
+      this.api.GET('/templates/{templateID}/builds/{buildID}/status', { ...init, params: { path: { templateID, buildID }, query } }),
+    );
+  }
+
+  /** `GET /templates/{templateID}/builds/{buildID}/logs`. */
+  async getTemplateBuildLogs(
+    templateID: string,
+    buildID: string,
+    query: TemplateBuildLogsQuery = {},
+    options?: CallOptions,
+  ): Promise<TemplateBuildLogsResponse> {
+    return this.#json('GET', '/templates/{templateID}/builds/{buildID}/logs', options, (init) =>
+      this.api.GET('/templates/{templateID}/builds/{buildID}/logs', { ...init, params: { path: { templateID, buildID }, query } }),
+    );
+  }
+
   // --- API keys ------------------------------------------------------------
 
   /** `GET /api-keys`: every key of the server, values masked. */
@@ -491,6 +619,17 @@ function expectBody<D>(data: D, method: string, response: Response): Exclude<D, 
     path,
     status: response.status,
   });
+}
+
+/** An error answer's body as openapi-fetch would give it: JSON when it parses, else the text, else undefined. */
+async function errorBody(response: Response): Promise<unknown> {
+  const text = await response.text().catch(() => '');
+  if (!text) return undefined;
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    return text;
+  }
 }
 
 function nextToken(response: Response): string | undefined {

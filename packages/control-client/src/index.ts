@@ -8,7 +8,10 @@ export {
   type ListSnapshotsQuery,
   type SandboxLogsQuery,
   type SandboxMetricsQuery,
+  type TemplateBuildLogsQuery,
   type TemplateBuildsQuery,
+  type TemplateBuildStatusQuery,
+  type TemplateFilesBody,
   type TemplatePage,
 } from './control-client.js';
 export { ControlApiError, type ControlApiErrorDetails, type ControlErrorKind } from './errors.js';

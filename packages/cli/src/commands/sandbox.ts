@@ -6,7 +6,7 @@ import { CommandExitError, Sandbox, type SandboxInfo } from '@paddock/sdk';
 import { cliError, connection, controlError, type ClientFlags } from '../control.js';
 import { CliError, EXIT, printJson, style, table } from '../output.js';
 
-function keyValues(flag: string) {
+export function keyValues(flag: string) {
   return (value: string, previous: Record<string, string> = {}): Record<string, string> => {
     const i = value.indexOf('=');
     if (i <= 0) throw new InvalidArgumentError(`'${value}' is not ${flag}=VALUE`);

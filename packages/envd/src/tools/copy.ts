@@ -158,7 +158,11 @@ export function copy(opts: CopyOptions): void {
 
   withScratchDir((scratch) => {
     const root = join(scratch, 'archive');
-    mkdirSync(root, 0o700);
+    // The scratch directory keeps others out. The archive's root is what a
+    // source of '.' or a glob places whole, so it gets the mode Docker gives
+    // a directory its COPY makes, whatever the umask.
+    mkdirSync(root);
+    chmodSync(root, 0o755);
     unpack(opts.archive, root);
     const from = locate(root, opts.source);
     ownTree(from, ownership);
