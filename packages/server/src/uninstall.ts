@@ -12,7 +12,7 @@ import { lockHome } from './home-lock.js';
  * What Paddock keeps in its data directory. Anything else there is not its
  * own (the directory may be one the user chose with --home) and is left.
  */
-const OWN_ENTRIES = ['runtime', 'paddock.db', 'paddock.db-wal', 'paddock.db-shm', 'paddock.db-journal', 'credentials.json', 'server.pid'];
+const OWN_ENTRIES = ['runtime', 'paddock.db', 'paddock.db-wal', 'paddock.db-shm', 'paddock.db-journal', 'credentials.json', 'server.pid', 'build-files'];
 
 export interface Installation {
   home: string;

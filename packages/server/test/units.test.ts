@@ -9,6 +9,8 @@ import { loadOperations } from '../src/openapi.js';
 import { resolveServerConfig } from '../src/config.js';
 import { newApiKey, StoreError } from '../src/store/repositories.js';
 import { lockHome } from '../src/home-lock.js';
+import { withVars } from '../src/builds/builder.js';
+import { copySource } from '../src/builds/steps.js';
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -221,4 +223,15 @@ test("the data directory's lock: refused while its holder lives, taken over from
   } finally {
     rmSync(home, { recursive: true, force: true });
   }
+});
+
+test("a build's ENV takes $NAME and ${NAME} from the environment before it; \\$ is a dollar", () => {
+  const env = ['PATH=/usr/bin:/bin', 'HOME=/root'];
+  expect(withVars(env, [['PATH', '/opt/x:$PATH'], ['GREETING', 'hi ${HOME} \\$HOME $UNSET.']])).toEqual(['HOME=/root', 'PATH=/opt/x:/usr/bin:/bin', 'GREETING=hi /root $HOME .']);
+  // Within one step, a value sees the environment as it was before the step.
+  expect(withVars(['A=1'], [['A', '2'], ['B', '$A']])).toEqual(['A=2', 'B=1']);
+});
+
+test("a COPY's source is cut before its first glob", () => {
+  expect(['app/', 'file.txt', 'src/*.ts', '*.txt', 'a/b/**/c', 'x/[ab]'].map(copySource)).toEqual(['app/', 'file.txt', 'src', '.', 'a/b', 'x']);
 });

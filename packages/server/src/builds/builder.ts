@@ -187,7 +187,7 @@ export class Builder {
       p.forced ||= step.force;
       switch (step.type) {
         case 'ENV':
-          p.config = { ...p.config, env: [...p.config.env.filter((e) => !step.vars.some(([k]) => e.startsWith(`${k}=`))), ...step.vars.map(([k, v]) => `${k}=${v}`)] };
+          p.config = { ...p.config, env: withVars(p.config.env, step.vars) };
           p.key = stepKey(p.key, step, p.config);
           log.add('info', label, name);
           break;
@@ -349,6 +349,19 @@ export class Builder {
       await runtime.destroy(sandbox.id).catch(() => undefined);
     }
   }
+}
+
+/**
+ * The environment with `vars` set, each value's `$NAME` and `${NAME}` taken
+ * from the environment as it was before the step (`PATH=/opt/bin:$PATH`);
+ * `\$` is a `$` as it is. Nothing else of a shell is done.
+ */
+export function withVars(env: string[], vars: Array<[string, string]>): string[] {
+  const before = envMap(env);
+  const expand = (value: string) =>
+    value.replace(/\\\$|\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)/g, (m, braced?: string, bare?: string) => (m === '\\$' ? '$' : (before[braced ?? bare!] ?? '')));
+  const set = new Map(vars.map(([k, v]) => [k, expand(v)]));
+  return [...env.filter((e) => !set.has(e.slice(0, e.indexOf('=')))), ...[...set].map(([k, v]) => `${k}=${v}`)];
 }
 
 /** The config a step leaves behind it. */

@@ -58,6 +58,8 @@ const E2B_BASE_IMAGES = new Set(['e2bdev/base', 'e2bdev/base:latest', 'docker.io
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 const USER_NAME = /^[a-z_][a-z0-9_.-]*\$?$/i;
 const OCTAL_MODE = /^0?[0-7]{3,4}$/;
+/** A COPY's owner part: a name, or a numeric id (the files may belong to ids with no name). */
+const OWNER_PART = /^[a-z_][a-z0-9_.-]*\$?$|^\d{1,5}$/i;
 
 /** The part of a COPY source before its first glob character: what the archive's entries are under. */
 export function copySource(src: string): string {
@@ -88,7 +90,7 @@ function checkStep(raw: BuildStep, number: number, files: BuildFiles): Step {
       const source = posix.normalize(copySource(src));
       if (source.startsWith('../') || source === '..' || posix.isAbsolute(source)) throw badRequest(`${where}: source '${src}' is outside the build context`);
       if (mode && !OCTAL_MODE.test(mode)) throw badRequest(`${where}: mode '${mode}' is not an octal file mode`);
-      if (owner && !owner.split(':').every((p) => USER_NAME.test(p))) throw badRequest(`${where}: owner '${owner}' is not user[:group]`);
+      if (owner && (owner.split(':').length > 2 || !owner.split(':').every((p) => OWNER_PART.test(p)))) throw badRequest(`${where}: owner '${owner}' is not user[:group] (names or numeric ids)`);
       if (!raw.filesHash) throw badRequest(`${where}: filesHash is required`);
       if (!FILES_HASH.test(raw.filesHash)) throw badRequest(`${where}: filesHash '${raw.filesHash}' is not a sha256 in hex`);
       if (!files.has(raw.filesHash)) throw badRequest(`${where}: the files of '${src}' (hash ${raw.filesHash}) were never uploaded`);
