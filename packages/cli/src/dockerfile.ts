@@ -174,7 +174,9 @@ export function parseDockerfile(text: string, opts: ParseOptions = {}): Dockerfi
       const key = `${line(ins)}:${name}`;
       if (unresolved.has(key)) return;
       unresolved.add(key);
-      notes.push(`${file}:${line(ins)}: $${name} is not set by the Dockerfile (the base image may set it); it is left as written`);
+      // The server expands an ENV value's variables from the build's environment (the image's included).
+      const fate = ins.getKeyword() === 'ENV' ? "the build takes it from the image's environment" : 'it is left as written';
+      notes.push(`${file}:${line(ins)}: $${name} is not set by the Dockerfile (the base image may set it); ${fate}`);
     }, quotes);
 
   let from: DockerfilePlan['from'] | undefined;

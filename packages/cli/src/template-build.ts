@@ -2,7 +2,8 @@
 // template through the build API (request a build, upload the files of its
 // COPY steps the server lacks, start it, follow its log), and the log of a
 // build followed to its end.
-import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { createReadStream, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { isAbsolute, join, relative, resolve } from 'node:path';
 import type { BuildLogEntry, ControlClient, TemplateBuildInfo, TemplateStep } from '@paddock/control-client';
@@ -169,6 +170,41 @@ export async function runBuild(control: ControlClient, opts: BuildOptions, prepa
     ...(prepared.readyCmd ? { readyCmd: prepared.readyCmd } : {}),
     ...(opts.noCache ? { force: true } : {}),
   });
+  const status = await followBuild(control, templateID, buildID, { follow: true, onEntry: (e) => out.write(formatEntry(e, out)) });
+  return { templateID, buildID, names: reserved.names, tags: reserved.tags, status };
+}
+
+/**
+ * `paddock template import`: an image archive (`docker save`, or an OCI
+ * layout as a tar) uploaded unless the server has it, and a build from it
+ * followed to its end.
+ */
+export async function importArchive(
+  control: ControlClient,
+  opts: { archive: string; name: string; tags?: string[]; cpuCount?: number; memoryMB?: number },
+  out: NodeJS.WriteStream,
+): Promise<BuildResult> {
+  const say = (line: string) => out.write(`${line}\n`);
+  const stat = statSync(opts.archive, { throwIfNoEntry: false });
+  if (!stat?.isFile()) throw new CliError(`the image archive '${opts.archive}' is not a file`);
+  const hash = createHash('sha256');
+  for await (const chunk of createReadStream(opts.archive)) hash.update(chunk as Buffer);
+  const filesHash = hash.digest('hex');
+  const reserved = await control.requestTemplateBuild({
+    name: opts.name,
+    ...(opts.tags && opts.tags.length > 0 ? { tags: opts.tags } : {}),
+    ...(opts.cpuCount !== undefined ? { cpuCount: opts.cpuCount } : {}),
+    ...(opts.memoryMB !== undefined ? { memoryMB: opts.memoryMB } : {}),
+  });
+  const { templateID, buildID } = reserved;
+  say(`importing ${shownPath(resolve(opts.archive))} (${sizeOf(stat.size)}) as template ${reserved.names.join(', ')} (${templateID}), build ${buildID}`);
+  const slot = await control.templateFileUpload(templateID, filesHash);
+  if (slot.present || !slot.url) say('the archive is on the server already');
+  else {
+    await control.uploadTemplateFiles(slot.url, opts.archive, undefined, { requestTimeoutMs: UPLOAD_TIMEOUT_MS });
+    say('uploaded');
+  }
+  await control.startTemplateBuild(templateID, buildID, { fromImageArchive: filesHash });
   const status = await followBuild(control, templateID, buildID, { follow: true, onEntry: (e) => out.write(formatEntry(e, out)) });
   return { templateID, buildID, names: reserved.names, tags: reserved.tags, status };
 }

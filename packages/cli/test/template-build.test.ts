@@ -65,7 +65,7 @@ describe('a Dockerfile read as build steps', () => {
       ['RUN', 'export VERSION=1.0 WHO=world; echo "$VERSION"'],
     ]);
     expect(plan.notes).toEqual([
-      'Dockerfile:8: $PATH is not set by the Dockerfile (the base image may set it); it is left as written',
+      "Dockerfile:8: $PATH is not set by the Dockerfile (the base image may set it); the build takes it from the image's environment",
       '--build-arg STRAY is not used: the Dockerfile declares no ARG STRAY',
     ]);
   });

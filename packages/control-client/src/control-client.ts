@@ -427,6 +427,17 @@ export class ControlClient {
   }
 
   /**
+   * `POST /templates/{templateID}/rebuild` (Paddock's): makes the base
+   * template's image again, as a build of it followed like any build. Not
+   * retried: a repeat would be refused while the first runs.
+   */
+  async rebuildTemplate(templateID: string, options?: CallOptions): Promise<TemplateRequestResponseV3> {
+    return this.#json('POST', '/templates/{templateID}/rebuild', options, (init) =>
+      this.api.POST('/templates/{templateID}/rebuild', { ...init, params: { path: { templateID } } }),
+    );
+  }
+
+  /**
    * `GET /templates/{templateID}/files/{hash}`: whether the server has the
    * files of a COPY step, and where to upload them when it has not.
    */

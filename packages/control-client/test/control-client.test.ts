@@ -104,6 +104,7 @@ describe('typed operations', () => {
       '/v2/templates/tpl/builds/b1',
       { fromTemplate: 'base', steps: [{ type: 'RUN', args: ['true', 'root'] }], startCmd: 'serve', force: true },
     ],
+    ['rebuildTemplate', (c) => c.rebuildTemplate('base'), 'POST', '/templates/base/rebuild', undefined],
     ['getTemplateBuildStatus', (c) => c.getTemplateBuildStatus('tpl', 'b1', { logsOffset: 3, limit: 10, level: 'warn' }), 'GET', '/templates/tpl/builds/b1/status?logsOffset=3&limit=10&level=warn', undefined],
     ['getTemplateBuildLogs', (c) => c.getTemplateBuildLogs('tpl', 'b1', { cursor: 1000, direction: 'backward', source: 'persistent' }), 'GET', '/templates/tpl/builds/b1/logs?cursor=1000&direction=backward&source=persistent', undefined],
     ['listApiKeys', (c) => c.listApiKeys(), 'GET', '/api-keys', undefined],

@@ -9,7 +9,7 @@ import { existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSyn
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { zstdCompressSync } from 'node:zlib';
-import { create } from 'tar';
+import { create, extract } from 'tar';
 import { ImageStore, type Image, type LayerProgress } from '../src/images/index.js';
 import { RuntimeError } from '../src/runtime.js';
 import { hostArch, OciLayout, PASSWORD, startRegistry, tarOf, USER, type BuiltImage, type TestRegistry } from './registry.js';
@@ -535,6 +535,29 @@ describe('local archives', () => {
     const image = await store.importRootfsTar(tar, { reference: 'slash-root:1' });
     const root = lstatSync(store.layerDirs(image)[0]!);
     expect([root.uid, root.mode & 0o7777]).toEqual([SHIFT, 0o751]);
+  });
+
+  test('an archive of several images is refused, naming them, rather than one of them taken', async () => {
+    const several = new OciLayout(join(work, 'several-layout'));
+    several.image([base], { tag: 'one' });
+    several.image([base, top], { tag: 'two' });
+    const tar = join(work, 'several.tar');
+    await create({ file: tar, cwd: several.dir }, ['oci-layout', 'index.json', 'blobs']);
+    const store = await openStore();
+    const err = await refusal(store.importArchive(tar));
+    expect([err.kind, err.message]).toEqual(['invalid', `image archive '${tar}' holds 2 images (one, two); an archive of one image is imported`]);
+    // docker save of two images: one saved by skopeo, its manifest.json listing it twice under two names.
+    const one = join(work, 'one-saved.tar');
+    execFileSync('skopeo', ['--insecure-policy', 'copy', '--quiet', `oci:${several.dir}:one`, `docker-archive:${one}:example.com/one:1`]);
+    const unpacked = join(work, 'several-saved');
+    mkdirSync(unpacked);
+    await extract({ file: one, cwd: unpacked });
+    const [entry] = JSON.parse(readFileSync(join(unpacked, 'manifest.json'), 'utf8')) as object[];
+    writeFileSync(join(unpacked, 'manifest.json'), JSON.stringify([entry, { ...entry, RepoTags: ['example.com/two:2'] }]));
+    const saved = join(work, 'several-saved.tar');
+    await create({ file: saved, cwd: unpacked }, readdirSync(unpacked));
+    expect((await refusal(store.importArchive(saved))).message).toBe(`image archive '${saved}' holds 2 images (example.com/one:1, example.com/two:2); an archive of one image is imported`);
+    expectClean(store);
   });
 
   test('a file that is no image archive is refused by name', async () => {

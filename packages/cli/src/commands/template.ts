@@ -4,7 +4,7 @@ import { InvalidArgumentError, type Command } from 'commander';
 import type { BuildLogEntry, TemplateBuildInfo } from '@paddock/control-client';
 import { controlCommands } from '../control.js';
 import { CliError, EXIT, printJson, style, table } from '../output.js';
-import { failure, followBuild, formatEntry, prepareBuild, runBuild, type BuildOptions } from '../template-build.js';
+import { failure, followBuild, formatEntry, importArchive, prepareBuild, runBuild, type BuildOptions } from '../template-build.js';
 import { keyValues } from './sandbox.js';
 
 function positive(what: string) {
@@ -74,6 +74,40 @@ export function registerTemplateCommands(root: Command, home: () => string): voi
     );
 
   template
+    .command('import <archive>')
+    .description('Make a template from an image archive: what `docker save` writes, or an OCI image layout as a tar')
+    .requiredOption('--name <name[:tag]>', 'name of the template (made if new); `:tag` tags the build')
+    .option('--tag <tag>', 'a tag for the build, repeatable', collect)
+    .option('--cpu <count>', 'CPUs of its sandboxes', positive('CPUs'))
+    .option('--memory <MiB>', 'memory of its sandboxes, MiB', positive('MiB'))
+    .option('--json', 'print the final status as JSON (the log goes to stderr)')
+    .action((archive: string, o: { name: string; tag?: string[]; cpu?: number; memory?: number; json?: boolean }) => {
+      const out = o.json ? process.stderr : process.stdout;
+      return run(async (control) => {
+        const made = await importArchive(control, { archive, name: o.name, tags: o.tag, cpuCount: o.cpu, memoryMB: o.memory }, out);
+        if (o.json) printJson({ ...statusJson(made.status), names: made.names, tags: made.tags });
+        if (made.status.status !== 'ready') throw new CliError(failure(made.buildID, made.status));
+        if (!o.json) out.write(`${style.green('imported', out)} template ${made.names.join(', ')} (${made.templateID}), build ${made.buildID}\n`);
+      });
+    });
+
+  template
+    .command('rebuild <template>')
+    .description('Make the base template again: its Debian root filesystem built anew, or its configured image pulled again (sandboxes keep the old one)')
+    .option('--json', 'print the final status as JSON (the log goes to stderr)')
+    .action((ref: string, o: { json?: boolean }) => {
+      const out = o.json ? process.stderr : process.stdout;
+      return run(async (control) => {
+        const started = await control.rebuildTemplate(ref);
+        out.write(`making template ${started.templateID} again, build ${started.buildID}\n`);
+        const status = await followBuild(control, started.templateID, started.buildID, { follow: true, onEntry: (e) => out.write(formatEntry(e, out)) });
+        if (o.json) printJson(statusJson(status));
+        if (status.status !== 'ready') throw new CliError(failure(started.buildID, status));
+        if (!o.json) out.write(`${style.green('made again', out)}: template ${started.templateID}, build ${started.buildID}\n`);
+      });
+    });
+
+  template
     .command('logs <template> [buildID]')
     .description("Print a build's log (the latest build when no id is given)")
     .option('--follow', 'keep printing while the build runs')
@@ -97,7 +131,7 @@ export function registerTemplateCommands(root: Command, home: () => string): voi
   template
     .command('delete <template>')
     .alias('rm')
-    .description('Delete a template, its names, tags and builds (sandboxes running from it keep running)')
+    .description('Delete a template, its names, tags and builds (refused while sandboxes run from it)')
     .option('--yes', 'delete it; without this, nothing is deleted')
     .option('--json', 'print what was deleted as JSON')
     .action((ref: string, o: { yes?: boolean; json?: boolean }) =>

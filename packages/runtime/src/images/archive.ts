@@ -63,6 +63,11 @@ function fromLayout(tarPath: string, work: string, platform: Platform, reference
   const index = parseManifest(indexBytes, MEDIA.ociIndex, tarPath);
   if (index.kind !== 'index' || index.manifests.length === 0) throw bad('has an index.json that lists no image');
   const raw = (readJson(join(work, 'index.json'), 'index.json', bad) as { manifests: { annotations?: Record<string, string> }[] }).manifests;
+  // Entries with platforms are one image for several machines; entries without are different images.
+  if (index.manifests.length > 1 && !index.manifests.some((m) => m.platform)) {
+    const names = raw.map((m, i) => m.annotations?.['org.opencontainers.image.ref.name'] ?? index.manifests[i]!.digest);
+    throw bad(`holds ${names.length} images (${names.join(', ')}); an archive of one image is imported`);
+  }
   let top = index.manifests.some((m) => m.platform) ? choosePlatform(index, platform, tarPath) : index.manifests[0]!;
   const annotations = raw[index.manifests.indexOf(top)]?.annotations ?? {};
   const named = annotations['io.containerd.image.name'] ?? (annotations['org.opencontainers.image.ref.name']?.includes('/') ? annotations['org.opencontainers.image.ref.name'] : undefined);
@@ -82,6 +87,10 @@ function fromLayout(tarPath: string, work: string, platform: Platform, reference
 
 function fromDockerSave(work: string, reference: string | undefined, bad: (why: string) => RuntimeError): ArchiveImage {
   const list = readJson(join(work, 'manifest.json'), 'manifest.json', bad);
+  if (Array.isArray(list) && list.length > 1) {
+    const names = list.map((e: { RepoTags?: unknown }, i) => (Array.isArray(e.RepoTags) && typeof e.RepoTags[0] === 'string' ? e.RepoTags[0] : `#${i + 1}`));
+    throw bad(`holds ${names.length} images (${names.join(', ')}); an archive of one image is imported`);
+  }
   const entry = Array.isArray(list) ? (list[0] as { Config?: unknown; RepoTags?: unknown; Layers?: unknown }) : undefined;
   if (!entry || typeof entry.Config !== 'string' || !Array.isArray(entry.Layers) || !entry.Layers.every((l) => typeof l === 'string')) {
     throw bad('has a manifest.json without Config and Layers');
