@@ -27,6 +27,7 @@ const suites = {
   runtime: async () => (await import('./suites/runtime.mjs')).runtimeSuite,
   server: async () => (await import('./suites/server.mjs')).serverSuite,
   images: async () => (await import('./suites/images.mjs')).imagesSuite,
+  builds: async () => (await import('./suites/builds.mjs')).buildsSuite,
 };
 const defaultSuites = ['sdk', 'memory'];
 

@@ -102,8 +102,8 @@ test("one conversion of failures to API errors: ours, the store's, the runtime's
 
 test('every operation of the spec becomes a route; `state` is a comma list; /health is public', () => {
   const ops = loadOperations();
-  expect(ops.length).toBe(40);
-  expect(new Set(ops.map((o) => o.operationId)).size).toBe(40);
+  expect(ops.length).toBe(41);
+  expect(new Set(ops.map((o) => o.operationId)).size).toBe(41);
   const list = ops.find((o) => o.operationId === 'getV2Sandboxes')!;
   expect(list).toMatchObject({ method: 'GET', routePath: '/v2/sandboxes', commaArrays: ['state'] });
   expect(list.schema.querystring?.properties).toHaveProperty('limit');
