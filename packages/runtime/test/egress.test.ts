@@ -39,6 +39,8 @@ const HOST_B = '127.0.0.6';
 /** Stands for a private or host address: `blocked` refuses it. */
 const PRIVATE = '127.0.0.99';
 const DNS = '127.0.0.20';
+/** An address where nothing listens. */
+const DEAD = '127.0.0.9';
 const TTL = 123;
 
 const RECORDS: Record<string, string> = {
@@ -49,10 +51,11 @@ const RECORDS: Record<string, string> = {
   'deep.b.wild.test': HOST_A,
   'open.test': HOST_B,
   'inner.test': PRIVATE,
+  'dead.test': DEAD,
 };
 
 const SANDBOX_RULES: EgressRules = {
-  allowOut: ['allowed.test', '*.wild.test', 'inner.test', HOST_B],
+  allowOut: ['allowed.test', '*.wild.test', 'inner.test', 'dead.test', HOST_B],
   denyOut: ['0.0.0.0/0'],
   allowInternet: true,
 };
@@ -306,6 +309,55 @@ describe('egress proxy, HTTP by Host', () => {
     const r = await get(SANDBOX, 'inner.test');
     expect(r.status).toBe(403);
     expect(r.body).toBe(`egress to inner.test refused: ${PRIVATE} is in a private range\n`);
+  });
+
+  test('an allowed name whose address does not answer gets a 502 naming the address', async () => {
+    const r = await get(SANDBOX, 'dead.test');
+    expect(r.status).toBe(502);
+    expect(r.body).toBe(`egress to dead.test: could not connect: ${DEAD}:${webPort} ECONNREFUSED\n`);
+  });
+
+  test('a sandbox over its connection limit is closed at once; the limit frees as connections end', async () => {
+    const limited = new EgressProxy({
+      address: PROXY,
+      httpPort: 0,
+      tlsPort: 0,
+      rulesFor: (source) => rules.get(source),
+      blocked,
+      resolve: upstreamResolve([`${DNS}:${dnsPort}`]),
+      upstreamPorts: { http: webPort, tls: tlsPort },
+      maxConnectionsPerSource: 2,
+    });
+    await limited.start();
+    const held = [0, 1].map(() => connect({ host: PROXY, port: limited.httpPort, localAddress: SANDBOX }));
+    try {
+      await Promise.all(held.map((s) => new Promise((resolve) => s.once('connect', resolve))));
+      held[0]!.write('GET / HTTP/1.1\r\n');
+      const over = await raw(SANDBOX, limited.httpPort, 'GET / HTTP/1.1\r\nHost: allowed.test\r\n\r\n');
+      expect(over.bytes.length).toBe(0);
+      expect(over.error).not.toBe('timeout');
+      // Another sandbox has a limit of its own.
+      expect(await get(OPEN_SANDBOX, 'open.test', { address: PROXY, port: limited.httpPort })).toMatchObject({ status: 200 });
+      await new Promise((resolve) => {
+        held[0]!.once('close', resolve);
+        held[0]!.destroy();
+      });
+      // The proxy sees the close a moment after the client.
+      let status = 0;
+      for (let i = 0; i < 50 && status !== 200; i++) {
+        status = await get(SANDBOX, 'allowed.test', { address: PROXY, port: limited.httpPort }).then(
+          (r) => r.status,
+          async () => {
+            await new Promise((resolve) => setTimeout(resolve, 20));
+            return 0;
+          },
+        );
+      }
+      expect(status).toBe(200);
+    } finally {
+      for (const s of held) s.destroy();
+      await limited.close();
+    }
   });
 
   test('with internet access off nothing passes, not even a name in allowOut', async () => {

@@ -29,6 +29,8 @@ export interface EgressProxyOptions {
   /** How long connecting to one upstream address may take; at most `maxAttempts` addresses are tried. */
   readonly connectTimeoutMs?: number;
   readonly maxAttempts?: number;
+  /** Connections one sandbox may hold open through the proxy at once; more are closed at once. */
+  readonly maxConnectionsPerSource?: number;
   /** Each decision, for logs and metrics. */
   readonly onDecision?: (decision: EgressDecision) => void;
 }
@@ -73,6 +75,7 @@ export class EgressProxy {
   private readonly resolve: (name: string) => Promise<string[]>;
   private readonly servers: Server[] = [];
   private readonly open = new Map<string, Set<Open>>();
+  private readonly perSource = new Map<string, number>();
   private ports = { http: 0, tls: 0 };
 
   constructor(opts: EgressProxyOptions) {
@@ -155,10 +158,17 @@ export class EgressProxy {
     } catch {
       rules = undefined;
     }
-    if (!rules) {
+    const count = this.perSource.get(source) ?? 0;
+    if (!rules || count >= (this.opts.maxConnectionsPerSource ?? 1024)) {
       socket.destroy();
       return;
     }
+    this.perSource.set(source, count + 1);
+    socket.once('close', () => {
+      const left = (this.perSource.get(source) ?? 1) - 1;
+      if (left > 0) this.perSource.set(source, left);
+      else this.perSource.delete(source);
+    });
     handle(socket, source, rules).catch(() => socket.destroy());
   }
 
@@ -189,6 +199,9 @@ export class EgressProxy {
       return;
     }
     this.opts.onDecision?.({ source, protocol: 'http', name, allowed: true, address: upstream.remoteAddress!, reason: verdict.reason });
+    // Only the first request's Host is judged: later requests on this
+    // connection reach the same upstream address, as the requests inside a
+    // TLS connection do, whose Host the proxy never sees.
     upstream.write(bytes);
     this.splice('http', source, name, client, upstream);
   }
