@@ -531,6 +531,12 @@ describe('sandbox resolver', () => {
     }
   });
 
+  test('a resolver whose port is taken fails to start with the bind error', async () => {
+    const second = new SandboxResolver({ address: PROXY, port: resolver.port, upstream: [], rulesFor: () => undefined });
+    await expect(second.start()).rejects.toMatchObject({ code: 'EADDRINUSE' });
+    await second.close();
+  });
+
   test('TCP queries work, several on one connection', async () => {
     const socket = connect({ host: PROXY, port: resolver.port, localAddress: SANDBOX });
     const replies = new Promise<dnsPacket.Packet[]>((resolve, reject) => {

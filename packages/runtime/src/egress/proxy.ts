@@ -75,6 +75,7 @@ export class EgressProxy {
   private readonly resolve: (name: string) => Promise<string[]>;
   private readonly servers: Server[] = [];
   private readonly open = new Map<string, Set<Open>>();
+  private readonly clients = new Set<Socket>();
   private readonly perSource = new Map<string, number>();
   private ports = { http: 0, tls: 0 };
 
@@ -98,7 +99,7 @@ export class EgressProxy {
   }
 
   async start(): Promise<void> {
-    const listen = (port: number, handle: (s: Socket, source: string, rules: EgressRules) => Promise<void>) =>
+    const listen = (port: number, handle: (s: Socket, source: string) => Promise<void>) =>
       new Promise<number>((resolve, reject) => {
         // Half-open: a client that shuts down its sending side still gets the answer.
         const server = createServer({ allowHalfOpen: true, noDelay: true }, (socket) => this.accept(socket, handle));
@@ -110,8 +111,8 @@ export class EgressProxy {
         });
       });
     try {
-      const http = await listen(this.opts.httpPort, (s, source, rules) => this.http(s, source, rules));
-      const tls = await listen(this.opts.tlsPort, (s, source, rules) => this.tls(s, source, rules));
+      const http = await listen(this.opts.httpPort, (s, source) => this.http(s, source));
+      const tls = await listen(this.opts.tlsPort, (s, source) => this.tls(s, source));
       this.ports = { http, tls };
     } catch (err) {
       await this.close();
@@ -119,10 +120,12 @@ export class EgressProxy {
     }
   }
 
-  /** Stops listening and ends every proxied connection. */
+  /** Stops listening and ends every connection, proxied or still being judged. */
   async close(): Promise<void> {
-    for (const set of this.open.values()) for (const o of set) o.client.destroy();
+    for (const set of this.open.values()) for (const o of set) o.upstream.destroy();
+    for (const c of this.clients) c.destroy();
     this.open.clear();
+    this.clients.clear();
     await Promise.all(this.servers.splice(0).map((s) => new Promise<void>((resolve) => s.close(() => resolve()))));
   }
 
@@ -135,44 +138,49 @@ export class EgressProxy {
     const source = normalizeAddress(sourceAddress);
     const set = this.open.get(source);
     if (!set) return 0;
-    const rules = this.opts.rulesFor(source);
     let cut = 0;
-    for (const o of set) {
-      const still = rules !== undefined && (domainAllowed(rules, o.name) || judgeAddress(rules, o.address).allowed);
-      if (!still) {
-        o.client.resetAndDestroy();
-        o.upstream.resetAndDestroy();
-        cut++;
-        this.opts.onDecision?.({ source, protocol: o.protocol, name: o.name, allowed: false, reason: 'no longer allowed after a rules change' });
-      }
-    }
+    for (const o of set) if (!this.stillAllowed(source, o)) cut++;
     return cut;
   }
 
-  private accept(socket: Socket, handle: (s: Socket, source: string, rules: EgressRules) => Promise<void>): void {
+  /** Resets a proxied connection that the sandbox's current rules no longer allow. */
+  private stillAllowed(source: string, o: Open): boolean {
+    const rules = this.rulesOf(source);
+    if (rules && (domainAllowed(rules, o.name) || judgeAddress(rules, o.address).allowed)) return true;
+    o.client.resetAndDestroy();
+    o.upstream.resetAndDestroy();
+    this.opts.onDecision?.({ source, protocol: o.protocol, name: o.name, allowed: false, reason: 'no longer allowed after a rules change' });
+    return false;
+  }
+
+  private rulesOf(source: string): EgressRules | undefined {
+    try {
+      return this.opts.rulesFor(source);
+    } catch {
+      return undefined;
+    }
+  }
+
+  private accept(socket: Socket, handle: (s: Socket, source: string) => Promise<void>): void {
     socket.on('error', () => socket.destroy());
     const source = normalizeAddress(socket.remoteAddress ?? '');
-    let rules: EgressRules | undefined;
-    try {
-      rules = this.opts.rulesFor(source);
-    } catch {
-      rules = undefined;
-    }
     const count = this.perSource.get(source) ?? 0;
-    if (!rules || count >= (this.opts.maxConnectionsPerSource ?? 1024)) {
+    if (!this.rulesOf(source) || count >= (this.opts.maxConnectionsPerSource ?? 1024)) {
       socket.destroy();
       return;
     }
     this.perSource.set(source, count + 1);
+    this.clients.add(socket);
     socket.once('close', () => {
+      this.clients.delete(socket);
       const left = (this.perSource.get(source) ?? 1) - 1;
       if (left > 0) this.perSource.set(source, left);
       else this.perSource.delete(source);
     });
-    handle(socket, source, rules).catch(() => socket.destroy());
+    handle(socket, source).catch(() => socket.destroy());
   }
 
-  private async http(client: Socket, source: string, rules: EgressRules): Promise<void> {
+  private async http(client: Socket, source: string): Promise<void> {
     let name: string | undefined;
     let bytes: Buffer;
     try {
@@ -185,7 +193,7 @@ export class EgressProxy {
       respond(client, err.status, err.message);
       return;
     }
-    const verdict = await this.decide(rules, name);
+    const verdict = await this.decide(source, name);
     if (!verdict.allowed) {
       this.opts.onDecision?.({ source, protocol: 'http', name, allowed: false, reason: verdict.reason });
       respond(client, 403, `egress to ${name} refused: ${verdict.reason}`);
@@ -202,11 +210,10 @@ export class EgressProxy {
     // Only the first request's Host is judged: later requests on this
     // connection reach the same upstream address, as the requests inside a
     // TLS connection do, whose Host the proxy never sees.
-    upstream.write(bytes);
-    this.splice('http', source, name, client, upstream);
+    this.splice('http', source, name, client, upstream, bytes);
   }
 
-  private async tls(client: Socket, source: string, rules: EgressRules): Promise<void> {
+  private async tls(client: Socket, source: string): Promise<void> {
     const timeoutMs = this.opts.headTimeoutMs ?? 10000;
     // The hello is one TLS record, so what is read is bounded by a record's
     // 16-bit length; the timer bounds how long a client may take to send it.
@@ -223,7 +230,7 @@ export class EgressProxy {
       clearTimeout(timer);
     }
     if (client.destroyed) return;
-    const verdict = name === undefined ? { allowed: false as const, reason: 'no single valid server name in the TLS ClientHello' } : await this.decide(rules, name);
+    const verdict = name === undefined ? { allowed: false as const, reason: 'no single valid server name in the TLS ClientHello' } : await this.decide(source, name);
     if (!verdict.allowed) {
       this.opts.onDecision?.({ source, protocol: 'tls', name, allowed: false, reason: verdict.reason });
       refuse(client, TLS_ACCESS_DENIED);
@@ -248,9 +255,12 @@ export class EgressProxy {
    * answer, so a name allowed by domain cannot be pointed elsewhere.
    */
   private async decide(
-    rules: EgressRules,
+    source: string,
     name: string,
   ): Promise<{ allowed: true; addresses: string[]; reason: string } | { allowed: false; reason: string }> {
+    // The rules as they are once the name is known, not as they were at accept.
+    const rules = this.rulesOf(source);
+    if (!rules) return { allowed: false, reason: 'the source is no sandbox' };
     if (!rules.allowInternet) return { allowed: false, reason: 'internet access is off for this sandbox' };
     const byDomain = isIP(name) === 0 && domainAllowed(rules, name);
     let addresses: string[];
@@ -317,9 +327,14 @@ export class EgressProxy {
     return `could not connect: ${errors.join('; ')}`;
   }
 
-  /** Passes bytes both ways with back-pressure and half-close; an error or a full close ends both. */
-  private splice(protocol: 'http' | 'tls', source: string, name: string, client: Socket, upstream: Socket): void {
+  /**
+   * Sends `replay` upstream, then passes bytes both ways with back-pressure
+   * and half-close; an error or a full close ends both.
+   */
+  private splice(protocol: 'http' | 'tls', source: string, name: string, client: Socket, upstream: Socket, replay?: Buffer): void {
     const entry: Open = { protocol, client, upstream, name, address: normalizeAddress(upstream.remoteAddress ?? '') };
+    // Rules may have changed while the name was resolved and connected to.
+    if (!this.stillAllowed(source, entry)) return;
     let set = this.open.get(source);
     if (!set) this.open.set(source, (set = new Set()));
     set.add(entry);
@@ -333,6 +348,7 @@ export class EgressProxy {
       s.on('error', end);
       s.once('close', end);
     }
+    if (replay) upstream.write(replay);
     client.pipe(upstream);
     upstream.pipe(client);
   }

@@ -60,14 +60,18 @@ export class SandboxResolver {
 
   async start(): Promise<void> {
     const type = isIP(this.opts.address) === 6 ? 'udp6' : 'udp4';
+    const wanted = this.opts.port ?? 53;
     // With port 0 the UDP port is picked first and TCP must get the same one.
     for (let attempt = 0; attempt < 10; attempt++) {
       const udp = createSocket(type);
       udp.on('message', (msg, rinfo) => this.onUdp(udp, msg, rinfo.address, rinfo.port));
       await new Promise<void>((resolve, reject) => {
-        udp.once('error', reject);
-        udp.bind({ address: this.opts.address, port: this.opts.port ?? 53 }, () => {
-          udp.off('error', reject);
+        udp.once('error', (err) => {
+          udp.close();
+          reject(err);
+        });
+        udp.bind({ address: this.opts.address, port: wanted }, () => {
+          udp.removeAllListeners('error');
           resolve();
         });
       });
@@ -75,7 +79,7 @@ export class SandboxResolver {
       const port = udp.address().port;
       const tcp = createServer((socket) => this.onTcp(socket));
       const listening = await new Promise<boolean>((resolve, reject) => {
-        tcp.once('error', (err: NodeJS.ErrnoException) => (err.code === 'EADDRINUSE' && !this.opts.port ? resolve(false) : reject(err)));
+        tcp.once('error', (err: NodeJS.ErrnoException) => (err.code === 'EADDRINUSE' && wanted === 0 ? resolve(false) : reject(err)));
         tcp.listen({ host: this.opts.address, port }, () => resolve(true));
       }).catch((err: unknown) => {
         udp.close();
