@@ -11,3 +11,4 @@ export { mountPoints } from './mounts.js';
 export * from './images/index.js';
 export { envdVersion } from '@paddock/envd';
 export { ENVD_PORT } from '@paddock/protocol';
+export * from './egress/index.js';
