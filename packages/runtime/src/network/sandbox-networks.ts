@@ -242,7 +242,12 @@ export class SandboxNetworks {
       await this.nft(slotRulesScript(this.table(), h.slot, normalized), `apply the network rules of sandbox ${sandboxId}`);
       h.rules = normalized;
       await this.writeRecord(h);
-      await this.cutDenied(h);
+      try {
+        await this.cutDenied(h);
+      } catch (err) {
+        // The rules are in force; a connection left open is reset on its next packet.
+        process.emitWarning(`sandbox ${sandboxId}: connections its new rules deny could not be aborted: ${(err as Error).message}`);
+      }
       return this.view(h);
     });
   }
@@ -417,6 +422,7 @@ export class SandboxNetworks {
         this.poolError = undefined;
       } catch (err) {
         this.poolError = err as Error;
+        process.emitWarning(`network slot pool fill failed: ${(err as Error).message}`);
       }
     })().finally(() => {
       if (this.filling === fill) this.filling = undefined;
@@ -459,8 +465,12 @@ export class SandboxNetworks {
    * that send nothing (a client waiting for data) and tells the far end.
    */
   private async cutDenied(h: Held): Promise<void> {
+    // Rules that deny nothing of their own deny nothing that was allowed before: the always-denied ranges do not change.
+    if (h.rules.allowInternet && !h.rules.denyOut.some((c) => c.family === 4)) return;
     const path = join(NETNS_DIR, h.slot.name);
-    const listed = await this.host.inNetns(path, 'ss', ['-t', '-n', '-H', 'state', 'connected']);
+    // A socket in TIME-WAIT has nothing left to cut.
+    const states = ['state', 'connected', 'exclude', 'time-wait'];
+    const listed = await this.host.inNetns(path, 'ss', ['-t', '-n', '-H', ...states]);
     const scope = { sandboxes: this.subnet, allowedPrivate: this.allowedPrivate };
     const exempt = new Set([h.slot.gateway, ...this.services.map((s) => s.address)]);
     const peers = new Set<string>();
@@ -472,7 +482,7 @@ export class SandboxNetworks {
     }
     if (!peers.size) return;
     const filter = [...peers].flatMap((p, i) => [...(i ? ['or'] : []), 'dst', p]);
-    await this.host.inNetns(path, 'ss', ['-K', '-t', '-n', 'state', 'connected', '(', ...filter, ')']);
+    await this.host.inNetns(path, 'ss', ['-K', '-t', '-n', ...states, '(', ...filter, ')']);
   }
 
   // ------------------------------------------------------------------ state
