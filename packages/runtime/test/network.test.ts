@@ -389,7 +389,12 @@ test('redirectWeb sends TCP 80 and 443 to a host service, but not what allowOut 
     expect(await probe(n, B, HOLD)).toEqual(refused);
     expect(await probe(n, PRIVATE_CLOSED, 80)).toEqual(refused);
   });
+  // To a service on 0.0.0.0, at each sandbox's own gateway.
+  await withSandbox({ ...open, redirectWeb: { address: 'gateway', httpPort: gatewayServicePort, tlsPort: gatewayServicePort } }, async (n) => {
+    expect(await probe(n, B, 443)).toEqual({ data: 'gateway service' });
+  });
   await expect(nets.acquire(newId(), { ...open, redirectWeb: { address: TRANSIT_HOST, httpPort: anyPort, tlsPort: proxyTlsPort } })).rejects.toThrow(`redirectWeb goes to ${TRANSIT_HOST}:${anyPort}, which is not a host service`);
+  await expect(nets.acquire(newId(), { ...open, redirectWeb: { address: 'gateway', httpPort: anyPort, tlsPort: anyPort } })).rejects.toThrow(`redirectWeb goes to gateway:${anyPort}, which is not a host service`);
 });
 
 test('bad entries are refused naming them, and leave the rules as they were', async () => {

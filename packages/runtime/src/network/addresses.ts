@@ -22,6 +22,7 @@ export interface EgressRules {
 }
 
 export interface WebRedirect {
+  /** An IPv4 address of the host, or 'gateway': the sandbox's own gateway. */
   address: string;
   httpPort: number;
   tlsPort: number;
@@ -137,7 +138,7 @@ export function normalizeRules(rules: unknown): NormalizedRules {
     const w = r.redirectWeb as Partial<Record<keyof WebRedirect, unknown>> | null;
     if (typeof w !== 'object' || w === null) throw new RuntimeError('invalid', 'redirectWeb must be { address, httpPort, tlsPort }');
     out.redirectWeb = {
-      address: parseIpv4(w.address, 'redirectWeb address'),
+      address: w.address === 'gateway' ? 'gateway' : parseIpv4(w.address, 'redirectWeb address'),
       httpPort: parsePort(w.httpPort, 'redirectWeb httpPort'),
       tlsPort: parsePort(w.tlsPort, 'redirectWeb tlsPort'),
     };

@@ -1,11 +1,13 @@
 // What this layer asks of the host: iproute2, nft and ss processes, each
 // bounded in time, and what they report read as JSON where they offer it.
-import { readdir } from 'node:fs/promises';
+import { readFile, readdir, writeFile } from 'node:fs/promises';
 import { run } from '../exec.js';
 import { RuntimeError } from '../runtime.js';
 
 /** Where `ip netns` keeps its namespaces: a slot's namespace is the file `NETNS_DIR/NAME`. */
 export const NETNS_DIR = '/run/netns';
+/** The host's own (this process's namespace's) IPv4 forwarding switch. */
+const IP_FORWARD = '/proc/sys/net/ipv4/ip_forward';
 
 export class HostNet {
   constructor(private readonly timeoutMs: number) {}
@@ -66,10 +68,10 @@ export class HostNet {
   }
 
   async ipForwarding(): Promise<boolean> {
-    return (await run('sysctl', ['-n', 'net.ipv4.ip_forward'], { timeoutMs: this.timeoutMs })).stdout.trim() === '1';
+    return (await readFile(IP_FORWARD, 'utf8')).trim() === '1';
   }
 
   async enableIpForwarding(): Promise<void> {
-    await run('sysctl', ['-q', '-w', 'net.ipv4.ip_forward=1'], { timeoutMs: this.timeoutMs });
+    await writeFile(IP_FORWARD, '1\n');
   }
 }

@@ -27,8 +27,12 @@ export interface TableSpec {
 
 export interface SlotRef {
   index: number;
+  /** The host's end of the veth pair. */
   iface: string;
+  /** The sandbox's address. */
   address: string;
+  /** The host end's address. */
+  gateway: string;
 }
 
 const elements = (items: string[]) => `{ ${items.join(', ')} }`;
@@ -178,8 +182,9 @@ export function slotRulesScript(t: TableSpec, slot: SlotRef, rules: NormalizedRu
     rule('fib daddr type local return');
     rule('ip daddr @always_denied ip daddr != @allowed_private return');
     rule(`ip daddr @${n.allow} return`);
-    rule(`tcp dport 80 dnat ip to ${web.address}:${web.httpPort}`);
-    rule(`tcp dport 443 dnat ip to ${web.address}:${web.tlsPort}`);
+    const to = web.address === 'gateway' ? slot.gateway : web.address;
+    rule(`tcp dport 80 dnat ip to ${to}:${web.httpPort}`);
+    rule(`tcp dport 443 dnat ip to ${to}:${web.tlsPort}`);
   }
   return lines.join('\n') + '\n';
 }

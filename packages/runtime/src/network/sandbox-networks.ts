@@ -76,7 +76,6 @@ export interface PrepareResult {
 interface Slot extends SlotRef {
   /** Both the namespace's name and the host veth's. */
   name: string;
-  gateway: string;
 }
 
 interface Held {
@@ -446,8 +445,9 @@ export class SandboxNetworks {
   private checkRedirect(slot: Slot, rules: NormalizedRules): void {
     const web = rules.redirectWeb;
     if (!web) return;
+    const gateway = web.address === 'gateway' || web.address === slot.gateway;
     for (const port of [web.httpPort, web.tlsPort]) {
-      const open = this.services.some((s) => (s.address === web.address || (s.address === 'gateway' && web.address === slot.gateway)) && s.tcpPorts.includes(port));
+      const open = this.services.some((s) => (s.address === web.address || (s.address === 'gateway' && gateway)) && s.tcpPorts.includes(port));
       if (!open) throw new RuntimeError('invalid', `redirectWeb goes to ${web.address}:${port}, which is not a host service sandboxes may reach`);
     }
   }
