@@ -1,0 +1,12 @@
+export { ALWAYS_DENIED_V4, type EgressRules, type WebRedirect } from './addresses.js';
+export {
+  DEFAULT_NETWORK_NAME,
+  DEFAULT_NETWORK_POOL_SIZE,
+  DEFAULT_SANDBOX_SUBNET,
+  SANDBOX_INTERFACE,
+  SandboxNetworks,
+  type HostServiceOptions,
+  type PrepareResult,
+  type SandboxNetwork,
+  type SandboxNetworksOptions,
+} from './sandbox-networks.js';
