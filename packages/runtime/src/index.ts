@@ -12,3 +12,4 @@ export * from './images/index.js';
 export { envdVersion } from '@paddock/envd';
 export { ENVD_PORT } from '@paddock/protocol';
 export * from './egress/index.js';
+export * from './network/index.js';

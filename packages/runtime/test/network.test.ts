@@ -11,7 +11,7 @@ import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
-import { SandboxNetworks, type EgressRules, type SandboxNetwork, type SandboxNetworksOptions } from '../src/network/index.js';
+import { SandboxNetworks, type AddressRules, type SandboxNetwork, type SandboxNetworksOptions } from '../src/network/index.js';
 
 if (process.getuid?.() !== 0) throw new Error('the network tests make namespaces, veths and nftables tables: run them as root');
 
@@ -220,11 +220,11 @@ afterAll(async () => {
   }
 }, 60_000);
 
-const open: EgressRules = { allowInternet: true, allowOut: [], denyOut: [] };
+const open: AddressRules = { allowInternet: true, allowOut: [], denyOut: [] };
 let seq = 0;
 const newId = () => `${RUN}sbx${seq++}`;
 
-async function withSandbox<T>(rules: EgressRules, fn: (n: SandboxNetwork) => Promise<T>): Promise<T> {
+async function withSandbox<T>(rules: AddressRules, fn: (n: SandboxNetwork) => Promise<T>): Promise<T> {
   const id = newId();
   const n = await nets.acquire(id, rules);
   try {

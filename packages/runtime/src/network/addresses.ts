@@ -5,7 +5,7 @@ import { isIP } from 'node:net';
 import { RuntimeError } from '../runtime.js';
 
 /** What a sandbox may reach, as E2B's interface states it (domains are the egress proxy's, not this layer's). */
-export interface EgressRules {
+export interface AddressRules {
   /** false: no egress at all, whatever the lists say. */
   allowInternet: boolean;
   /** CIDR blocks and IP addresses; an address in both lists is allowed. */
@@ -126,7 +126,7 @@ export interface NormalizedRules {
  */
 export function normalizeRules(rules: unknown): NormalizedRules {
   if (typeof rules !== 'object' || rules === null || Array.isArray(rules)) throw new RuntimeError('invalid', 'network rules must be an object');
-  const r = rules as Partial<Record<keyof EgressRules, unknown>>;
+  const r = rules as Partial<Record<keyof AddressRules, unknown>>;
   if (r.allowInternet !== undefined && typeof r.allowInternet !== 'boolean') throw new RuntimeError('invalid', 'allowInternet must be true or false');
   const list = (value: unknown, where: 'allowOut' | 'denyOut'): Cidr[] => {
     if (value === undefined) return [];
@@ -146,7 +146,7 @@ export function normalizeRules(rules: unknown): NormalizedRules {
   return out;
 }
 
-export function rulesOf(n: NormalizedRules): EgressRules {
+export function rulesOf(n: NormalizedRules): AddressRules {
   return {
     allowInternet: n.allowInternet,
     allowOut: n.allowOut.map((c) => c.text),

@@ -1,4 +1,4 @@
-export { ALWAYS_DENIED_V4, type EgressRules, type WebRedirect } from './addresses.js';
+export { ALWAYS_DENIED_V4, type AddressRules, type WebRedirect } from './addresses.js';
 export {
   DEFAULT_NETWORK_NAME,
   DEFAULT_NETWORK_POOL_SIZE,

@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { CommandError } from '../exec.js';
 import { RuntimeError } from '../runtime.js';
 import { KeyedMutex, SANDBOX_ID } from '../util.js';
-import { egressVerdict, intToIpv4, normalizeRules, overlaps, parseCidr, parseIpv4, parsePort, rulesOf, type Cidr, type EgressRules, type NormalizedRules } from './addresses.js';
+import { egressVerdict, intToIpv4, normalizeRules, overlaps, parseCidr, parseIpv4, parsePort, rulesOf, type Cidr, type AddressRules, type NormalizedRules } from './addresses.js';
 import { HostNet, NETNS_DIR } from './host-net.js';
 import { servicesScript, slotAddScript, slotRemoveScript, slotRulesScript, tableScript, type HostService, type SlotRef, type TableSpec } from './nft-script.js';
 
@@ -63,7 +63,7 @@ export interface SandboxNetwork {
   /** The host's end: the sandbox's default route, and the address 'gateway' host services answer on. */
   gateway: string;
   prefixLength: number;
-  rules: EgressRules;
+  rules: AddressRules;
 }
 
 export interface PrepareResult {
@@ -87,7 +87,7 @@ interface Held {
 interface SlotRecord {
   index: number;
   sandboxId: string;
-  rules: EgressRules;
+  rules: AddressRules;
 }
 
 export class SandboxNetworks {
@@ -202,7 +202,7 @@ export class SandboxNetworks {
   }
 
   /** A slot for a sandbox, its rules in force before this returns. */
-  async acquire(sandboxId: string, rules: EgressRules): Promise<SandboxNetwork> {
+  async acquire(sandboxId: string, rules: AddressRules): Promise<SandboxNetwork> {
     checkSandboxId(sandboxId);
     const normalized = normalizeRules(rules);
     return this.perSandbox.run(sandboxId, async () => {
@@ -233,7 +233,7 @@ export class SandboxNetworks {
    * stay in force if it fails. Its open TCP connections that the new rules
    * deny are then aborted inside its namespace, which resets both ends.
    */
-  async setRules(sandboxId: string, rules: EgressRules): Promise<SandboxNetwork> {
+  async setRules(sandboxId: string, rules: AddressRules): Promise<SandboxNetwork> {
     const normalized = normalizeRules(rules);
     return this.perSandbox.run(sandboxId, async () => {
       const h = this.heldOf(sandboxId);
