@@ -373,6 +373,12 @@ CMD ["sh", "-c", "echo \\"$GREETING\\" > /tmp/cmd.txt; exec sleep infinity"]
     expect([deleted.code, deleted.stdout]).toEqual([0, `deleted template ${slow.templateID} (cli-slow) and its 1 build\n`]);
     await expect(t.control.getTemplate('cli-slow', {})).rejects.toMatchObject({ status: 404 });
 
+    // A template a sandbox runs from is not deleted; the server says which sandbox.
+    const user = await t.control.createSandbox({ templateID: 'cli-built' });
+    const inUse = await paddock(['template', 'delete', 'cli-built', '--yes']);
+    expect([inUse.code, inUse.stderr]).toEqual([1, expect.stringContaining(`is used by sandbox ${user.sandboxID} (kill it first)`)]);
+    await t.control.killSandbox(user.sandboxID);
+
     const json = await paddock(['template', 'rm', 'cli-built', '--yes', '--json']);
     expect(JSON.parse(json.stdout)).toEqual({ templateID: expect.any(String), names: ['cli-built'], builds: 2 });
     const missing = await paddock(['template', 'delete', 'cli-built', '--yes']);

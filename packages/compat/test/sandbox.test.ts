@@ -257,7 +257,7 @@ describe('snapshots, forks and network rules of one sandbox', () => {
     // Differs from e2b: a snapshot that a live sandbox was made from is not deleted.
     await expect(Sandbox.deleteSnapshot(snap.snapshotId)).rejects.toMatchObject({
       name: 'SandboxError',
-      message: `409: template '${snap.snapshotId}' is used by sandboxes ${child.sandboxId}`,
+      message: `409: template '${snap.snapshotId}' is used by sandbox ${child.sandboxId} (kill it first)`,
     });
     await child.kill();
     expect(await Sandbox.deleteSnapshot(snap.snapshotId)).toBe(true);

@@ -218,7 +218,10 @@ export class Templates {
     if (t.kind === 'base') throw conflict(`template '${t.id}' is built in and cannot be deleted`);
     if (t.builds.some((b) => b.status === 'building')) throw conflict(`template '${t.id}' has a build under way`);
     const users = await this.sandboxes.list({ states: ['running', 'paused'], templateIds: [t.id], order: 'asc', limit: 5 });
-    if (users.length) throw conflict(`template '${t.id}' is used by sandbox${users.length > 1 ? 'es' : ''} ${users.map((u) => u.id).join(', ')}${users.length === 5 ? ' and maybe more' : ''}; kill them first`);
+    if (users.length) {
+      const ids = `${users.map((u) => u.id).join(', ')}${users.length === 5 ? ' and maybe more' : ''}`;
+      throw conflict(`template '${t.id}' is used by ${users.length > 1 ? `sandboxes ${ids} (kill them first)` : `sandbox ${ids} (kill it first)`}`);
+    }
     // A built template's files are layers of the build cache, which other builds may share; a snapshot's are its own.
     if (t.kind === 'snapshot') {
       await this.runtime.deleteTemplate(t.id).catch((err: unknown) => {

@@ -185,7 +185,7 @@ test('a built template in use by a sandbox cannot be deleted; once unused it goe
   const s = await t.control.createSandbox({ templateID: 'srv-deleted' });
   expect(await api('DELETE', `/templates/${req.body.templateID}`)).toEqual({
     status: 409,
-    body: { code: 409, message: `template '${req.body.templateID}' is used by sandbox ${s.sandboxID}; kill them first` },
+    body: { code: 409, message: `template '${req.body.templateID}' is used by sandbox ${s.sandboxID} (kill it first)` },
   });
   await t.control.killSandbox(s.sandboxID);
   expect((await api('DELETE', '/templates/srv-deleted')).status).toBe(204);
