@@ -151,15 +151,20 @@ export interface BuildResult {
   status: TemplateBuildInfo;
 }
 
-/** Requests, uploads, starts and follows a build; the log goes to `out` as it comes. */
-export async function runBuild(control: ControlClient, opts: BuildOptions, prepared: PreparedBuild, out: NodeJS.WriteStream): Promise<BuildResult> {
-  const say = (line: string) => out.write(`${line}\n`);
-  const reserved = await control.requestTemplateBuild({
+/** `POST /v3/templates`: a build of the template `name`, with what was asked of its sandboxes. */
+function reserveBuild(control: ControlClient, opts: { name: string; tags?: string[]; cpuCount?: number; memoryMB?: number }) {
+  return control.requestTemplateBuild({
     name: opts.name,
     ...(opts.tags && opts.tags.length > 0 ? { tags: opts.tags } : {}),
     ...(opts.cpuCount !== undefined ? { cpuCount: opts.cpuCount } : {}),
     ...(opts.memoryMB !== undefined ? { memoryMB: opts.memoryMB } : {}),
   });
+}
+
+/** Requests, uploads, starts and follows a build; the log goes to `out` as it comes. */
+export async function runBuild(control: ControlClient, opts: BuildOptions, prepared: PreparedBuild, out: NodeJS.WriteStream): Promise<BuildResult> {
+  const say = (line: string) => out.write(`${line}\n`);
+  const reserved = await reserveBuild(control, opts);
   const { templateID, buildID } = reserved;
   say(`building template ${reserved.names.join(', ')} (${templateID}), build ${buildID}`);
   await uploadFiles(control, templateID, prepared, say);
@@ -190,12 +195,7 @@ export async function importArchive(
   const hash = createHash('sha256');
   for await (const chunk of createReadStream(opts.archive)) hash.update(chunk as Buffer);
   const filesHash = hash.digest('hex');
-  const reserved = await control.requestTemplateBuild({
-    name: opts.name,
-    ...(opts.tags && opts.tags.length > 0 ? { tags: opts.tags } : {}),
-    ...(opts.cpuCount !== undefined ? { cpuCount: opts.cpuCount } : {}),
-    ...(opts.memoryMB !== undefined ? { memoryMB: opts.memoryMB } : {}),
-  });
+  const reserved = await reserveBuild(control, opts);
   const { templateID, buildID } = reserved;
   say(`importing ${shownPath(resolve(opts.archive))} (${sizeOf(stat.size)}) as template ${reserved.names.join(', ')} (${templateID}), build ${buildID}`);
   const slot = await control.templateFileUpload(templateID, filesHash);

@@ -1,16 +1,14 @@
 // `paddock template build/logs/delete`: a Dockerfile read into build steps,
 // and the real command building it against a real server, whose sandboxes
 // then show what each instruction did.
-import { spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { create as createTar } from 'tar';
-import { API_KEY, eventually, run, testServer, type TestServer } from '../../server/test/harness.js';
+import { eventually, run, testServer, type TestServer } from '../../server/test/harness.js';
 import { parseDockerfile } from '../src/dockerfile.js';
-
-const main = join(import.meta.dirname, '../dist/main.js');
+import { runPaddock } from './run-cli.js';
 
 describe('a Dockerfile read as build steps', () => {
   const steps = (text: string, buildArgs?: Record<string, string>) => parseDockerfile(text, { buildArgs });
@@ -134,28 +132,9 @@ describe('the command against a real server', () => {
     if (work) rmSync(work, { recursive: true, force: true });
   });
 
-  interface Ran {
-    code: number | null;
-    stdout: string;
-    stderr: string;
-  }
-
   /** Runs `paddock` as a process (the server runs in this one, so never synchronously). */
-  function paddock(args: string[], opts: { apiUrl?: string; cwd?: string } = {}, timeoutMs = 300_000): Promise<Ran> {
-    const env = { ...process.env, PADDOCK_HOME: home, PADDOCK_API_URL: opts.apiUrl ?? t.server.apiUrl, PADDOCK_API_KEY: API_KEY, NO_COLOR: '1' };
-    const child = spawn(process.execPath, [main, ...args], { env, cwd: opts.cwd, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d: Buffer) => (stdout += d));
-    child.stderr.on('data', (d: Buffer) => (stderr += d));
-    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
-    return new Promise((resolve) =>
-      child.on('close', (code) => {
-        clearTimeout(timer);
-        resolve({ code, stdout, stderr });
-      }),
-    );
-  }
+  const paddock = (args: string[], opts: { apiUrl?: string; cwd?: string } = {}, timeoutMs = 300_000) =>
+    runPaddock(args, { home, apiUrl: opts.apiUrl ?? t.server.apiUrl, cwd: opts.cwd, timeoutMs });
 
   /** A build context: files by relative path. */
   function context(name: string, files: Record<string, string | Buffer>): string {

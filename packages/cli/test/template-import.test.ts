@@ -1,16 +1,14 @@
 // `paddock template import` and `paddock template rebuild`: the real
 // command against a real server whose base template is an image of a local
 // registry (so that making it again is a pull, not a Debian build).
-import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { create as createTar } from 'tar';
 import { OciLayout, startRegistry, tarOf, type TestRegistry } from '../../runtime/test/registry.js';
 import { busyboxEntries, pushTestImages } from '../../runtime/test/test-images.js';
-import { API_KEY, run, testServer, type TestServer } from '../../server/test/harness.js';
-
-const main = join(import.meta.dirname, '../dist/main.js');
+import { run, testServer, type TestServer } from '../../server/test/harness.js';
+import { runPaddock } from './run-cli.js';
 
 let t: TestServer;
 let registry: TestRegistry;
@@ -29,27 +27,7 @@ afterAll(async () => {
   if (work) rmSync(work, { recursive: true, force: true });
 });
 
-interface Ran {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
-function paddock(args: string[], timeoutMs = 300_000): Promise<Ran> {
-  const env = { ...process.env, PADDOCK_HOME: work, PADDOCK_API_URL: t.server.apiUrl, PADDOCK_API_KEY: API_KEY, NO_COLOR: '1' };
-  const child = spawn(process.execPath, [main, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (d: Buffer) => (stdout += d));
-  child.stderr.on('data', (d: Buffer) => (stderr += d));
-  const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
-  return new Promise((resolve) =>
-    child.on('close', (code) => {
-      clearTimeout(timer);
-      resolve({ code, stdout, stderr });
-    }),
-  );
-}
+const paddock = (args: string[]) => runPaddock(args, { home: work, apiUrl: t.server.apiUrl });
 
 test('template import makes a template of an OCI layout tar, with the progress of its layers; a second import uploads nothing', async () => {
   const layout = new OciLayout(join(work, 'import-layout'));

@@ -5,7 +5,7 @@
 import { gzipSync } from 'node:zlib';
 import { createHash } from 'node:crypto';
 import { tarOf } from '../../runtime/test/registry.js';
-import { API_KEY, run, testServer, type TestServer } from './harness.js';
+import { api as callApi, finishedBuild, run, testServer, type TestServer } from './harness.js';
 
 let t: TestServer;
 beforeAll(async () => {
@@ -13,15 +13,8 @@ beforeAll(async () => {
 });
 afterAll(() => t.teardown());
 
-async function api(method: string, path: string, body?: unknown): Promise<{ status: number; body: any }> {
-  const res = await fetch(`${t.server.apiUrl}${path}`, {
-    method,
-    headers: { 'x-api-key': API_KEY, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  const text = await res.text();
-  return { status: res.status, body: text ? JSON.parse(text) : undefined };
-}
+const api = (method: string, path: string, body?: unknown) => callApi(t.server, method, path, body);
+const finished = (templateId: string, buildId: string) => finishedBuild(t.server, templateId, buildId);
 
 /** Uploads `archive` for the files `hash` of a template the way the SDKs do: ask, then PUT to the URL given. */
 async function upload(templateId: string, hash: string, archive: Buffer): Promise<void> {
@@ -30,31 +23,6 @@ async function upload(templateId: string, hash: string, archive: Buffer): Promis
   const put = await fetch(link.body.url, { method: 'PUT', body: archive, headers: { 'content-length': String(archive.length) } });
   expect(put.status).toBe(201);
   expect(await api('GET', `/templates/${templateId}/files/${hash}`)).toEqual({ status: 201, body: { present: true } });
-}
-
-interface Status {
-  status: 'waiting' | 'building' | 'ready' | 'error';
-  logEntries: Array<{ level: string; message: string; step?: string }>;
-  reason?: { message: string; step?: string; logEntries: Array<{ message: string }> };
-}
-
-/** Polls a build's status until it ends; its whole log. */
-async function finished(templateId: string, buildId: string): Promise<Status> {
-  const entries: Status['logEntries'] = [];
-  for (let i = 0; i < 1200; i++) {
-    const { body } = await api('GET', `/templates/${templateId}/builds/${buildId}/status?logsOffset=${entries.length}`);
-    entries.push(...(body as Status).logEntries);
-    if (body.status === 'ready' || body.status === 'error') {
-      // The entries of the end may come in one more page.
-      for (let more = body as Status; more.logEntries.length > 0; ) {
-        more = (await api('GET', `/templates/${templateId}/builds/${buildId}/status?logsOffset=${entries.length}`)).body;
-        entries.push(...more.logEntries);
-      }
-      return { ...(body as Status), logEntries: entries };
-    }
-    await new Promise((r) => setTimeout(r, 250));
-  }
-  throw new Error(`build ${buildId} did not end`);
 }
 
 const hashOf = (s: string) => createHash('sha256').update(s).digest('hex');

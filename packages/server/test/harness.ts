@@ -69,4 +69,41 @@ export async function run(server: PaddockServer, sandboxId: string, token: strin
   return { stdout, exitCode };
 }
 
+/** A call of the control API with the test key: the status and the parsed body. */
+export async function api(server: PaddockServer, method: string, path: string, body?: unknown): Promise<{ status: number; body: any }> {
+  const res = await fetch(`${server.apiUrl}${path}`, {
+    method,
+    headers: { 'x-api-key': API_KEY, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await res.text();
+  return { status: res.status, body: text ? JSON.parse(text) : undefined };
+}
+
+export interface BuildStatus {
+  status: 'waiting' | 'building' | 'ready' | 'error';
+  logEntries: Array<{ level: string; message: string; step?: string }>;
+  reason?: { message: string; step?: string; logEntries: Array<{ message: string }> };
+}
+
+/** Polls a build's status (as the SDKs do, by `logsOffset`) until it ends; its whole log. */
+export async function finishedBuild(server: PaddockServer, templateId: string, buildId: string): Promise<BuildStatus> {
+  const entries: BuildStatus['logEntries'] = [];
+  const page = async () => (await api(server, 'GET', `/templates/${templateId}/builds/${buildId}/status?logsOffset=${entries.length}`)).body as BuildStatus;
+  for (let i = 0; i < 1200; i++) {
+    const status = await page();
+    entries.push(...status.logEntries);
+    if (status.status === 'ready' || status.status === 'error') {
+      // The entries of the end may come in one more page.
+      for (let more = status; more.logEntries.length > 0; ) {
+        more = await page();
+        entries.push(...more.logEntries);
+      }
+      return { ...status, logEntries: entries };
+    }
+    await new Promise((r) => setTimeout(r, 250));
+  }
+  throw new Error(`build ${buildId} did not end`);
+}
+
 export { eventually, sleep } from '../../../tools/testing/poll.mjs';

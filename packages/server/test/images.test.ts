@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { create } from 'tar';
 import { OciLayout, startRegistry, tarOf, type TestRegistry } from '../../runtime/test/registry.js';
 import { busyboxEntries, pushTestImages } from '../../runtime/test/test-images.js';
-import { API_KEY, run, testServer, type TestServer } from './harness.js';
+import { api as callApi, finishedBuild, run, testServer, type TestServer } from './harness.js';
 
 let t: TestServer;
 let registry: TestRegistry;
@@ -29,25 +29,12 @@ afterAll(async () => {
   if (work) rmSync(work, { recursive: true, force: true });
 });
 
-async function api(method: string, path: string, body?: unknown): Promise<{ status: number; body: any }> {
-  const res = await fetch(`${t.server.apiUrl}${path}`, {
-    method,
-    headers: { 'x-api-key': API_KEY, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  const text = await res.text();
-  return { status: res.status, body: text ? JSON.parse(text) : undefined };
-}
+const api = (method: string, path: string, body?: unknown) => callApi(t.server, method, path, body);
 
+/** A build followed to its end: its status and its log's messages. */
 async function finished(templateId: string, buildId: string): Promise<{ status: string; messages: string[]; reason?: { message: string } }> {
-  const messages: string[] = [];
-  for (let i = 0; i < 600; i++) {
-    const { body } = await api('GET', `/templates/${templateId}/builds/${buildId}/status?logsOffset=${messages.length}`);
-    messages.push(...body.logEntries.map((e: { message: string }) => e.message));
-    if (body.status === 'ready' || body.status === 'error') return { status: body.status, messages, reason: body.reason };
-    await new Promise((r) => setTimeout(r, 200));
-  }
-  throw new Error(`build ${buildId} did not end`);
+  const done = await finishedBuild(t.server, templateId, buildId);
+  return { status: done.status, messages: done.logEntries.map((e) => e.message), reason: done.reason };
 }
 
 test('an uploaded image archive (an OCI layout as a tar) becomes a template', async () => {
