@@ -11,7 +11,8 @@
 import { Sandbox, Template } from 'e2b';
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { DEFAULT_ID_SHIFT, ID_RANGE } from '@paddock/runtime';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { undoOnInterrupt } from '../interrupt.mjs';
@@ -44,16 +45,22 @@ function byHand(baseLayers, context, work) {
     for (const [i, step] of steps.entries()) {
       const bundle = join(dir, `step-${i}`);
       for (const d of ['upper', 'work', 'rootfs']) mkdirSync(join(bundle, d), { recursive: true });
+      // The layers' files belong to the sandboxes' id range: the container's root is that range's, as a sandbox's is.
+      chownSync(join(bundle, 'upper'), DEFAULT_ID_SHIFT, DEFAULT_ID_SHIFT);
       execFileSync('mount', ['-t', 'overlay', 'overlay', '-o', `lowerdir=${layers.join(':')},upperdir=${bundle}/upper,workdir=${bundle}/work`, `${bundle}/rootfs`]);
       try {
         if (step.copy) {
           mkdirSync(join(bundle, 'upper/opt/bench'), { recursive: true });
           cpSync(step.copy, join(bundle, 'upper/opt/bench/big.bin'));
+          for (const f of ['upper/opt', 'upper/opt/bench', 'upper/opt/bench/big.bin']) chownSync(join(bundle, f), DEFAULT_ID_SHIFT, DEFAULT_ID_SHIFT);
         } else {
           execFileSync('runc', ['spec', '--bundle', bundle]);
           const config = JSON.parse(readFileSync(join(bundle, 'config.json'), 'utf8'));
           Object.assign(config.process, { terminal: false, args: ['/bin/sh', '-c', step.cmd], rlimits: [] });
           config.root.readonly = false;
+          const map = [{ containerID: 0, hostID: DEFAULT_ID_SHIFT, size: ID_RANGE }];
+          Object.assign(config.linux, { uidMappings: map, gidMappings: map });
+          config.linux.namespaces.push({ type: 'user' });
           writeFileSync(join(bundle, 'config.json'), JSON.stringify(config));
           execFileSync('runc', ['--root', join(dir, 'runc'), 'run', '--bundle', bundle, `bench-build-${process.pid}-${n}-${i}`]);
         }
@@ -73,6 +80,8 @@ function byHand(baseLayers, context, work) {
 export async function buildsSuite({ quick, log }) {
   const closing = closings();
   const work = mkdtempSync(join(tmpdir(), 'paddock-bench-builds-'));
+  // The by-hand containers' root (an id of the sandboxes' range) passes through to their bundles.
+  chmodSync(work, 0o711);
   closing.add(undoOnInterrupt(() => rmSync(work, { recursive: true, force: true })));
   try {
     const server = await serverInHome('paddock-bench-builds-', { warmPoolSize: 0, initialApiKey: KEY, metricsIntervalMs: 60_000 });
