@@ -203,6 +203,7 @@ export class Sandboxes {
         autoResume: req.autoResume?.enabled ?? false,
         allowInternetAccess: req.allow_internet_access ?? null,
         network,
+        buildId: build.id,
       });
       await this.startCommands(info.id, build, accessToken);
     } catch (err) {
@@ -357,9 +358,9 @@ export class Sandboxes {
       else {
         if (status !== 'stopped') await this.runtime.stop(s.id);
         await this.runtime.start(s.id, this.init(s));
-        // A new boot: the template's start command runs again (of its newest build; the sandbox's own is not recorded).
-        const built = await this.templateApi.startable(s.templateId).catch(() => undefined);
-        if (built) await this.startCommands(s.id, built.build, s.envdAccessToken);
+        // A new boot: the start command of the build it was made from runs again.
+        const build = s.buildId ? (await this.templates.get(s.templateId))?.builds.find((b) => b.id === s.buildId) : undefined;
+        if (build) await this.startCommands(s.id, build, s.envdAccessToken);
       }
     } catch (err) {
       await claim.abandon();

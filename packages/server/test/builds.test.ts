@@ -161,3 +161,22 @@ test('a built template in use by a sandbox cannot be deleted; once unused it goe
   // The name is free for a new template.
   expect((await api('POST', '/v3/templates', { name: 'srv-deleted' })).body.templateID).not.toBe(req.body.templateID);
 });
+
+test("a sandbox rebooted (a resume without memory) runs its own build's start command again, not a newer build's", async () => {
+  const build = async (word: string) => {
+    const req = await api('POST', '/v3/templates', { name: 'srv-reboot' });
+    await api('POST', `/v2/templates/${req.body.templateID}/builds/${req.body.buildID}`, {
+      fromTemplate: 'base',
+      startCmd: `echo ${word} >> /tmp/which; sleep 3600`,
+      readyCmd: 'test -f /tmp/which',
+    });
+    expect((await finished(req.body.templateID, req.body.buildID)).status).toBe('ready');
+  };
+  await build('one');
+  const s = await t.control.createSandbox({ templateID: 'srv-reboot' });
+  await build('two');
+  await t.control.pauseSandbox(s.sandboxID, { memory: false });
+  await t.control.connectSandbox(s.sandboxID, { timeout: 60 });
+  expect((await run(t.server, s.sandboxID, s.envdAccessToken, 'cat /tmp/which')).stdout).toBe('one\none\n');
+  await t.control.killSandbox(s.sandboxID);
+});

@@ -75,7 +75,7 @@ async function refusal(p: Promise<unknown>): Promise<{ kind: string; message: st
 
 describe('sandboxes', () => {
   test('insert records a running sandbox with every field as given', async () => {
-    const given = sandbox('new1', { metadata: { k: 'v' }, network: { allowOut: ['10.0.0.0/8'] }, allowInternetAccess: false, autoResume: true });
+    const given = sandbox('new1', { metadata: { k: 'v' }, network: { allowOut: ['10.0.0.0/8'] }, allowInternetAccess: false, autoResume: true, buildId: 'build-1' });
     const r = await store.sandboxes.insert(given);
     expect(r).toEqual({ ...given, state: 'running', pendingChange: null, pausedWithMemory: false, endedAt: null });
     expect(await store.sandboxes.get('new1')).toEqual(r);
@@ -415,7 +415,7 @@ describe('an existing database of the first schema', () => {
       },
     ]);
     const v = new Database(file, { readonly: true });
-    expect(v.pragma('user_version', { simple: true })).toBe(3);
+    expect(v.pragma('user_version', { simple: true })).toBe(4);
     v.close();
   });
 
@@ -457,7 +457,7 @@ describe('an existing database of the first schema', () => {
     const db = new Database(file);
     db.pragma('user_version = 99');
     db.close();
-    expect(() => openSqliteStore(file)).toThrow('the database is at schema version 99, newer than this server knows (3); upgrade Paddock');
+    expect(() => openSqliteStore(file)).toThrow('the database is at schema version 99, newer than this server knows (4); upgrade Paddock');
     removeFile();
     store = another();
   });

@@ -155,6 +155,10 @@ const MIGRATIONS: Migration[] = [
     );
     `,
   },
+  // 4: the build a sandbox was made from (its start command runs again at a reboot)
+  `
+  ALTER TABLE sandboxes ADD COLUMN build_id TEXT;
+  `,
 ];
 
 const prepared = new WeakMap<Db, Map<string, Database.Statement>>();

@@ -62,10 +62,12 @@ export interface SandboxRecord {
   autoResume: boolean;
   allowInternetAccess: boolean | null;
   network: NetworkRules;
+  /** The build of its template it was made from (its start and ready commands); null for records older than builds. */
+  buildId: string | null;
 }
 
 /** A new sandbox: running, with no change under way. */
-export type NewSandboxRecord = Omit<SandboxRecord, 'state' | 'pendingChange' | 'pausedWithMemory' | 'endedAt'>;
+export type NewSandboxRecord = Omit<SandboxRecord, 'state' | 'pendingChange' | 'pausedWithMemory' | 'endedAt' | 'buildId'> & { buildId?: string | null };
 
 /** The part of a sandbox's record that routes requests to it. */
 export type SandboxRoute = Pick<SandboxRecord, 'id' | 'state' | 'autoResume' | 'trafficAccessToken'>;

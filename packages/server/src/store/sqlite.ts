@@ -85,6 +85,7 @@ interface SandboxRow {
   auto_resume: number;
   allow_internet_access: number | null;
   network: string;
+  build_id: string | null;
 }
 
 function sandboxFromRow(r: SandboxRow): SandboxRecord {
@@ -111,6 +112,7 @@ function sandboxFromRow(r: SandboxRow): SandboxRecord {
     autoResume: r.auto_resume === 1,
     allowInternetAccess: r.allow_internet_access === null ? null : r.allow_internet_access === 1,
     network: JSON.parse(r.network) as NetworkRules,
+    buildId: r.build_id,
   };
 }
 
@@ -164,10 +166,10 @@ export class SqliteSandboxRepository implements SandboxRepository {
       this.db,
       `INSERT INTO sandboxes (id, template_id, alias, state, paused_with_memory, started_at, end_at, cpu_count, memory_mb,
            disk_size_mb, envd_version, metadata, env_vars, envd_access_token, traffic_access_token, auto_pause, auto_pause_memory,
-           auto_resume, allow_internet_access, network)
+           auto_resume, allow_internet_access, network, build_id)
          VALUES (@id, @templateId, @alias, 'running', 0, @startedAt, @endAt, @cpuCount, @memoryMB,
            @diskSizeMB, @envdVersion, @metadata, @envVars, @envdAccessToken, @trafficAccessToken, @autoPause, @autoPauseMemory,
-           @autoResume, @allowInternetAccess, @network)`,
+           @autoResume, @allowInternetAccess, @network, @buildId)`,
     ).run({
       id: s.id,
       templateId: s.templateId,
@@ -187,6 +189,7 @@ export class SqliteSandboxRepository implements SandboxRepository {
       autoResume: flag(s.autoResume),
       allowInternetAccess: optionalFlag(s.allowInternetAccess),
       network: JSON.stringify(s.network),
+      buildId: s.buildId ?? null,
     });
     this.routes.delete(s.id);
     return sandboxFromRow(this.row(s.id)!);
