@@ -69,7 +69,11 @@ export async function run(server: PaddockServer, sandboxId: string, token: strin
   return { stdout, exitCode };
 }
 
-/** A call of the control API with the test key: the status and the parsed body. */
+/**
+ * A call of the control API with the test key: the status and the parsed
+ * body, which tests read by field and hold to their expected shapes.
+ */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- the assertions, not a type, say what a body holds
 export async function api(server: PaddockServer, method: string, path: string, body?: unknown): Promise<{ status: number; body: any }> {
   const res = await fetch(`${server.apiUrl}${path}`, {
     method,
