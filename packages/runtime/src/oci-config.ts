@@ -27,6 +27,10 @@ export interface ConfigInput {
   bootIdFile: string;
   /** Sandbox ids 0..ID_RANGE-1 are host ids idShift..; omitted: no user namespace. */
   idShift?: number;
+  /** The network namespace to join (the sandbox's network slot); omitted: a new one with only loopback. */
+  netnsPath?: string;
+  /** A host file mounted read-only over /etc/resolv.conf (naming the sandboxes' resolver). */
+  resolvConf?: string;
 }
 
 // The capabilities a container's root keeps: Docker's default set. Enough for
@@ -102,16 +106,25 @@ export function ociConfig(c: ConfigInput): object {
       { destination: '/dev/pts', type: 'devpts', source: 'devpts', options: ['nosuid', 'noexec', 'newinstance', 'ptmxmode=0666', 'mode=0620', 'gid=5'] },
       { destination: '/dev/shm', type: 'tmpfs', source: 'shm', options: ['nosuid', 'noexec', 'nodev', 'mode=1777', 'size=65536k'] },
       { destination: '/dev/mqueue', type: 'mqueue', source: 'mqueue', options: ['nosuid', 'noexec', 'nodev'] },
-      { destination: '/sys', type: 'sysfs', source: 'sysfs', options: ['nosuid', 'noexec', 'nodev', 'ro'] },
+      // A sysfs is mounted only by a user namespace that owns the network
+      // namespace, and a sandbox's network slot is the host's. It gets the
+      // host's sysfs bound read-only (a user namespace may only bind it with
+      // what is mounted under it; the cgroup mount below covers the cgroups),
+      // with the net/ directories (other sandboxes' interfaces) and the
+      // kernel's debug and security file systems masked.
+      c.netnsPath
+        ? { destination: '/sys', type: 'bind', source: '/sys', options: ['rbind', 'ro', 'nosuid', 'noexec', 'nodev'] }
+        : { destination: '/sys', type: 'sysfs', source: 'sysfs', options: ['nosuid', 'noexec', 'nodev', 'ro'] },
       { destination: '/sys/fs/cgroup', type: 'cgroup', source: 'cgroup', options: ['nosuid', 'noexec', 'nodev', 'relatime', 'ro'] },
       { destination: envdMountPoint, type: 'bind', source: c.paddockDir, options: ['rbind', 'ro', 'nosuid', 'nodev'] },
+      ...(c.resolvConf ? [{ destination: '/etc/resolv.conf', type: 'bind', source: c.resolvConf, options: ['bind', 'ro', 'nosuid', 'nodev', 'noexec'] }] : []),
     ],
     hooks: {
       // The boot id, and the user namespace's own limits (native/start_hook.c).
       createContainer: [{ path: c.startHook, args: ['paddock-start-hook', c.bootIdFile, c.rootfs, ...Object.entries(SANDBOX_USER_LIMITS).map(([k, v]) => `${k}=${v}`)] }],
     },
     linux: {
-      namespaces: [{ type: 'pid' }, { type: 'network' }, { type: 'ipc' }, { type: 'uts' }, { type: 'mount' }, { type: 'cgroup' }, ...(c.idShift === undefined ? [] : [{ type: 'user' }])],
+      namespaces: [{ type: 'pid' }, { type: 'network', ...(c.netnsPath ? { path: c.netnsPath } : {}) }, { type: 'ipc' }, { type: 'uts' }, { type: 'mount' }, { type: 'cgroup' }, ...(c.idShift === undefined ? [] : [{ type: 'user' }])],
       ...(c.idShift === undefined ? {} : { uidMappings: [idMap(c.idShift)], gidMappings: [idMap(c.idShift)] }),
       cgroupsPath: c.cgroupsPath,
       resources: {
@@ -132,6 +145,7 @@ export function ociConfig(c: ConfigInput): object {
         '/proc/scsi',
         '/sys/firmware',
         '/sys/devices/virtual/powercap',
+        ...(c.netnsPath ? HOST_SYSFS_MASKED : []),
       ],
       readonlyPaths: ['/proc/bus', '/proc/fs', '/proc/irq', '/proc/sys', '/proc/sysrq-trigger'],
       // Default-deny allow-list of system calls: seccomp/profile.json.
@@ -139,6 +153,9 @@ export function ociConfig(c: ConfigInput): object {
     },
   };
 }
+
+/** What of the host's sysfs a sandbox with a network slot does not see. */
+export const HOST_SYSFS_MASKED = ['/sys/class/net', '/sys/devices/virtual/net', '/sys/kernel/debug', '/sys/kernel/tracing', '/sys/kernel/security', '/sys/kernel/config', '/sys/fs/bpf', '/sys/fs/fuse'];
 
 function idMap(shift: number) {
   return { containerID: 0, hostID: shift, size: ID_RANGE };

@@ -12,6 +12,10 @@
 //               the host connects to are never ones a sandbox could replace.
 //   envd.log    envd's output
 //   boot_id     this start's boot id, mounted over /proc/sys/kernel/random/boot_id
+//   resolv.conf mounted over /etc/resolv.conf: the sandboxes' resolver
+//
+// Each sandbox has a network slot (sandbox-networking.ts) from its creation
+// to its removal, kept while it is stopped; its state is under <dataDir>/network.
 //
 // runc keeps container state under <dataDir>/runc. Everything survives a
 // restart of this process: containers run on, and list() finds them again.
@@ -38,6 +42,7 @@ import {
   type EnvdInit,
   type HostAdmin,
   type Limits,
+  type NetworkRules,
   type Runtime,
   type RuntimeSandbox,
   type SandboxStats,
@@ -49,6 +54,7 @@ import {
 } from './runtime.js';
 import { BASE_TEMPLATE_ID, DEFAULT_LIMITS, TemplateLayers, type TemplateImage } from './templates.js';
 import { KeyedMutex, SANDBOX_ID, newSandboxId } from './util.js';
+import { SandboxNetworking, splitRules, type RuntimeNetworkOptions } from './sandbox-networking.js';
 import { MIN_DISK_MB, createDisk, diskPaths, diskUsage, loopDevicesUnder, mountDisk, type DiskPaths } from './disk.js';
 
 export interface RuncRuntimeOptions {
@@ -86,6 +92,11 @@ export interface RuncRuntimeOptions {
   envdSandboxDir?: string;
   /** How long envd may take to answer after the container started. */
   readyTimeoutMs?: number;
+  /**
+   * Each sandbox's network: a namespace of its own routed to the internet
+   * under its egress rules (the default), or false for loopback only.
+   */
+  network?: RuntimeNetworkOptions | false;
 }
 
 interface SandboxSpec {
@@ -109,7 +120,12 @@ interface SandboxSpec {
    * what a kept upper lies on.
    */
   lowers?: string[];
+  /** Its egress rules as its creator (or the last update) gave them. */
+  network?: NetworkRules;
 }
+
+/** A pooled sandbox reaches nothing until it is claimed and given its caller's rules. */
+const POOLED_RULES: NetworkRules = { allowInternet: false };
 
 const MAX_SOCKET_PATH = 107;
 /**
@@ -168,6 +184,9 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool {
   /** The copies that sandboxes use (prepare() installs them): envd's directory and the start hook. */
   private paddockDir: string | undefined;
   private startHook: string | undefined;
+  /** Sandbox networks; undefined when sandboxes have loopback only. */
+  private readonly networking: SandboxNetworking | undefined;
+  private networkReady = false;
 
   constructor(private readonly opts: RuncRuntimeOptions) {
     this.dataDir = resolve(opts.dataDir);
@@ -180,7 +199,10 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool {
     this.templates = new TemplateLayers(join(this.dataDir, 'templates'), this.images);
     this.cgroups = detectCgroups();
     this.swap = swapAccounting(this.cgroups);
-    this.cgroupParent = `/paddock/${createHash('sha256').update(this.dataDir).digest('hex').slice(0, 12)}`;
+    const dataHash = createHash('sha256').update(this.dataDir).digest('hex');
+    this.cgroupParent = `/paddock/${dataHash.slice(0, 12)}`;
+    // Named after the data directory, so that runtimes of other data directories on this host never take each other's.
+    if (opts.network !== false) this.networking = new SandboxNetworking(join(this.dataDir, 'network'), `p${dataHash.slice(0, 8)}`, opts.network ?? {});
     const probe = join(this.sandboxesDir, 'x'.repeat(20), 'sock', 'tunnel.sock');
     if (probe.length > MAX_SOCKET_PATH) {
       throw new RuntimeError('invalid', `data directory '${this.dataDir}' is too long: sandbox sockets would exceed ${MAX_SOCKET_PATH} bytes`);
@@ -270,6 +292,11 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool {
     this.paddockDir = installCopy(this.opts.envdSandboxDir ?? envdSandboxDir, files);
     this.startHook = installCopy(startHookBinary(), files);
     raiseHostLimits();
+    if (this.networking && !this.networkReady) {
+      // Before recover(): it releases the slots of sandboxes it removes.
+      await this.networking.prepare((id) => (SANDBOX_ID.test(id) ? this.readSpec(id)?.network : undefined));
+      this.networkReady = true;
+    }
     if (first) {
       await this.recover();
       await this.dropHostView();
@@ -407,8 +434,10 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool {
       const container = containers.get(id);
       const status = this.statusOf(container);
       if (container && status !== 'stopped') this.inits.set(id, new InitProcess(container.pid));
+      // Its namespace is gone (someone removed it): it runs cut off, so it is stopped and gets a new one at its next start.
+      const netLost = this.networking !== undefined && !this.networking.get(id);
       if (spec.pooled) {
-        if (status === 'running' && spec.idShift === this.idShift) this.poolFor(spec.templateId).push(id);
+        if (status === 'running' && spec.idShift === this.idShift && !netLost) this.poolFor(spec.templateId).push(id);
         else await this.removeSandbox(id);
         continue;
       }
@@ -421,7 +450,7 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool {
       // directory it can write (run/), which this one never connects to:
       // it is stopped, keeping its files, and starts again with sockets in sock/.
       const oldSockets = status !== 'stopped' && !existsSync(join(this.dir(id), 'sock'));
-      if (status === 'stopped' || oldSockets) await this.stopContainer(id);
+      if (status === 'stopped' || oldSockets || netLost) await this.stopContainer(id);
     }
     this.removeStrayCgroups();
   }
@@ -471,11 +500,14 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool {
     if (this.removing) throw new RuntimeError('unavailable', 'the runtime is removing all its sandboxes and takes no new ones');
     const limits = this.limitsFor(opts.templateId, opts.limits);
     const template = this.templates.get(opts.templateId)!;
+    const network = opts.network ?? {};
+    // Bad rules are refused before anything is made.
+    splitRules(network);
     if (!opts.cold && sameLimits(limits, template.limits)) {
-      const claimed = await this.claimFromPool(opts.templateId, opts.init);
+      const claimed = await this.claimFromPool(opts.templateId, network, opts.init);
       if (claimed) return claimed;
     }
-    const spec = await this.bootForCaller(opts.templateId, limits, opts.init);
+    const spec = await this.bootForCaller(opts.templateId, limits, network, opts.init);
     return this.info(spec, 'running');
   }
 
@@ -486,10 +518,10 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool {
    * now (and a sandbox booted for the pool meanwhile does not serve them:
    * they are booting their own). The pool refills once the burst is over.
    */
-  private async bootForCaller(templateId: string, limits: Limits, init?: EnvdInit): Promise<SandboxSpec> {
+  private async bootForCaller(templateId: string, limits: Limits, network: NetworkRules, init?: EnvdInit): Promise<SandboxSpec> {
     this.callerBoots++;
     try {
-      return await this.boot(templateId, limits, false, init);
+      return await this.boot(templateId, limits, network, init);
     } finally {
       if (--this.callerBoots === 0) {
         for (const wake of this.callerBootsEnded.splice(0)) wake();
@@ -498,11 +530,21 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool {
     }
   }
 
-  /** Creates, starts and (when `init` is given) initialises a sandbox. */
-  private async boot(templateId: string, limits: Limits, pooled: boolean, init?: EnvdInit): Promise<SandboxSpec> {
+  /** Creates, starts and (when `init` is given) initialises a sandbox; 'pooled' boots one for the warm pool. */
+  private async boot(templateId: string, limits: Limits, network: NetworkRules | 'pooled', init?: EnvdInit): Promise<SandboxSpec> {
     const id = newSandboxId();
     const dir = this.dir(id);
-    const spec: SandboxSpec = { id, templateId, limits, createdAt: new Date().toISOString(), pooled, idShift: this.idShift, lowers: this.templates.layers(templateId) };
+    const pooled = network === 'pooled';
+    const spec: SandboxSpec = {
+      id,
+      templateId,
+      limits,
+      createdAt: new Date().toISOString(),
+      pooled,
+      idShift: this.idShift,
+      lowers: this.templates.layers(templateId),
+      network: pooled ? POOLED_RULES : network,
+    };
     return this.mutex.run(id, async () => {
       try {
         // startContainer() makes it passable to the sandbox's root.
@@ -562,6 +604,15 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool {
     const bootIdFile = join(dir, 'boot_id');
     rmSync(bootIdFile, { force: true });
     writeFileSync(bootIdFile, `${randomUUID()}\n`, { mode: 0o444 });
+    let net: { netnsPath: string; resolvConf: string } | undefined;
+    if (this.networking) {
+      // A sandbox keeps its slot while stopped; one whose slot was lost gets a new one with its rules.
+      const slot = this.networking.get(spec.id) ?? (await this.networking.acquire(spec.id, spec.network ?? {}));
+      const resolvConf = join(dir, 'resolv.conf');
+      rmSync(resolvConf, { force: true });
+      writeFileSync(resolvConf, this.networking.resolvConf(), { mode: 0o444 });
+      net = { netnsPath: slot.netnsPath, resolvConf };
+    }
     const config = ociConfig({
       id: spec.id,
       rootfs: join(dir, 'rootfs'),
@@ -575,6 +626,7 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool {
       envdCommand: envdCommand({ args: envdOptions(this.templates.image(spec.templateId)) }),
       cgroupsPath: this.cgroupPath(spec.id),
       maxOpenFiles: hardOpenFilesLimit(),
+      ...net,
     });
     writeFileSync(join(dir, 'config.json'), JSON.stringify(config));
     // envd.sock then tunnel.sock: the descriptors ociConfig tells envd (ENVD_FD, TUNNEL_FD).
@@ -721,6 +773,7 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool {
       await unmount(this.disk(id).mountPoint);
       // Normally `runc delete` has removed it already.
       if (existsSync(runcState)) await removeTree(runcState);
+      await this.networking?.release(id);
     } finally {
       // Whatever failed above, cgroups its processes have left go now; the
       // tombstone (spec.json, destroying) stays for the rest to be tried again.
@@ -803,6 +856,16 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool {
     return { socketPath: this.socket(id, 'envd.sock') };
   }
 
+  async updateNetwork(id: string, rules: NetworkRules): Promise<void> {
+    splitRules(rules);
+    await this.mutex.run(id, async () => {
+      const spec = this.requireSpec(id);
+      // Where nftables refuses, the previous rules stay in force and recorded.
+      if (this.networking?.get(id)) await this.networking.setRules(id, rules);
+      this.writeSpec({ ...spec, network: rules });
+    });
+  }
+
   async openTunnel(id: string, port: number): Promise<Duplex> {
     this.requireSpec(id);
     if (!Number.isInteger(port) || port < 1 || port > 65535) throw new RuntimeError('invalid', `port ${port} is not a TCP port`);
@@ -876,7 +939,7 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool {
     return ids;
   }
 
-  private async claimFromPool(templateId: string, init?: EnvdInit): Promise<RuntimeSandbox | undefined> {
+  private async claimFromPool(templateId: string, network: NetworkRules, init?: EnvdInit): Promise<RuntimeSandbox | undefined> {
     const ids = this.pool.get(templateId);
     while (ids && ids.length > 0) {
       const id = ids.shift()!;
@@ -891,7 +954,8 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool {
           const socket = this.socket(id, 'envd.sock');
           if (init) await initEnvd(socket, init);
           else if (!(await envdAnswers(socket))) throw new RuntimeError('unavailable', 'pooled sandbox is not running');
-          const claimed = { ...spec, pooled: false, createdAt: new Date().toISOString() };
+          await this.networking?.setRules(id, network);
+          const claimed = { ...spec, pooled: false, createdAt: new Date().toISOString(), network };
           this.writeSpec(claimed);
           return this.info(claimed, 'running', true);
         });
@@ -925,7 +989,7 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool {
         while (!this.closed && this.callerBoots === 0 && this.poolFor(templateId).length < size) {
           // Pooled even when the runtime closed meanwhile: release() or the
           // next start finds it there.
-          const spec = await this.boot(templateId, template.limits, true);
+          const spec = await this.boot(templateId, template.limits, 'pooled');
           this.poolFor(templateId).push(spec.id);
         }
       }
@@ -972,6 +1036,8 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool {
     clearTimeout(this.refillTimer);
     this.refillTimer = undefined;
     await this.poolFilling;
+    await this.networking?.close();
+    this.networkReady = false;
     this.dropCgroupParent();
   }
 
@@ -1002,6 +1068,7 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool {
     if (left.length) throw new RuntimeError('conflict', `sandboxes still exist: ${left.map((s) => s.id).join(', ')}`);
     this.removeStrayCgroups();
     await this.dropHostView();
+    await this.networking?.removeEverything();
     this.dropCgroupParent();
   }
 
@@ -1045,6 +1112,7 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool {
     }
     if (existsSync(this.sandboxesDir)) for (const d of readdirSync(this.sandboxesDir)) out.push(`directory sandboxes/${d}`);
     for (const l of loopDevicesUnder(this.dataDir)) out.push(`loop device ${l}`);
+    if (this.networking) out.push(...(await this.networking.leftovers()));
     return out;
   }
 

@@ -21,8 +21,23 @@ export interface EnvdInit {
   defaultWorkdir?: string;
 }
 
+/**
+ * What a sandbox may reach, as E2B's control API states it: allowOut holds
+ * CIDR blocks, IP addresses and domain names (`*.` wildcards leading),
+ * denyOut CIDR blocks and IP addresses; an address both match is allowed,
+ * one neither matches is allowed, and allowInternet false lets nothing out.
+ */
+export interface NetworkRules {
+  /** Default true. */
+  allowInternet?: boolean;
+  allowOut?: string[];
+  denyOut?: string[];
+}
+
 export interface CreateOptions {
   templateId: string;
+  /** Its egress rules; internet access with no rules when omitted. */
+  network?: NetworkRules;
   /** Limits; the template's when omitted. */
   limits?: Partial<Limits>;
   init?: EnvdInit;
@@ -106,6 +121,11 @@ export interface Runtime {
   list(): Promise<RuntimeSandbox[]>;
   stats(id: string): Promise<SandboxStats>;
   envdEndpoint(id: string): EnvdEndpoint;
+  /**
+   * Replaces a sandbox's egress rules, live when it runs: connections the
+   * new rules deny are cut. A stopped sandbox starts with them.
+   */
+  updateNetwork(id: string, rules: NetworkRules): Promise<void>;
   /** A byte stream to TCP `port` inside the sandbox's network namespace. */
   openTunnel(id: string, port: number): Promise<Duplex>;
   /**

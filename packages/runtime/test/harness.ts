@@ -36,16 +36,18 @@ export async function testRuntime(opts: Partial<RuncRuntimeOptions> = {}, under 
   const dataDir = mkdtempSync(join(under, 'paddock-rt-'));
   const runtime = new RuncRuntime({ dataDir, ...sharedImages, ...opts });
   await runtime.prepare();
-  return {
+  const t: TestRuntime = {
     runtime,
     dataDir,
+    // The runtime a test put in its place (one started again on the same data directory) is the one torn down.
     async teardown() {
-      await runtime.removeEverything();
-      expect(await runtime.leftovers()).toEqual([]);
-      expect(parentCgroupsOnHost(runtime)).toEqual([]);
+      await t.runtime.removeEverything();
+      expect(await t.runtime.leftovers()).toEqual([]);
+      expect(parentCgroupsOnHost(t.runtime)).toEqual([]);
       rmSync(dataDir, { recursive: true, force: true });
     },
   };
+  return t;
 }
 
 /**

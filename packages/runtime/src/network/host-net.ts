@@ -12,6 +12,26 @@ const IP_FORWARD = '/proc/sys/net/ipv4/ip_forward';
 export class HostNet {
   constructor(private readonly timeoutMs: number) {}
 
+  /** Refuses, naming the Debian packages, when a program this layer runs is missing. */
+  async checkTools(): Promise<void> {
+    const missing: string[] = [];
+    for (const [cmd, args, pkg] of [
+      ['nft', ['--version'], 'nftables'],
+      ['ip', ['-V'], 'iproute2'],
+      ['ss', ['-V'], 'iproute2'],
+      ['nsenter', ['--version'], 'util-linux'],
+    ] as const) {
+      try {
+        await run(cmd, [...args], { timeoutMs: this.timeoutMs });
+      } catch {
+        missing.push(`${cmd} (${pkg})`);
+      }
+    }
+    if (missing.length) {
+      throw new RuntimeError('unavailable', `sandbox networking needs ${missing.join(', ')}: install them (apt-get install -y nftables iproute2 util-linux), or turn sandbox networking off`);
+    }
+  }
+
   async ip(args: string[], netns?: string): Promise<string> {
     return (await run('ip', [...(netns ? ['-n', netns] : []), ...args], { timeoutMs: this.timeoutMs })).stdout;
   }

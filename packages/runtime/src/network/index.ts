@@ -2,7 +2,8 @@ export { ALWAYS_DENIED_V4, type AddressRules, type WebRedirect } from './address
 export {
   DEFAULT_NETWORK_NAME,
   DEFAULT_NETWORK_POOL_SIZE,
-  DEFAULT_SANDBOX_SUBNET,
+  AUTO_SUBNET_RANGE,
+  CLAIMS_DIR,
   SANDBOX_INTERFACE,
   SandboxNetworks,
   type HostServiceOptions,

@@ -6,7 +6,7 @@
 // A slot handed to a sandbox is recorded in stateDir; the next process on
 // the same stateDir adopts it, and removes whatever else of this network it
 // finds (pooled and half-made slots).
-import { mkdir, readFile, readdir, rename, rm, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, readdir, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { CommandError } from '../exec.js';
 import { RuntimeError } from '../runtime.js';
@@ -16,15 +16,33 @@ import { HostNet, NETNS_DIR } from './host-net.js';
 import { servicesScript, slotAddScript, slotRemoveScript, slotRulesScript, tableScript, type HostService, type SlotRef, type TableSpec } from './nft-script.js';
 
 export const DEFAULT_NETWORK_NAME = 'paddock';
-/** Chosen away from the defaults of Docker (172.17/16), Podman (10.88/16, 10.89/24...) and common Kubernetes pod and service ranges. */
-export const DEFAULT_SANDBOX_SUBNET = '10.213.0.0/16';
+/**
+ * Where a network without a configured subnet takes one /20 (1023
+ * sandboxes) that no other network of this host holds: away from the
+ * defaults of Docker (172.17/16), Podman (10.88/16, 10.89/24...) and common
+ * Kubernetes pod and service ranges.
+ */
+export const AUTO_SUBNET_RANGE = '10.208.0.0/12';
+const AUTO_SUBNET_PREFIX = 20;
+/**
+ * Host-wide claims of network names and subnets, one file each naming the
+ * state directory that holds it: two runtimes on one host never take the
+ * same. In /run, so that a reboot (which ends every namespace) forgets them.
+ */
+export const CLAIMS_DIR = '/run/paddock/networks';
+/** A claim younger than this is kept even if its holder has not written its state yet. */
+const CLAIM_GRACE_MS = 60_000;
 export const DEFAULT_NETWORK_POOL_SIZE = 4;
 /** The interface a sandbox sees; every slot's is called so. */
 export const SANDBOX_INTERFACE = 'eth0';
 const SLOT_PREFIX = 30;
 
 export interface HostServiceOptions {
-  /** An IPv4 address of the host, or 'gateway' for each sandbox's own gateway (a service listening on 0.0.0.0). */
+  /**
+   * An IPv4 address of the host; 'gateway' for each sandbox's own gateway (a
+   * service listening on 0.0.0.0); 'service' for the network's service
+   * address (`serviceAddress`), which only sandboxes route to.
+   */
   address: string;
   tcpPorts?: number[];
   udpPorts?: number[];
@@ -35,7 +53,10 @@ export interface SandboxNetworksOptions {
   stateDir: string;
   /** The nftables table (`inet NAME`) and the prefix of namespaces and veths (`NAME-INDEX`): 1 to 9 lowercase letters and digits. */
   name?: string;
-  /** Cut into one /30 per sandbox; a prefix length from 8 to 28. */
+  /**
+   * Cut into one /30 per sandbox; a prefix length from 8 to 28. Unset: the
+   * one this stateDir had before, or a free /20 of AUTO_SUBNET_RANGE.
+   */
   subnet?: string;
   /** The interface sandbox traffic is masqueraded out of; that of the default route when omitted. */
   uplink?: string;
@@ -43,7 +64,10 @@ export interface SandboxNetworksOptions {
   allowedPrivate?: string[];
   /** Slots kept ready; 0 makes each on acquire. */
   poolSize?: number;
-  /** Services on the host that sandboxes may reach (the resolver, the egress proxy). */
+  /**
+   * Services on the host that sandboxes may reach (the resolver, the egress
+   * proxy). The address 'service' is this network's own service address.
+   */
   hostServices?: HostServiceOptions[];
   /** The bound on each command (ip, nft, ss, sysctl). */
   commandTimeoutMs?: number;
@@ -92,7 +116,8 @@ interface SlotRecord {
 
 export class SandboxNetworks {
   readonly name: string;
-  readonly subnet: Cidr;
+  private readonly configuredSubnet: Cidr | undefined;
+  private chosenSubnet: Cidr | undefined;
   private readonly stateDir: string;
   private readonly allowedPrivate: Cidr[];
   private readonly poolSize: number;
@@ -112,15 +137,20 @@ export class SandboxNetworks {
   /** Why the last refill stopped short, if it did. */
   poolError: Error | undefined;
   private readonly perSandbox = new KeyedMutex();
+  /** The host's IPv4 addresses when prepare() ran. */
+  private localAddresses = new Set<string>();
   private readonly nftQueue = new KeyedMutex();
 
   constructor(opts: SandboxNetworksOptions) {
     this.name = opts.name ?? DEFAULT_NETWORK_NAME;
     if (!/^[a-z][a-z0-9]{0,8}$/.test(this.name)) throw new RuntimeError('invalid', `network name ${JSON.stringify(this.name)} must be 1 to 9 lowercase letters and digits, starting with a letter`);
     this.stateDir = opts.stateDir;
-    this.subnet = parseCidr(opts.subnet ?? DEFAULT_SANDBOX_SUBNET, 'subnet');
-    if (this.subnet.family !== 4 || this.subnet.prefix < 8 || this.subnet.prefix > SLOT_PREFIX - 2) {
-      throw new RuntimeError('invalid', `subnet ${this.subnet.text} must be an IPv4 block with a prefix length from 8 to ${SLOT_PREFIX - 2}`);
+    if (opts.subnet !== undefined) {
+      const subnet = parseCidr(opts.subnet, 'subnet');
+      if (subnet.family !== 4 || subnet.prefix < 8 || subnet.prefix > SLOT_PREFIX - 2) {
+        throw new RuntimeError('invalid', `subnet ${subnet.text} must be an IPv4 block with a prefix length from 8 to ${SLOT_PREFIX - 2}`);
+      }
+      this.configuredSubnet = subnet;
     }
     this.allowedPrivate = (opts.allowedPrivate ?? []).map((c) => parseCidr(c, 'allowedPrivate'));
     this.poolSize = opts.poolSize ?? DEFAULT_NETWORK_POOL_SIZE;
@@ -131,8 +161,48 @@ export class SandboxNetworks {
     this.host = new HostNet(opts.commandTimeoutMs ?? 10_000);
   }
 
+  /** The sandboxes' subnet: the configured one, or the one prepare() took. */
+  get subnet(): Cidr {
+    const s = this.chosenSubnet ?? this.configuredSubnet;
+    if (!s) throw new RuntimeError('unavailable', 'sandbox networks are not prepared: call prepare() first');
+    return s;
+  }
+
+  /** Slots of the subnet; the last is the service address's, never a sandbox's. */
   private get capacity(): number {
-    return 2 ** (SLOT_PREFIX - this.subnet.prefix);
+    return 2 ** (SLOT_PREFIX - this.subnet.prefix) - 1;
+  }
+
+  /**
+   * The host's address that only sandboxes route to, on an interface of its
+   * own (`NAME-svc`): where the resolver and the egress proxy listen. The
+   * first address of the subnet's last /30.
+   */
+  get serviceAddress(): string {
+    return intToIpv4(this.subnet.base + this.capacity * 4 + 1);
+  }
+
+  /** The interface that holds the service address. */
+  get serviceInterface(): string {
+    return `${this.name}-svc`;
+  }
+
+  /**
+   * Why a sandbox may never reach an address whatever its rules say (the
+   * host's own addresses, other sandboxes, private and special ranges not
+   * opened by allowedPrivate), or undefined: what the egress proxy asks
+   * before it connects anywhere for a sandbox.
+   */
+  blocked(address: string): string | undefined {
+    const ip = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(address)?.[1] ?? address;
+    const at = parseCidrOrUndefined(ip);
+    if (!at || at.family !== 4) return `${address} is not an IPv4 address (sandboxes have no IPv6)`;
+    if (overlaps(at, this.subnet)) return `${ip} is in the sandboxes' network`;
+    if (this.localAddresses.has(ip)) return `${ip} is this host`;
+    if (egressVerdict({ allowInternet: true, allowOut: [], denyOut: [] }, { sandboxes: this.subnet, allowedPrivate: this.allowedPrivate }, ip, 1) === 'deny') {
+      return `${ip} is in a private or special range`;
+    }
+    return undefined;
   }
 
   private slotAt(index: number): Slot {
@@ -152,21 +222,40 @@ export class SandboxNetworks {
    * previous one in the same transaction) and starts filling the pool.
    */
   async prepare(): Promise<PrepareResult> {
+    try {
+      return await this.prepareOnce();
+    } catch (err) {
+      // Claims of a network that never got its state are nobody's.
+      if (!(await readState(this.stateDir))) for (const f of await this.ownClaims()) await rm(f, { force: true });
+      throw err;
+    }
+  }
+
+  private async prepareOnce(): Promise<PrepareResult> {
     await this.close();
     this.pool.length = 0;
+    await this.host.checkTools();
     const uplink = this.uplinkOption ?? (await this.host.defaultUplink());
-    const links = await this.host.links();
+    let links = await this.host.links();
     const uplinkLink = links.find((l) => l.ifname === uplink);
     if (!uplinkLink) throw new RuntimeError('invalid', `uplink interface '${uplink}' does not exist`);
-    if (this.ours(uplink) !== undefined) throw new RuntimeError('invalid', `uplink interface '${uplink}' is one of the sandboxes'`);
+    if (this.ours(uplink) !== undefined || uplink === this.serviceInterface) throw new RuntimeError('invalid', `uplink interface '${uplink}' is one of the sandboxes'`);
     this.mtu = uplinkLink.mtu;
-    for (const r of await this.host.routes()) {
-      if (r.dst === 'default' || (r.dev !== undefined && this.ours(r.dev) !== undefined)) continue;
-      const dst = parseCidr(r.dst, 'route');
-      if (overlaps(dst, this.subnet)) throw new RuntimeError('conflict', `the sandboxes' subnet ${this.subnet.text} overlaps the host's route to ${dst.text}${r.dev ? ` on ${r.dev}` : ''}: choose another subnet`);
+    await this.claim('name', this.name, (st) => st.name === this.name);
+    const routes = (await this.host.routes()).filter((r) => r.dst !== 'default' && !(r.dev !== undefined && (this.ours(r.dev) !== undefined || r.dev === this.serviceInterface)));
+    const routed = (c: Cidr) => routes.map((r) => ({ dst: parseCidr(r.dst, 'route'), dev: r.dev })).find((r) => overlaps(r.dst, c));
+    if (this.configuredSubnet) {
+      const r = routed(this.configuredSubnet);
+      if (r) throw new RuntimeError('conflict', `the sandboxes' subnet ${this.configuredSubnet.text} overlaps the host's route to ${r.dst.text}${r.dev ? ` on ${r.dev}` : ''}: choose another subnet`);
+      await this.claimSubnet(this.configuredSubnet, true);
+    } else {
+      this.chosenSubnet = await this.autoSubnet((c) => routed(c) === undefined);
     }
-    await this.checkServices(this.services);
     await this.checkState();
+    links = await this.serviceInterfaceUp(links);
+    this.localAddresses = new Set((await this.host.addresses()).map((a) => a.local));
+    this.services = this.services.map((s) => (s.address === 'service' ? { ...s, address: this.serviceAddress } : s));
+    await this.checkServices(this.services);
     if (!(await this.host.ipForwarding())) await this.host.enableIpForwarding();
 
     const records = await this.readRecords();
@@ -291,7 +380,7 @@ export class SandboxNetworks {
 
   /** Replaces the host services sandboxes may reach, in one transaction. */
   async setHostServices(services: HostServiceOptions[]): Promise<void> {
-    const next = normalizeServices(services);
+    const next = normalizeServices(services).map((s) => (s.address === 'service' ? { ...s, address: this.serviceAddress } : s));
     await this.checkServices(next);
     const t = this.table();
     const spec = { ...t, services: next };
@@ -310,9 +399,10 @@ export class SandboxNetworks {
   async leftovers(): Promise<string[]> {
     const out: string[] = [];
     for (const n of await this.host.netnsNames()) if (this.ours(n) !== undefined) out.push(`network namespace ${join(NETNS_DIR, n)}`);
-    for (const l of await this.host.links()) if (this.ours(l.ifname) !== undefined) out.push(`interface ${l.ifname}`);
+    for (const l of await this.host.links()) if (this.ours(l.ifname) !== undefined || l.ifname === this.serviceInterface) out.push(`interface ${l.ifname}`);
     if (await this.host.hasTable(this.name)) out.push(`nftables table inet ${this.name}`);
     for (const f of await readdirOrEmpty(join(this.stateDir, 'slots'))) out.push(`slot record ${join(this.stateDir, 'slots', f)}`);
+    for (const f of await this.ownClaims()) out.push(`claim ${f}`);
     return out;
   }
 
@@ -320,18 +410,122 @@ export class SandboxNetworks {
   async removeEverything(): Promise<void> {
     await this.close();
     const namespaces = (await this.host.netnsNames()).filter((n) => this.ours(n) !== undefined);
-    const ifaces = (await this.host.links()).map((l) => l.ifname).filter((n) => this.ours(n) !== undefined);
+    const ifaces = (await this.host.links()).map((l) => l.ifname).filter((n) => this.ours(n) !== undefined || n === this.serviceInterface);
     if (await this.host.hasTable(this.name)) await this.nft(`delete table inet ${this.name}\n`, 'remove the sandboxes\' table');
     await this.remove(ifaces, namespaces);
     await rm(join(this.stateDir, 'slots'), { recursive: true, force: true });
     await rm(join(this.stateDir, 'network.json'), { force: true });
+    for (const f of await this.ownClaims()) await rm(f, { force: true });
+    this.chosenSubnet = undefined;
     this.held.clear();
     this.pool.length = 0;
     this.used.clear();
     this.spec = undefined;
   }
 
+  // ------------------------------------------------------------------ claims
+
+  private claimPath(kind: 'name' | 'subnet', key: string): string {
+    return join(CLAIMS_DIR, `${kind}-${key.replace('/', '_')}`);
+  }
+
+  /**
+   * Takes a host-wide claim, or finds it this stateDir's already. A claim
+   * whose state directory no longer records it (removed, or moved on to
+   * another) is stale and taken over once it is older than a minute.
+   * `mine(record)` says whether a live holder's network.json still holds it.
+   */
+  private async claim(kind: 'name' | 'subnet', key: string, mine: (state: { name?: string; subnet?: string }) => boolean): Promise<boolean> {
+    await mkdir(CLAIMS_DIR, { recursive: true, mode: 0o755 });
+    const path = this.claimPath(kind, key);
+    for (let attempt = 0; attempt < 3; attempt++) {
+      try {
+        await writeFile(path, JSON.stringify({ stateDir: this.stateDir }) + '\n', { flag: 'wx' });
+        return true;
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+      }
+      let holder: string | undefined;
+      let age = 0;
+      try {
+        holder = (JSON.parse(await readFile(path, 'utf8')) as { stateDir?: string }).stateDir;
+        age = Date.now() - (await stat(path)).mtimeMs;
+      } catch {
+        // Being written or removed right now: look again.
+        await new Promise((r) => setTimeout(r, 20));
+        continue;
+      }
+      if (holder === this.stateDir) return true;
+      if (age < CLAIM_GRACE_MS || (holder && (await holderKeeps(holder, mine)))) {
+        if (kind === 'name') throw new RuntimeError('conflict', `the network name '${key}' is taken by the sandbox networks of ${holder}: choose another`);
+        return false;
+      }
+      await rm(path, { force: true });
+    }
+    return false;
+  }
+
+  private async claimSubnet(subnet: Cidr, configured: boolean): Promise<boolean> {
+    // Another network's claim on an overlapping block of another size.
+    for (const f of await readdirOrEmpty(CLAIMS_DIR)) {
+      if (!f.startsWith('subnet-')) continue;
+      const other = parseCidrOrUndefined(f.slice('subnet-'.length).replace('_', '/'));
+      if (!other || other.text === subnet.text || !overlaps(other, subnet)) continue;
+      let holder: string | undefined;
+      try {
+        holder = (JSON.parse(await readFile(join(CLAIMS_DIR, f), 'utf8')) as { stateDir?: string }).stateDir;
+      } catch {
+        continue;
+      }
+      if (holder === this.stateDir || !holder || !(await holderKeeps(holder, (st) => st.subnet === other.text))) continue;
+      if (configured) throw new RuntimeError('conflict', `the sandboxes' subnet ${subnet.text} overlaps ${other.text}, which the sandbox networks of ${holder} hold: choose another subnet`);
+      return false;
+    }
+    const got = await this.claim('subnet', subnet.text, (st) => st.subnet === subnet.text);
+    if (!got && configured) throw new RuntimeError('conflict', `the sandboxes' subnet ${subnet.text} is held by another sandbox network of this host: choose another subnet`);
+    return got;
+  }
+
+  /** The subnet this stateDir had, if it is still free, else the first free /20 of AUTO_SUBNET_RANGE that no host route overlaps. */
+  private async autoSubnet(free: (c: Cidr) => boolean): Promise<Cidr> {
+    const range = parseCidr(AUTO_SUBNET_RANGE, 'range');
+    const had = (await readState(this.stateDir))?.subnet;
+    const previous = had ? parseCidrOrUndefined(had) : undefined;
+    const candidates: Cidr[] = previous && previous.family === 4 ? [previous] : [];
+    const blocks = 2 ** (AUTO_SUBNET_PREFIX - range.prefix);
+    for (let i = 0; i < blocks; i++) candidates.push(parseCidr(`${intToIpv4(range.base + i * 2 ** (32 - AUTO_SUBNET_PREFIX))}/${AUTO_SUBNET_PREFIX}`, 'block'));
+    for (const c of candidates) if (free(c) && (await this.claimSubnet(c, false))) return c;
+    throw new RuntimeError('unavailable', `no /${AUTO_SUBNET_PREFIX} of ${AUTO_SUBNET_RANGE} is free for sandboxes: configure a subnet`);
+  }
+
+  /** Makes the service interface (a bridge without ports, holding only the service address: some kernels have no dummy interfaces) unless it is there; returns the links after. */
+  private async serviceInterfaceUp(links: Array<{ ifname: string; mtu?: number }>): Promise<Array<{ ifname: string; mtu?: number }>> {
+    const iface = this.serviceInterface;
+    const want = this.serviceAddress;
+    if (links.some((l) => l.ifname === iface)) {
+      const has = (await this.host.addresses()).filter((a) => a.ifname === iface).map((a) => a.local);
+      if (has.length === 1 && has[0] === want) return links;
+      await this.host.ip(['link', 'del', iface]);
+    }
+    await this.host.ipBatch([`link add ${iface} type bridge`, `addr add ${want}/32 dev ${iface}`, `link set ${iface} up`]);
+    return this.host.links();
+  }
+
   // ------------------------------------------------------------------ slots
+
+  /** The claim files that name this stateDir. */
+  private async ownClaims(): Promise<string[]> {
+    const out: string[] = [];
+    for (const f of await readdirOrEmpty(CLAIMS_DIR)) {
+      const path = join(CLAIMS_DIR, f);
+      try {
+        if ((JSON.parse(await readFile(path, 'utf8')) as { stateDir?: string }).stateDir === this.stateDir) out.push(path);
+      } catch {
+        // Gone meanwhile, or another's being written.
+      }
+    }
+    return out;
+  }
 
   /** The index of one of this network's namespaces or veths, from its name. */
   private ours(name: string): number | undefined {
@@ -559,7 +753,7 @@ function normalizeServices(services: HostServiceOptions[]): HostService[] {
   if (!Array.isArray(services)) throw new RuntimeError('invalid', 'hostServices must be a list');
   return services.map((s, i) => {
     const where = `hostServices[${i}]`;
-    const address = s?.address === 'gateway' ? 'gateway' : parseIpv4(s?.address, `${where} address`);
+    const address = s?.address === 'gateway' || s?.address === 'service' ? s.address : parseIpv4(s?.address, `${where} address`);
     const ports = (list: unknown, kind: string) => {
       if (list === undefined) return [];
       if (!Array.isArray(list)) throw new RuntimeError('invalid', `${where} ${kind} must be a list of ports`);
@@ -576,4 +770,26 @@ async function readdirOrEmpty(dir: string): Promise<string[]> {
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') return [];
     throw err;
   }
+}
+
+function parseCidrOrUndefined(text: string): Cidr | undefined {
+  try {
+    return parseCidr(text, 'address');
+  } catch {
+    return undefined;
+  }
+}
+
+async function readState(stateDir: string): Promise<{ name?: string; subnet?: string } | undefined> {
+  try {
+    return JSON.parse(await readFile(join(stateDir, 'network.json'), 'utf8')) as { name?: string; subnet?: string };
+  } catch {
+    return undefined;
+  }
+}
+
+/** Whether the network state at `stateDir` still holds a claim. */
+async function holderKeeps(stateDir: string, mine: (state: { name?: string; subnet?: string }) => boolean): Promise<boolean> {
+  const state = await readState(stateDir);
+  return state !== undefined && mine(state);
 }
