@@ -5,7 +5,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { isHostAdmin } from '@paddock/runtime';
-import { startServer, type PaddockServer } from '@paddock/server';
+import { startServer, type PaddockServer, type StartOptions } from '@paddock/server';
 
 export const API_KEY = 'e2b_c0ffee00c0ffee00c0ffee00c0ffee00c0ffee00';
 
@@ -14,9 +14,9 @@ export interface CompatServer {
   teardown(): Promise<void>;
 }
 
-export async function startForE2b(): Promise<CompatServer> {
+export async function startForE2b(options: StartOptions = {}): Promise<CompatServer> {
   const home = mkdtempSync(join(tmpdir(), 'paddock-compat-'));
-  const server = await startServer({ home, apiPort: 0, proxyPort: 0, warmPoolSize: 1, metricsIntervalMs: 500, initialApiKey: API_KEY });
+  const server = await startServer({ home, apiPort: 0, proxyPort: 0, warmPoolSize: 1, metricsIntervalMs: 500, initialApiKey: API_KEY, ...options });
   process.env.E2B_API_URL = server.apiUrl;
   process.env.E2B_SANDBOX_URL = server.proxyUrl;
   process.env.E2B_API_KEY = API_KEY;

@@ -202,7 +202,11 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool {
     const dataHash = createHash('sha256').update(this.dataDir).digest('hex');
     this.cgroupParent = `/paddock/${dataHash.slice(0, 12)}`;
     // Named after the data directory, so that runtimes of other data directories on this host never take each other's.
-    if (opts.network !== false) this.networking = new SandboxNetworking(join(this.dataDir, 'network'), `p${dataHash.slice(0, 8)}`, opts.network ?? {});
+    // A name given before (and recorded) stays, so that an uninstall without the configuration finds it.
+    if (opts.network !== false) {
+      const stateDir = join(this.dataDir, 'network');
+      this.networking = new SandboxNetworking(stateDir, recordedNetworkName(stateDir) ?? `p${dataHash.slice(0, 8)}`, opts.network ?? {});
+    }
     const probe = join(this.sandboxesDir, 'x'.repeat(20), 'sock', 'tunnel.sock');
     if (probe.length > MAX_SOCKET_PATH) {
       throw new RuntimeError('invalid', `data directory '${this.dataDir}' is too long: sandbox sockets would exceed ${MAX_SOCKET_PATH} bytes`);
@@ -1128,6 +1132,16 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool {
   /** Sandbox ids in the warm pool, per template. */
   pooled(): Record<string, string[]> {
     return Object.fromEntries([...this.pool].map(([t, ids]) => [t, [...ids]]));
+  }
+}
+
+/** The network name a previous run recorded in the network's state directory. */
+function recordedNetworkName(stateDir: string): string | undefined {
+  try {
+    const name = (JSON.parse(readFileSync(join(stateDir, 'network.json'), 'utf8')) as { name?: unknown }).name;
+    return typeof name === 'string' ? name : undefined;
+  } catch {
+    return undefined;
   }
 }
 

@@ -67,6 +67,20 @@ export interface ServerConfig {
   maxBuildUploadBytes: number;
   /** How long a template's ready command may take to succeed, at a build and at each create, ms. */
   readyTimeoutMs: number;
+  /** Whether each sandbox gets a network of its own, routed out under its egress rules; off: loopback only. */
+  network: boolean;
+  /** The nftables table and prefix of network namespaces and veths; default one derived from the data directory. */
+  networkName: string | undefined;
+  /** The sandboxes' IPv4 subnet (one /30 each); default a free /20 of 10.208.0.0/12, kept across restarts. */
+  sandboxSubnet: string | undefined;
+  /** The interface sandbox traffic goes out of (masqueraded); default that of the default route. */
+  uplink: string | undefined;
+  /** Private or special ranges (CIDR) sandboxes may reach, their rules permitting: on-premises services. */
+  allowedPrivate: string[];
+  /** DNS servers the sandboxes' resolver asks; default the host's. */
+  dns: string[];
+  /** The most entries allowOut and denyOut may each have. */
+  maxNetworkRules: number;
 }
 
 /**
@@ -88,6 +102,11 @@ function num(name: string, fallback: number): number {
   const n = Number(raw);
   if (!Number.isFinite(n) || n < 0) throw new Error(`${name}='${raw}' is not a non-negative number`);
   return n;
+}
+
+/** A comma-separated list; empty when unset. */
+function list(name: string): string[] {
+  return (process.env[name] ?? '').split(',').map((e) => e.trim()).filter(Boolean);
 }
 
 function flag(name: string, fallback: boolean): boolean {
@@ -124,7 +143,7 @@ export function resolveServerConfig(options: Partial<ServerConfig> = {}): Server
     metricsIntervalMs: options.metricsIntervalMs ?? num('PADDOCK_METRICS_INTERVAL_MS', 5000),
     retentionMs: options.retentionMs ?? num('PADDOCK_RETENTION_MS', 24 * 3600 * 1000),
     baseImage: options.baseImage ?? (process.env.PADDOCK_BASE_IMAGE || undefined),
-    insecureRegistries: options.insecureRegistries ?? (process.env.PADDOCK_INSECURE_REGISTRIES ? process.env.PADDOCK_INSECURE_REGISTRIES.split(',').map((r) => r.trim()).filter(Boolean) : []),
+    insecureRegistries: options.insecureRegistries ?? list('PADDOCK_INSECURE_REGISTRIES'),
     imagesDir: options.imagesDir ?? (process.env.PADDOCK_IMAGES_DIR ? resolve(process.env.PADDOCK_IMAGES_DIR) : undefined),
     cacheDir: options.cacheDir ?? (process.env.PADDOCK_CACHE_DIR ? resolve(process.env.PADDOCK_CACHE_DIR) : undefined),
     // A head is a few hundred bytes; a request body of the API a few kilobytes.
@@ -139,6 +158,13 @@ export function resolveServerConfig(options: Partial<ServerConfig> = {}): Server
     buildTimeoutMs: options.buildTimeoutMs ?? num('PADDOCK_BUILD_TIMEOUT_MS', 3600_000),
     maxBuildUploadBytes: options.maxBuildUploadBytes ?? num('PADDOCK_MAX_BUILD_UPLOAD_BYTES', 1024 ** 3),
     readyTimeoutMs: options.readyTimeoutMs ?? num('PADDOCK_READY_TIMEOUT_MS', 120_000),
+    network: options.network ?? flag('PADDOCK_NETWORK', true),
+    networkName: options.networkName ?? (process.env.PADDOCK_NETWORK_NAME || undefined),
+    sandboxSubnet: options.sandboxSubnet ?? (process.env.PADDOCK_SANDBOX_SUBNET || undefined),
+    uplink: options.uplink ?? (process.env.PADDOCK_UPLINK || undefined),
+    allowedPrivate: options.allowedPrivate ?? list('PADDOCK_ALLOW_PRIVATE'),
+    dns: options.dns ?? list('PADDOCK_DNS'),
+    maxNetworkRules: options.maxNetworkRules ?? num('PADDOCK_MAX_NETWORK_RULES', 512),
   };
   if (config.defaultTimeoutSeconds > config.maxTimeoutSeconds) {
     throw new Error(`the default timeout (${config.defaultTimeoutSeconds} s) is longer than the maximum (${config.maxTimeoutSeconds} s)`);

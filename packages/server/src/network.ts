@@ -1,7 +1,7 @@
 // Egress rules of a sandbox: `allowOut` entries are CIDR blocks, IP
 // addresses or domain names (a leading `*.` allowed); `denyOut` entries are
-// CIDR blocks or IP addresses. Paddock validates and stores them; sandboxes
-// have no network route out at all yet, so they are not enforced.
+// CIDR blocks or IP addresses. Checked here so that a bad entry is a 400
+// naming it; the runtime enforces them.
 import { isIP } from 'node:net';
 import { badRequest } from './errors.js';
 
@@ -24,8 +24,9 @@ function isDomain(s: string): boolean {
   return labels.length >= 1 && labels.every((l) => LABEL.test(l)) && !/^\d+$/.test(labels.at(-1)!);
 }
 
-export function validateEgress(field: 'allowOut' | 'denyOut', entries: string[] | undefined): string[] | undefined {
+export function validateEgress(field: 'allowOut' | 'denyOut', entries: string[] | undefined, max: number): string[] | undefined {
   if (entries === undefined) return undefined;
+  if (entries.length > max) throw badRequest(`${field} has ${entries.length} entries; at most ${max} are allowed`);
   entries.forEach((raw, i) => {
     const e = raw.trim();
     if (isIP(e) || isCidr(e)) return;

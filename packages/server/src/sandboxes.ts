@@ -161,9 +161,10 @@ export class Sandboxes {
     const { template, build, runtimeTemplateId } = await this.templateApi.startable(req.templateID);
     const timeout = this.seconds(req.timeout);
     if (req.volumeMounts?.length) throw badRequest('volumeMounts are not supported by this server');
+    const max = this.config.maxNetworkRules;
     const network: NetworkRules = {
-      ...(req.network?.allowOut ? { allowOut: validateEgress('allowOut', req.network.allowOut) } : {}),
-      ...(req.network?.denyOut ? { denyOut: validateEgress('denyOut', req.network.denyOut) } : {}),
+      ...(req.network?.allowOut ? { allowOut: validateEgress('allowOut', req.network.allowOut, max) } : {}),
+      ...(req.network?.denyOut ? { denyOut: validateEgress('denyOut', req.network.denyOut, max) } : {}),
       ...(req.network?.allowPublicTraffic !== undefined ? { allowPublicTraffic: req.network.allowPublicTraffic } : {}),
       ...(req.network?.maskRequestHost ? { maskRequestHost: req.network.maskRequestHost } : {}),
     };
@@ -174,6 +175,7 @@ export class Sandboxes {
       .create({
         templateId: runtimeTemplateId,
         init: { accessToken: accessToken ?? undefined, envVars },
+        network: { allowInternet: req.allow_internet_access ?? true, allowOut: network.allowOut, denyOut: network.denyOut },
       })
       .catch((err: unknown) => {
         throw toApiError(err);
@@ -398,12 +400,18 @@ export class Sandboxes {
 
   updateNetwork(id: string, body: { allowOut?: string[]; denyOut?: string[]; allow_internet_access?: boolean }): Promise<void> {
     return this.mutex.run(id, async () => {
-      await this.require(id);
-      // An update replaces the whole configuration, as E2B's does: what it
-      // leaves out is cleared, and internet access goes back to the default.
-      const network: NetworkRules = {};
-      if (body.allowOut !== undefined) network.allowOut = validateEgress('allowOut', body.allowOut);
-      if (body.denyOut !== undefined) network.denyOut = validateEgress('denyOut', body.denyOut);
+      // An update replaces the whole egress configuration, as E2B's does:
+      // what it leaves out is cleared, and internet access goes back to the
+      // default. What the proxy does with public traffic stays.
+      const record = await this.require(id);
+      const max = this.config.maxNetworkRules;
+      const network: NetworkRules = { ...(record.network.allowPublicTraffic !== undefined ? { allowPublicTraffic: record.network.allowPublicTraffic } : {}), ...(record.network.maskRequestHost ? { maskRequestHost: record.network.maskRequestHost } : {}) };
+      if (body.allowOut !== undefined) network.allowOut = validateEgress('allowOut', body.allowOut, max);
+      if (body.denyOut !== undefined) network.denyOut = validateEgress('denyOut', body.denyOut, max);
+      // In force before it is recorded: a refused change leaves both as they were.
+      await this.runtime.updateNetwork(id, { allowInternet: body.allow_internet_access ?? true, allowOut: network.allowOut, denyOut: network.denyOut }).catch((err: unknown) => {
+        throw toApiError(err);
+      });
       await this.records.update(id, () => ({ network, allowInternetAccess: body.allow_internet_access ?? null }));
       await this.telemetry.log(id, 'info', 'network rules updated', { allowOut: (network.allowOut ?? []).join(','), denyOut: (network.denyOut ?? []).join(',') });
     });

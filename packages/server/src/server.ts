@@ -66,6 +66,13 @@ export async function startServer(options: StartOptions = {}): Promise<PaddockSe
         insecureRegistries: config.insecureRegistries,
         layersDir: config.imagesDir,
         cacheDir: config.cacheDir,
+        network: config.network && {
+          name: config.networkName,
+          subnet: config.sandboxSubnet,
+          uplink: config.uplink,
+          allowedPrivate: config.allowedPrivate,
+          dns: config.dns,
+        },
       });
     await runtime.prepare(progress);
     const keys = store.apiKeys;
