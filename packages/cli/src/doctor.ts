@@ -24,6 +24,16 @@ export interface DoctorOptions {
   proxyPort: number;
   /** Skip the port checks (the server already listens on them). */
   skipPorts?: boolean;
+  /** The sandboxes' network as the server will set it up; unset: on, with the defaults. */
+  network?: NetworkSettings;
+}
+
+export interface NetworkSettings {
+  enabled: boolean;
+  uplink?: string;
+  dns: string[];
+  allowedPrivate: string[];
+  subnet?: string;
 }
 
 /** The full path of `cmd` on PATH, or undefined. */
@@ -150,6 +160,7 @@ export async function runDoctor(opts: DoctorOptions): Promise<Check[]> {
   }
 
   checks.push(cgroupCheck());
+  checks.push(...networkChecks(opts.network ?? { enabled: true, dns: [], allowedPrivate: [] }));
 
   let free: number;
   try {
@@ -172,6 +183,64 @@ export async function runDoctor(opts: DoctorOptions): Promise<Check[]> {
       checks.push((await portFree(host, port)) ? { name: what, ok: true, detail: `${host}:${port} is free` } : { name: what, ok: false, detail: `${host}:${port} is in use`, fix: `stop what listens there, or choose another port: ${env}=<port>` });
     }
   }
+  return checks;
+}
+
+function run(cmd: string, args: string[]): string | undefined {
+  try {
+    return execFileSync(cmd, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], timeout: 10_000 });
+  } catch {
+    return undefined;
+  }
+}
+
+/** The nameservers of the host's resolv.conf files, as the sandboxes' resolver reads them. */
+function hostNameservers(): string[] {
+  const all = ['/etc/resolv.conf', '/run/systemd/resolve/resolv.conf'].flatMap((f) =>
+    (readIfExists(f) ?? '')
+      .split('\n')
+      .map((l) => /^\s*nameserver\s+(\S+)/.exec(l)?.[1])
+      .filter((a): a is string => Boolean(a)),
+  );
+  const remote = [...new Set(all.filter((a) => !/^127\./.test(a) && a !== '::1'))];
+  return remote.length ? remote : [...new Set(all)];
+}
+
+/**
+ * What each sandbox's network needs (nftables, iproute2, veth pairs, IPv4
+ * forwarding, an uplink) and how it is configured: the uplink, the DNS
+ * servers asked, the private ranges opened, the subnet.
+ */
+export function networkChecks(n: NetworkSettings): Check[] {
+  if (!n.enabled) return [{ name: 'network', ok: true, detail: 'off: sandboxes have loopback only (PADDOCK_NETWORK=off)' }];
+  const checks: Check[] = [];
+  const nft = which('nft') && run('nft', ['--version']);
+  checks.push(nft ? { name: 'nftables', ok: true, detail: nft.trim() } : { name: 'nftables', ok: false, detail: 'nft is not on PATH (sandbox egress rules are nftables)', fix: 'apt-get install -y nftables (or --no-network: sandboxes get loopback only)' });
+  const ip = which('ip') && which('ss') && run('ip', ['-V']);
+  checks.push(ip ? { name: 'iproute2', ok: true, detail: ip.trim() } : { name: 'iproute2', ok: false, detail: 'ip or ss is not on PATH', fix: 'apt-get install -y iproute2' });
+  if (!which('nsenter')) checks.push({ name: 'nsenter', ok: false, detail: 'nsenter is not on PATH', fix: 'apt-get install -y util-linux' });
+  if (ip && process.getuid?.() === 0) {
+    const probe = `pdkv${process.pid % 100000}`;
+    const made = run('ip', ['link', 'add', probe, 'type', 'veth', 'peer', 'name', `${probe}p`]) !== undefined;
+    if (made) run('ip', ['link', 'del', probe]);
+    checks.push(made ? { name: 'veth', ok: true, detail: 'veth pairs can be made' } : { name: 'veth', ok: false, detail: 'the kernel refused a veth pair', fix: 'modprobe veth' });
+  }
+  const forwarding = readIfExists('/proc/sys/net/ipv4/ip_forward') === '1';
+  checks.push({ name: 'ip forwarding', ok: true, detail: forwarding ? 'IPv4 forwarding is on' : 'IPv4 forwarding is off; `paddock start` turns it on' });
+  const routes = ip ? run('ip', ['-j', '-4', 'route', 'show', 'default']) : undefined;
+  const defaultDev = routes ? (JSON.parse(routes) as Array<{ dev?: string }>)[0]?.dev : undefined;
+  const uplink = n.uplink ?? defaultDev;
+  if (!uplink) checks.push({ name: 'uplink', ok: false, detail: 'no IPv4 default route, and no uplink configured', fix: 'PADDOCK_UPLINK=<interface> (or --uplink): where sandbox traffic goes out' });
+  else if (ip && run('ip', ['link', 'show', uplink]) === undefined) checks.push({ name: 'uplink', ok: false, detail: `interface '${uplink}' does not exist`, fix: 'PADDOCK_UPLINK=<interface> (or --uplink) naming one that does' });
+  else checks.push({ name: 'uplink', ok: true, detail: `${uplink}${n.uplink ? ' (configured)' : " (the default route's)"}` });
+  const dns = n.dns.length ? n.dns : hostNameservers();
+  checks.push(
+    dns.length
+      ? { name: 'dns', ok: true, detail: `sandboxes' resolver asks ${dns.join(', ')}${n.dns.length ? ' (configured)' : " (the host's)"}` }
+      : { name: 'dns', ok: false, warning: true, detail: 'no DNS server known: sandboxes resolve nothing', fix: 'PADDOCK_DNS=<address>[,...] (or --dns)' },
+  );
+  checks.push({ name: 'private ranges', ok: true, detail: n.allowedPrivate.length ? `sandboxes may reach ${n.allowedPrivate.join(', ')} (PADDOCK_ALLOW_PRIVATE)` : 'none open (PADDOCK_ALLOW_PRIVATE)' });
+  checks.push({ name: 'subnet', ok: true, detail: n.subnet ? `${n.subnet} (configured)` : 'a free /20 of 10.208.0.0/12, kept across restarts' });
   return checks;
 }
 

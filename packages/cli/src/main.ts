@@ -25,6 +25,15 @@ export function count(value: string): number {
   return n;
 }
 
+interface NetworkFlags {
+  /** commander's --no-network: false when given. */
+  network?: boolean;
+  uplink?: string;
+  dns?: string[];
+  allowPrivate?: string[];
+  sandboxSubnet?: string;
+}
+
 function program(): Command {
   const root = new Command('paddock')
     .description('Run untrusted code in sandboxes on this machine.')
@@ -34,12 +43,36 @@ function program(): Command {
     .exitOverride();
 
   const home = () => paddockHome(root.opts<{ home?: string }>().home);
-  const serverAddresses = (o: { apiHost?: string; apiPort?: number; proxyHost?: string; proxyPort?: number }) => {
-    const c = resolveServerConfig({ home: home(), ...Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) });
-    return { home: c.home, apiHost: c.apiHost, apiPort: c.apiPort, proxyHost: c.proxyHost, proxyPort: c.proxyPort };
+  const serverAddresses = (o: { apiHost?: string; apiPort?: number; proxyHost?: string; proxyPort?: number } & NetworkFlags) => {
+    const { network, uplink, dns, allowPrivate, sandboxSubnet, ...addresses } = o;
+    const c = resolveServerConfig({
+      home: home(),
+      ...Object.fromEntries(Object.entries(addresses).filter(([, v]) => v !== undefined)),
+      ...(network === false ? { network: false } : {}),
+      ...(uplink ? { uplink } : {}),
+      ...(dns ? { dns } : {}),
+      ...(allowPrivate ? { allowedPrivate: allowPrivate } : {}),
+      ...(sandboxSubnet ? { sandboxSubnet } : {}),
+    });
+    return {
+      home: c.home,
+      apiHost: c.apiHost,
+      apiPort: c.apiPort,
+      proxyHost: c.proxyHost,
+      proxyPort: c.proxyPort,
+      network: { enabled: c.network, uplink: c.uplink, dns: c.dns, allowedPrivate: c.allowedPrivate, subnet: c.sandboxSubnet },
+    };
   };
+  /** The sandbox network's settings, on start and doctor alike (each also read from PADDOCK_*). */
+  const networkOptions = (cmd: Command) =>
+    cmd
+      .option('--no-network', 'sandboxes get loopback only (PADDOCK_NETWORK=off)')
+      .option('--uplink <interface>', 'interface sandbox traffic goes out of (PADDOCK_UPLINK; default: that of the default route)')
+      .option('--dns <server...>', "DNS servers the sandboxes' resolver asks (PADDOCK_DNS; default: the host's)")
+      .option('--allow-private <cidr...>', 'private ranges sandboxes may reach, their rules permitting (PADDOCK_ALLOW_PRIVATE)')
+      .option('--sandbox-subnet <cidr>', "the sandboxes' subnet, a /30 each (PADDOCK_SANDBOX_SUBNET; default: a free /20 of 10.208.0.0/12)");
 
-  root
+  const startCommand = root
     .command('start')
     .description('Run the whole service here: control API, sandbox proxy and runtime (Ctrl-C stops it; sandboxes keep running)')
     .option('--api-host <host>', 'address of the control API (default 127.0.0.1)')
@@ -50,22 +83,24 @@ function program(): Command {
     .option('--warm-pool <n>', 'ready sandboxes kept for fast creates (default 2, 0 disables)', count)
     .option('--base-image <ref>', 'make the base template from this image (registry/name:tag) instead of building Debian with mmdebstrap')
     .option('--insecure-registry <host:port...>', 'registries to reach over plain HTTP (loopback ones always are)')
-    .option('--json', 'print the addresses (and a new key) as JSON once ready')
-    .action(
-      async (o: { apiHost?: string; apiPort?: number; proxyHost?: string; proxyPort?: number; domain?: string; warmPool?: number; baseImage?: string; insecureRegistry?: string[]; json?: boolean }) => {
-        await start({ ...serverAddresses(o), domain: o.domain, warmPool: o.warmPool, baseImage: o.baseImage, insecureRegistries: o.insecureRegistry, json: o.json });
-      },
-    );
+    .option('--json', 'print the addresses (and a new key) as JSON once ready');
+  networkOptions(startCommand).action(
+    async (o: { apiHost?: string; apiPort?: number; proxyHost?: string; proxyPort?: number; domain?: string; warmPool?: number; baseImage?: string; insecureRegistry?: string[]; json?: boolean } & NetworkFlags) => {
+      const { domain, warmPool, baseImage, insecureRegistry, json, ...rest } = o;
+      await start({ ...serverAddresses(rest), domain, warmPool, baseImage, insecureRegistries: insecureRegistry, json });
+    },
+  );
 
-  root
+  const doctorCommand = root
     .command('doctor')
     .description('Check that this machine can run Paddock, and say how to fix what is missing')
     .option('--api-port <port>', 'port the control API will use', port)
     .option('--proxy-port <port>', 'port the sandbox proxy will use', port)
-    .option('--json', 'print the checks as JSON')
-    .action(async (o: { apiPort?: number; proxyPort?: number; json?: boolean }) => {
-      await doctor({ ...serverAddresses(o), json: o.json });
-    });
+    .option('--json', 'print the checks as JSON');
+  networkOptions(doctorCommand).action(async (o: { apiPort?: number; proxyPort?: number; json?: boolean } & NetworkFlags) => {
+    const { json, ...rest } = o;
+    await doctor({ ...serverAddresses(rest), json });
+  });
 
   registerKeyCommands(root, home);
   registerSandboxCommands(root, home);

@@ -152,6 +152,20 @@ test('sandbox create --json, exec returns output and exit codes, list --json, ki
   expect(info.code).toBe(0);
   expect(JSON.parse(info.stdout)).toMatchObject({ sandboxId: sbx.sandboxId, templateId: 'base', state: 'running', metadata: { suite: 'cli' } });
   expect(paddock(['sandbox', 'info', sbx.sandboxId]).stdout).toMatch(new RegExp(`^id\\s+${sbx.sandboxId}\n(.*\n)*state\\s+running\n`));
+  expect(JSON.parse(info.stdout).network).toEqual({ allowInternetAccess: true, allowOut: [], denyOut: [] });
+
+  // Egress rules: given at create, shown, replaced live (what is not given is cleared).
+  const netted = paddock(['sandbox', 'create', '--json', '--allow-out', 'example.com,*.example.org', '--deny-out', '0.0.0.0/0']);
+  const nettedId = (JSON.parse(netted.stdout) as { sandboxId: string }).sandboxId;
+  expect(JSON.parse(netted.stdout).network).toEqual({ allowInternetAccess: true, allowOut: ['example.com', '*.example.org'], denyOut: ['0.0.0.0/0'] });
+  expect(paddock(['sandbox', 'info', nettedId]).stdout).toMatch(/allow out\s+example\.com, \*\.example\.org\n.*deny out\s+0\.0\.0\.0\/0/);
+  const closed = paddock(['sandbox', 'network', nettedId, '--no-internet', '--json']);
+  expect([closed.code, JSON.parse(closed.stdout)]).toEqual([0, { allowInternetAccess: false, allowOut: [], denyOut: [] }]);
+  expect(paddock(['sandbox', 'network', nettedId, '--deny-out', '203.0.113.0/24']).stdout).toMatch(/internet\s+allowed\n.*allow out\s+none\n.*deny out\s+203\.0\.113\.0\/24/);
+  const bad = paddock(['sandbox', 'network', nettedId, '--deny-out', 'example.com']);
+  expect(bad.code).not.toBe(0);
+  expect(bad.stderr).toContain("denyOut[0] 'example.com' is not a CIDR block or an IP address");
+  expect(paddock(['sandbox', 'kill', nettedId]).code).toBe(0);
 
   let samples: Array<{ cpuCount: number; memTotal: number; memUsed: number; timestamp: string }> = [];
   for (let i = 0; i < 100 && samples.length === 0; i++) {
@@ -231,7 +245,7 @@ test('doctor reports a missing runc with the command that fixes it', () => {
   // A PATH with the tools Paddock needs, but no runc.
   const bin = join(home, 'fake-bin');
   mkdirSync(bin, { recursive: true });
-  for (const tool of ['mount', 'umount', 'mknod', 'cp', 'mkfs.ext4', 'mmdebstrap', 'apt-get']) {
+  for (const tool of ['mount', 'umount', 'mknod', 'cp', 'mkfs.ext4', 'mmdebstrap', 'apt-get', 'nft', 'ip', 'ss', 'nsenter']) {
     const real = ['/usr/bin', '/bin', '/usr/sbin', '/sbin'].map((d) => join(d, tool)).find((p) => existsSync(p));
     if (real && !existsSync(join(bin, tool))) symlinkSync(real, join(bin, tool));
   }
@@ -246,6 +260,27 @@ test('doctor reports a missing runc with the command that fixes it', () => {
   expect(human.stdout).toMatch(/runc\s+FAIL\s+runc is not on PATH\s+apt-get install -y runc/);
   expect(human.stderr).toContain('1 check failed: runc');
   expect(paddock(['doctor', '--json', '--api-port', '0', '--proxy-port', '0']).code).toBe(0);
+});
+
+test("doctor shows the sandbox network's configuration and checks what it needs", () => {
+  const checks = (args: string[], env: Record<string, string> = {}) => {
+    const res = paddock(['doctor', '--json', '--api-port', '0', '--proxy-port', '0', ...args], env);
+    const report = JSON.parse(res.stdout) as { checks: Array<{ name: string; ok: boolean; detail: string; fix?: string }> };
+    return { code: res.code, by: Object.fromEntries(report.checks.map((c) => [c.name, c])) };
+  };
+  const plain = checks([]);
+  expect(plain.code).toBe(0);
+  for (const name of ['nftables', 'iproute2', 'veth', 'ip forwarding', 'uplink', 'dns', 'private ranges', 'subnet']) expect([name, plain.by[name]?.ok]).toEqual([name, true]);
+  expect(plain.by.uplink!.detail).toContain("(the default route's)");
+  const configured = checks(['--dns', '203.0.113.53', '--allow-private', '10.9.0.0/16', '--sandbox-subnet', '10.77.0.0/20'], { PADDOCK_UPLINK: 'lo' });
+  expect(configured.by.dns!.detail).toBe("sandboxes' resolver asks 203.0.113.53 (configured)");
+  expect(configured.by['private ranges']!.detail).toContain('10.9.0.0/16');
+  expect(configured.by.subnet!.detail).toBe('10.77.0.0/20 (configured)');
+  expect(configured.by.uplink!.detail).toBe('lo (configured)');
+  const missing = checks(['--uplink', 'nosuchif0']);
+  expect(missing.code).toBe(3);
+  expect(missing.by.uplink).toMatchObject({ ok: false, detail: "interface 'nosuchif0' does not exist" });
+  expect(checks(['--no-network']).by.network).toMatchObject({ ok: true, detail: expect.stringContaining('loopback only') });
 });
 
 test('every command has --help; unknown commands and bad options are usage errors', () => {

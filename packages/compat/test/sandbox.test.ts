@@ -280,12 +280,11 @@ describe('snapshots, forks and network rules of one sandbox', () => {
     await parentSleep.kill();
   });
 
-  test('network on create and updateNetwork are stored; the sandbox has no network but loopback', async () => {
+  // What the rules do to traffic: network.test.ts.
+  test('network on create and updateNetwork are recorded as given and read back by getInfo', async () => {
     const info = await sbx.getInfo();
     expect(info.allowInternetAccess).toBe(true);
     expect(info.network).toEqual({ allowOut: ['pypi.org'], denyOut: ['0.0.0.0/0'] });
-    // Whatever the rules say, the only interface is lo: no route out at all.
-    expect((await sbx.commands.run('ls /sys/class/net')).stdout).toBe('lo\n');
 
     await sbx.updateNetwork({ allowOut: ['1.1.1.1', '10.0.0.0/8'], denyOut: ['0.0.0.0/0'] });
     expect((await sbx.getInfo()).network).toEqual({ allowOut: ['1.1.1.1', '10.0.0.0/8'], denyOut: ['0.0.0.0/0'] });

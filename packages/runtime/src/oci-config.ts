@@ -29,7 +29,7 @@ export interface ConfigInput {
   idShift?: number;
   /** The network namespace to join (the sandbox's network slot); omitted: a new one with only loopback. */
   netnsPath?: string;
-  /** A host file mounted read-only over /etc/resolv.conf (naming the sandboxes' resolver). */
+  /** A file of the sandbox's, in its host-only directory, mounted over /etc/resolv.conf (naming the sandboxes' resolver). */
   resolvConf?: string;
 }
 
@@ -117,7 +117,7 @@ export function ociConfig(c: ConfigInput): object {
         : { destination: '/sys', type: 'sysfs', source: 'sysfs', options: ['nosuid', 'noexec', 'nodev', 'ro'] },
       { destination: '/sys/fs/cgroup', type: 'cgroup', source: 'cgroup', options: ['nosuid', 'noexec', 'nodev', 'relatime', 'ro'] },
       { destination: envdMountPoint, type: 'bind', source: c.paddockDir, options: ['rbind', 'ro', 'nosuid', 'nodev'] },
-      ...(c.resolvConf ? [{ destination: '/etc/resolv.conf', type: 'bind', source: c.resolvConf, options: ['bind', 'ro', 'nosuid', 'nodev', 'noexec'] }] : []),
+      ...(c.resolvConf ? [{ destination: '/etc/resolv.conf', type: 'bind', source: c.resolvConf, options: ['bind', 'nosuid', 'nodev', 'noexec'] }] : []),
     ],
     hooks: {
       // The boot id, and the user namespace's own limits (native/start_hook.c).

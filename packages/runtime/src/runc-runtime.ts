@@ -614,7 +614,9 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool {
       const slot = this.networking.get(spec.id) ?? (await this.networking.acquire(spec.id, spec.network ?? {}));
       const resolvConf = join(dir, 'resolv.conf');
       rmSync(resolvConf, { force: true });
-      writeFileSync(resolvConf, this.networking.resolvConf(), { mode: 0o444 });
+      // The sandbox's root may change it, as on any computer (its rules bind whatever server it names).
+      writeFileSync(resolvConf, this.networking.resolvConf(), { mode: 0o644 });
+      chownSync(resolvConf, this.idShift, this.idShift);
       net = { netnsPath: slot.netnsPath, resolvConf };
     }
     const config = ociConfig({

@@ -83,6 +83,14 @@ export function splitRules(rules: NetworkRules): Split {
   };
 }
 
+/**
+ * Which instance serves each network's service address in this process.
+ * The newest prepare() on a network takes it over, as it takes over the
+ * network's slots: the one before (a runtime restarted in the same process)
+ * stops listening first.
+ */
+const serving = new Map<string, SandboxNetworking>();
+
 export class SandboxNetworking {
   readonly nets: SandboxNetworks;
   private readonly opts: RuntimeNetworkOptions;
@@ -91,8 +99,11 @@ export class SandboxNetworking {
   /** The rules the proxy and resolver judge by, per sandbox address. */
   private readonly byAddress = new Map<string, EgressRules>();
 
+  private readonly stateDir: string;
+
   constructor(stateDir: string, name: string, opts: RuntimeNetworkOptions) {
     this.opts = opts;
+    this.stateDir = stateDir;
     this.nets = new SandboxNetworks({
       stateDir,
       name: opts.name ?? name,
@@ -107,6 +118,8 @@ export class SandboxNetworking {
   /** Sets the network up (adopting slots a previous process handed out) and starts the resolver and the proxy. */
   async prepare(rulesOf: (sandboxId: string) => NetworkRules | undefined): Promise<PrepareResult> {
     await this.close();
+    await serving.get(this.stateDir)?.stopServing();
+    serving.set(this.stateDir, this);
     const result = await this.nets.prepare();
     this.byAddress.clear();
     for (const n of result.adopted) {
@@ -183,11 +196,16 @@ export class SandboxNetworking {
 
   /** Stops the resolver, the proxy and the pool's refill; slots stay for the next process. */
   async close(): Promise<void> {
+    await this.stopServing();
+    if (serving.get(this.stateDir) === this) serving.delete(this.stateDir);
+    await this.nets.close();
+  }
+
+  private async stopServing(): Promise<void> {
     await this.proxy?.close();
     await this.resolver?.close();
     this.proxy = undefined;
     this.resolver = undefined;
-    await this.nets.close();
   }
 
   async removeEverything(): Promise<void> {

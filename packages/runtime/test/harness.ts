@@ -51,6 +51,13 @@ export async function testRuntime(opts: Partial<RuncRuntimeOptions> = {}, under 
 }
 
 /**
+ * What the runtime leaves of its sandboxes: not its parent cgroup, nor its
+ * network's standing parts (table, service interface, pooled slots, claims).
+ * A sandbox's own slot leaves its slot record behind with the rest.
+ */
+export const sandboxLeftovers = async (rt: RuncRuntime) => (await rt.leftovers()).filter((l) => !l.endsWith(rt.cgroupParent) && !/^(network namespace|interface|nftables table|claim) /.test(l));
+
+/**
  * The runtime's parent cgroup wherever it exists on the host, found by
  * looking at every hierarchy mounted under /sys/fs/cgroup (and the root
  * itself, for a cgroup v2 host) rather than asking the runtime.

@@ -6,7 +6,7 @@ import { request } from 'node:http';
 import { availableParallelism, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { DEFAULT_ID_SHIFT, RuncRuntime, RuntimeError } from '../src/index.js';
-import { clients, parentCgroupsOnHost, exec, sharedImages, sleep, spawnDetached, testRuntime, TOKEN, type TestRuntime } from './harness.js';
+import { clients, parentCgroupsOnHost, sandboxLeftovers, exec, sharedImages, sleep, spawnDetached, testRuntime, TOKEN, type TestRuntime } from './harness.js';
 
 let t: TestRuntime;
 beforeAll(async () => {
@@ -15,7 +15,6 @@ beforeAll(async () => {
 afterAll(() => t.teardown());
 
 /** What a runtime has left besides what it holds while in use (its parent cgroup). */
-const sandboxLeftovers = async (rt: RuncRuntime) => (await rt.leftovers()).filter((l) => !l.endsWith(rt.cgroupParent));
 const create = async () => (await t.runtime.create({ templateId: 'base', init: { accessToken: TOKEN } })).id;
 /** The sandbox's writable layer as the host sees it: where its /tmp files land. */
 const upperFile = (id: string, path: string) => join(t.dataDir, 'sandboxes', id, 'disk', 'upper', path);

@@ -4,7 +4,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { runTrue } from '../src/envd-link.js';
 import { RuncRuntime } from '../src/index.js';
-import { exec, sharedImages, testRuntime, TOKEN, type TestRuntime } from './harness.js';
+import { exec, sandboxLeftovers, sharedImages, testRuntime, TOKEN, type TestRuntime } from './harness.js';
 
 let t: TestRuntime;
 beforeAll(async () => {
@@ -117,8 +117,8 @@ test('a pool size of 0 disables the pool: no sandbox is started ahead, and creat
     await none.runtime.poolReady();
     expect(Object.values(none.runtime.pooled()).flat()).toEqual([]);
     expect(readdirSync(join(none.dataDir, 'sandboxes'))).toEqual([]);
-    // No container, cgroup, mount or sandbox directory either.
-    expect(await none.runtime.leftovers()).toEqual([]);
+    // No container, cgroup, mount, sandbox directory or network slot in use either.
+    expect(await sandboxLeftovers(none.runtime)).toEqual([]);
     const s = await none.runtime.create({ templateId: 'base', init: { accessToken: TOKEN } });
     expect(s.fromPool).toBeUndefined();
     expect((await exec(none.runtime, s.id, 'echo cold')).stdout).toBe('cold\n');

@@ -28,8 +28,45 @@ export function shellJoin(words: string[]): string {
 const when = (d: Date) => d.toISOString().replace(/\.\d+Z$/, 'Z');
 
 function infoJson(s: SandboxInfo) {
-  return { sandboxId: s.sandboxId, templateId: s.templateId, state: s.state, startedAt: s.startedAt.toISOString(), endAt: s.endAt.toISOString(), cpuCount: s.cpuCount, memoryMB: s.memoryMB, metadata: s.metadata };
+  return {
+    sandboxId: s.sandboxId,
+    templateId: s.templateId,
+    state: s.state,
+    startedAt: s.startedAt.toISOString(),
+    endAt: s.endAt.toISOString(),
+    cpuCount: s.cpuCount,
+    memoryMB: s.memoryMB,
+    metadata: s.metadata,
+    network: networkOf(s),
+  };
 }
+
+/** What a sandbox may reach: its egress rules, with the server's default (internet access) filled in. */
+function networkOf(s: SandboxInfo) {
+  return { allowInternetAccess: s.allowInternetAccess ?? true, allowOut: s.network?.allowOut ?? [], denyOut: s.network?.denyOut ?? [] };
+}
+
+function networkRows(n: ReturnType<typeof networkOf>): Array<[string, string]> {
+  const list = (l: string[]) => (l.length ? l.join(', ') : style.dim('none'));
+  return [
+    ['internet', n.allowInternetAccess ? 'allowed' : 'none'],
+    ['allow out', list(n.allowOut)],
+    ['deny out', list(n.denyOut)],
+  ];
+}
+
+/** A repeatable flag whose values may also be comma-separated. */
+const entries = (value: string, previous: string[] = []): string[] => [...previous, ...value.split(',').map((e) => e.trim()).filter(Boolean)];
+
+interface NetworkFlags {
+  allowOut?: string[];
+  denyOut?: string[];
+  /** commander's --no-internet: false when given. */
+  internet?: boolean;
+}
+
+const ALLOW_OUT = 'CIDR blocks, addresses or domains (*.example.com) it may reach; repeatable or comma-separated';
+const DENY_OUT = 'CIDR blocks or addresses it may not reach (0.0.0.0/0: all but --allow-out); repeatable or comma-separated';
 
 export function registerSandboxCommands(root: Command, home: () => string): void {
   const sandbox = root
@@ -58,10 +95,20 @@ export function registerSandboxCommands(root: Command, home: () => string): void
     .option('--timeout <seconds>', 'seconds until it expires (default: the server\'s, 300)', seconds)
     .option('-m, --metadata <key=value>', 'metadata, repeatable', keyValues('KEY'))
     .option('-e, --env <NAME=value>', 'environment variable of every process, repeatable', keyValues('NAME'))
+    .option('--allow-out <entries>', ALLOW_OUT, entries)
+    .option('--deny-out <entries>', DENY_OUT, entries)
+    .option('--no-internet', 'no egress at all')
     .option('--json', 'print the sandbox as JSON')
     .action(
-      act(async (c, o: { template: string; timeout?: number; metadata?: Record<string, string>; env?: Record<string, string>; json?: boolean }) => {
-        const s = await Sandbox.create(o.template, { ...c, metadata: o.metadata, envs: o.env, ...(o.timeout !== undefined ? { timeoutMs: o.timeout * 1000 } : {}) });
+      act(async (c, o: { template: string; timeout?: number; metadata?: Record<string, string>; env?: Record<string, string>; json?: boolean } & NetworkFlags) => {
+        const s = await Sandbox.create(o.template, {
+          ...c,
+          metadata: o.metadata,
+          envs: o.env,
+          ...(o.timeout !== undefined ? { timeoutMs: o.timeout * 1000 } : {}),
+          ...(o.internet === false ? { allowInternetAccess: false } : {}),
+          ...(o.allowOut || o.denyOut ? { network: { allowOut: o.allowOut, denyOut: o.denyOut } } : {}),
+        });
         if (o.json) printJson({ ...infoJson(await s.getInfo()), domain: s.sandboxDomain });
         else process.stdout.write(`${s.sandboxId}\n`);
       }),
@@ -117,8 +164,25 @@ export function registerSandboxCommands(root: Command, home: () => string): void
           ['cpus', String(s.cpuCount)],
           ['memory', `${s.memoryMB} MiB`],
           ['metadata', JSON.stringify(s.metadata)],
+          ...networkRows(networkOf(s)),
         ];
         process.stdout.write(rows.map(([k, v]) => `${style.bold(k.padEnd(9))} ${v}`).join('\n') + '\n');
+      }),
+    );
+
+  sandbox
+    .command('network <id>')
+    .description("Replace a sandbox's egress rules, live (what is not given is cleared, as in the API), and show them")
+    .option('--allow-out <entries>', ALLOW_OUT, entries)
+    .option('--deny-out <entries>', DENY_OUT, entries)
+    .option('--no-internet', 'no egress at all')
+    .option('--json', 'print the rules in force as JSON')
+    .action(
+      act(async (c, id: string, o: NetworkFlags & { json?: boolean }) => {
+        await Sandbox.updateNetwork(id, { allowOut: o.allowOut, denyOut: o.denyOut, ...(o.internet === false ? { allowInternetAccess: false } : {}) }, c);
+        const now = networkOf(await Sandbox.getInfo(id, c));
+        if (o.json) return printJson(now);
+        process.stdout.write(networkRows(now).map(([k, v]) => `${style.bold(k.padEnd(9))} ${v}`).join('\n') + '\n');
       }),
     );
 

@@ -21,7 +21,7 @@ function log(msg: string, json: boolean | undefined): void {
 }
 
 /** Debian packages `paddock start` installs itself when they are all that is missing and it may. */
-const INSTALLABLE: Record<string, string> = { runc: 'runc', mmdebstrap: 'mmdebstrap' };
+const INSTALLABLE: Record<string, string> = { runc: 'runc', mmdebstrap: 'mmdebstrap', nftables: 'nftables', iproute2: 'iproute2' };
 
 /** Installs what INSTALLABLE names and the checks found missing, with apt-get. */
 function installMissing(checks: Check[], json?: boolean): boolean {
@@ -56,6 +56,9 @@ export async function start(flags: StartFlags): Promise<void> {
     ...(flags.warmPool !== undefined ? { warmPoolSize: flags.warmPool } : {}),
     ...(flags.baseImage ? { baseImage: flags.baseImage } : {}),
     ...(flags.insecureRegistries?.length ? { insecureRegistries: flags.insecureRegistries } : {}),
+    ...(flags.network
+      ? { network: flags.network.enabled, uplink: flags.network.uplink, dns: flags.network.dns, allowedPrivate: flags.network.allowedPrivate, sandboxSubnet: flags.network.subnet }
+      : {}),
     onProgress: (m) => log(`  ${style.cyan('•')} ${m}`, flags.json),
   });
   const saved = readCredentials(flags.home);

@@ -6,6 +6,7 @@
 // A slot handed to a sandbox is recorded in stateDir; the next process on
 // the same stateDir adopts it, and removes whatever else of this network it
 // finds (pooled and half-made slots).
+import { existsSync } from 'node:fs';
 import { mkdir, readFile, readdir, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { CommandError } from '../exec.js';
@@ -297,7 +298,7 @@ export class SandboxNetworks {
     return this.perSandbox.run(sandboxId, async () => {
       const t = this.table();
       if (this.held.has(sandboxId)) throw new RuntimeError('conflict', `sandbox ${sandboxId} already has a network`);
-      const slot = this.pool.shift() ?? (await this.makeSlot(this.allocate()));
+      const slot = (await this.fromPool()) ?? (await this.makeSlot(this.allocate()));
       const h: Held = { slot, sandboxId, rules: normalized };
       this.held.set(sandboxId, h);
       try {
@@ -584,6 +585,15 @@ export class SandboxNetworks {
       `link set ${SANDBOX_INTERFACE} up`,
       `route add default via ${slot.gateway}`,
     ], slot.name);
+  }
+
+  /** A pooled slot whose namespace is still there: one removed behind this process's back is dropped. */
+  private async fromPool(): Promise<Slot | undefined> {
+    for (let slot = this.pool.shift(); slot; slot = this.pool.shift()) {
+      if (existsSync(join(NETNS_DIR, slot.name))) return slot;
+      await this.destroySlot(slot).catch(() => this.used.delete(slot!.index));
+    }
+    return undefined;
   }
 
   /** Removes a slot's veth (both ends) and namespace, whatever of them exists. */
