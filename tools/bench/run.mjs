@@ -28,6 +28,7 @@ const suites = {
   server: async () => (await import('./suites/server.mjs')).serverSuite,
   images: async () => (await import('./suites/images.mjs')).imagesSuite,
   builds: async () => (await import('./suites/builds.mjs')).buildsSuite,
+  network: async () => (await import('./suites/network.mjs')).networkSuite,
 };
 const defaultSuites = ['sdk', 'memory'];
 

@@ -1,6 +1,6 @@
 // Sandbox egress rules through the official e2b SDK, enforced: every rule
 // of the interface description shown with curl from inside a sandbox
-// against a fake internet this suite builds (runtime/test/fake-internet.ts):
+// against a fake internet this suite builds (tools/testing/fake-internet.mjs):
 // servers on documentation addresses in a namespace of the test's own,
 // which the server's sandboxes reach through it as their uplink. No traffic
 // leaves the machine.
@@ -8,7 +8,7 @@ import { randomBytes } from 'node:crypto';
 import { createServer, type Server } from 'node:net';
 import { networkInterfaces } from 'node:os';
 import { Sandbox } from 'e2b';
-import { HOLD_PORT, startFakeInternet, type FakeInternet } from '../../runtime/test/fake-internet.js';
+import { HOLD_PORT, startFakeInternet, type FakeInternet } from '../../../tools/testing/fake-internet.mjs';
 import { startForE2b, type CompatServer } from './harness.js';
 
 if (process.getuid?.() !== 0) throw new Error('the network suite makes namespaces, veths and nftables tables: run it as root');

@@ -132,21 +132,32 @@ test("processes a sandbox runs hold none of envd's listening sockets", async () 
 });
 
 test("a snapshot does not follow a link the sandbox made of its /etc to the host's files", async () => {
-  const id = await create();
+  // With a network, /etc holds the resolv.conf mount and cannot be replaced
+  // at all; a runtime without networks lets root inside make /etc a link.
+  const own = await testRuntime({ network: false, warmPoolSize: 0 });
+  const id = (await own.runtime.create({ templateId: 'base', init: { accessToken: TOKEN } })).id;
   // A host directory holding files named as the ones a snapshot drops from its copy.
   const victimDir = mkdtempSync(join(tmpdir(), 'paddock-etc-'));
   for (const f of ['hostname', 'hosts']) writeFileSync(join(victimDir, f), 'host file\n');
   try {
-    const res = await asRoot(id, `mv /etc /etc.gone && ln -s ${victimDir} /etc && echo linked`);
+    const res = await exec(own.runtime, id, `rm -rf /etc && ln -s ${victimDir} /etc && echo linked`, { user: 'root' });
     expect(res.stdout).toBe('linked\n');
     const template = `snap-${randomBytes(4).toString('hex')}`;
-    await t.runtime.snapshot(id, template);
+    await own.runtime.snapshot(id, template);
     for (const f of ['hostname', 'hosts']) expect(readFileSync(join(victimDir, f), 'utf8')).toBe('host file\n');
-    await t.runtime.destroy(id);
-    await t.runtime.deleteTemplate(template);
+    await own.runtime.destroy(id);
+    await own.runtime.deleteTemplate(template);
   } finally {
     rmSync(victimDir, { recursive: true, force: true });
+    await own.teardown();
   }
+});
+
+test('with a network, root inside cannot replace /etc nor its resolv.conf', async () => {
+  const id = await create();
+  const res = await asRoot(id, 'rm -rf /etc 2>&1; mv /etc /etc.gone 2>&1; ls -d /etc/resolv.conf; [ -L /etc ] && echo link || echo directory');
+  expect(res.stdout).toMatch(/\/etc\/resolv\.conf\ndirectory\n$/);
+  await t.runtime.destroy(id);
 });
 
 test("a sandbox cannot write more than its disk's size, and df shows that size", async () => {

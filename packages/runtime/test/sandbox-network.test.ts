@@ -2,10 +2,10 @@
 // resolv.conf names the runtime's resolver, its rules are enforced from the
 // first command (pooled sandboxes included), an update applies live, and a
 // restart of the runtime adopts the slots and the domain rules. Traffic goes
-// only to a fake internet this test builds (fake-internet.ts).
+// only to a fake internet this test builds (tools/testing/fake-internet.mjs).
 import { randomBytes } from 'node:crypto';
 import { RuncRuntime } from '../src/index.js';
-import { HOLD_PORT, startFakeInternet, type FakeInternet } from './fake-internet.js';
+import { HOLD_PORT, startFakeInternet, type FakeInternet } from '../../../tools/testing/fake-internet.mjs';
 import { exec, sharedImages, sleep, spawnDetached, testRuntime, type TestRuntime } from './harness.js';
 
 if (process.getuid?.() !== 0) throw new Error('sandbox networks need root: run the runtime tests as root');

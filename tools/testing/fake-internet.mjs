@@ -2,12 +2,12 @@
 // joined to the host by a veth, holding servers on documentation addresses
 // (198.51.100.0/24, 203.0.113.0/24) that the host routes to through that
 // veth. Each host address serves HTTP on 80 (answering with the address and
-// the Host header), HTTPS on 443 with a self-signed certificate (answering
+// the Host header; /bytes/N answers N zero bytes), HTTPS on 443 with a self-signed certificate (answering
 // with the address and the SNI), and TCP on 7000 that holds a connection
 // open and reports when it ends; a DNS server answers A queries for the
 // given names. Sandbox networks use the veth as their uplink and the DNS
 // server as their upstream, so that nothing leaves the machine.
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
@@ -17,7 +17,8 @@ import { pathToFileURL } from 'node:url';
 
 export const HOLD_PORT = 7000;
 
-export function sh(cmd: string, args: string[], input?: string): Promise<string> {
+/** Runs a command (15 s at most): its stdout, or an error with its stderr. */
+export function sh(cmd, args, input) {
   return new Promise((resolve, reject) => {
     const child = execFile(cmd, args, { timeout: 15_000, encoding: 'utf8' }, (err, stdout, stderr) => {
       if (err) reject(new Error(`${cmd} ${args.join(' ')}: ${stderr || err.message}`));
@@ -29,11 +30,12 @@ export function sh(cmd: string, args: string[], input?: string): Promise<string>
 
 /** A process whose JSON lines can be waited for, each wait bounded. */
 export class Watched {
-  readonly lines: Array<Record<string, unknown>> = [];
-  private waiters: Array<() => void> = [];
-  constructor(readonly child: ChildProcess) {
-    createInterface({ input: child.stdout! }).on('line', (l) => {
-      this.lines.push(JSON.parse(l) as Record<string, unknown>);
+  lines = [];
+  waiters = [];
+  constructor(child) {
+    this.child = child;
+    createInterface({ input: child.stdout }).on('line', (l) => {
+      this.lines.push(JSON.parse(l));
       for (const w of this.waiters.splice(0)) w();
     });
     child.on('exit', () => {
@@ -41,13 +43,13 @@ export class Watched {
     });
   }
   /** The first line from index `since` on that `pred` takes. */
-  async waitFor(pred: (l: Record<string, unknown>) => boolean, what: string, ms = 8000, since = 0): Promise<Record<string, unknown>> {
+  async waitFor(pred, what, ms = 8000, since = 0) {
     const deadline = Date.now() + ms;
     for (;;) {
       const hit = this.lines.slice(since).find(pred);
       if (hit) return hit;
       if (Date.now() > deadline || this.child.exitCode !== null) throw new Error(`no ${what} within ${ms} ms; saw ${JSON.stringify(this.lines)}`);
-      await new Promise<void>((r) => {
+      await new Promise((r) => {
         const timer = setTimeout(r, Math.max(0, deadline - Date.now()) + 10);
         this.waiters.push(() => {
           clearTimeout(timer);
@@ -70,7 +72,23 @@ const tls = { cert: readFileSync(config.cert), key: readFileSync(config.key) };
 const listening = [];
 const listen = (server, port, host) => listening.push(new Promise((r) => server.listen(port, host, r)));
 for (const host of config.hosts) {
-  listen(http.createServer((req, res) => res.end('http ' + host + ' host=' + req.headers.host)), 80, host);
+  listen(http.createServer((req, res) => {
+    // /bytes/N: N zero bytes, for throughput.
+    const n = req.url.startsWith('/bytes/') ? Number(req.url.slice('/bytes/'.length)) : NaN;
+    if (!Number.isSafeInteger(n)) return res.end('http ' + host + ' host=' + req.headers.host);
+    res.writeHead(200, { 'content-length': n });
+    const chunk = Buffer.alloc(1 << 20);
+    let left = Number(n);
+    const more = () => {
+      while (left > 0) {
+        const part = left >= chunk.length ? chunk : chunk.subarray(0, left);
+        left -= part.length;
+        if (!res.write(part)) return res.once('drain', more);
+      }
+      res.end();
+    };
+    more();
+  }), 80, host);
   listen(https.createServer(tls, (req, res) => res.end('https ' + host + ' sni=' + req.socket.servername)), 443, host);
   listen(net.createServer((s) => {
     const peer = s.remoteAddress + ':' + s.remotePort;
@@ -98,38 +116,16 @@ await Promise.all(listening);
 out({ event: 'ready' });
 `;
 
-export interface FakeInternetOptions {
-  /** Names this test's interfaces and namespace start with: at most 9 characters. */
-  prefix: string;
-  /** The /30 between the host (its first address) and the fake internet (its second), e.g. 198.51.100.4. */
-  transit: string;
-  /** Addresses the servers listen on; each routed from the host. */
-  hosts: string[];
-  /** The DNS server's address (routed too). */
-  dns: string;
-  /** A names of the DNS server: lower case, no trailing dot. */
-  names: Record<string, string>;
-}
-
-export interface FakeInternet {
-  /** The host's end of the veth: the sandboxes' uplink. */
-  uplink: string;
-  netnsPath: string;
-  dns: string;
-  /** What the servers report: `held`, `closed`, `dns`. */
-  events: Watched;
-  stop(): Promise<void>;
-}
-
-export async function startFakeInternet(o: FakeInternetOptions): Promise<FakeInternet> {
+/** Starts the fake internet; stop() removes all of it. See fake-internet.d.mts for the options. */
+export async function startFakeInternet(o) {
   const ns = `${o.prefix}-inet`;
   const link = `${o.prefix}i`;
-  const [a, b, c, d] = o.transit.split('.').map(Number) as [number, number, number, number];
+  const [a, b, c, d] = o.transit.split('.').map(Number);
   const hostEnd = `${a}.${b}.${c}.${d + 1}`;
   const inetEnd = `${a}.${b}.${c}.${d + 2}`;
   const work = mkdtempSync(join(tmpdir(), 'paddock-inet-'));
   const served = [...new Set([...o.hosts, o.dns])];
-  let child: ChildProcess | undefined;
+  let child;
   const stop = async () => {
     if (child && child.exitCode === null) child.kill('SIGKILL');
     await sh('ip', ['link', 'del', link]).catch(() => undefined);
