@@ -49,6 +49,17 @@ test('getHost names a server in the sandbox for the proxy; allowPublicTraffic: f
   await sbx.kill();
 });
 
+test('maskRequestHost: a server in the sandbox sees that Host, ${PORT} replaced by its port', async () => {
+  const sbx = await Sandbox.create('base', { network: { maskRequestHost: 'app-${PORT}.internal.example' } });
+  const app = await sbx.commands.run(`node -e "require('http').createServer((q, r) => r.end(q.headers.host)).listen(8080)"`, { background: true });
+  const host = sbx.getHost(8080);
+  await eventually(async () => (await getViaHost(host, '/')).status === 200, 'the app in the sandbox');
+  expect(await getViaHost(host, '/')).toEqual({ status: 200, body: 'app-8080.internal.example' });
+  await app.kill();
+  await sbx.kill();
+  await expect(Sandbox.create('base', { network: { maskRequestHost: 'a b' } })).rejects.toThrow("maskRequestHost 'a b' is not a host");
+});
+
 test('the 300 s default timeout, list by state, and a paused sandbox outliving its timeout while a running one expires', async () => {
   const run = `state-${Date.now()}`;
   const paused = await Sandbox.create('base', { metadata: { run } });

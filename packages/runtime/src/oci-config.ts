@@ -1,5 +1,6 @@
 // The OCI runtime configuration (config.json) of a sandbox's container.
 import { envdMountPoint } from '@paddock/envd';
+import { ENVD_PORT } from '@paddock/protocol';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ID_RANGE } from './ids.js';
@@ -62,14 +63,24 @@ export const TUNNEL_FD = 4;
 /** Who commands run as when neither the caller nor the image names anyone: E2B's `user`, where the image has one (envd falls back to root). */
 export const SANDBOX_USER = 'user';
 
-/** envd's options for a sandbox: the sockets the host made, and the image's defaults. */
+/**
+ * envd's options for a sandbox: the sockets the host made, its port inside
+ * the sandbox, and the image's defaults.
+ */
 export function envdOptions(image: { env: string[]; user?: string; workingDir?: string }): string[] {
   return [
-    // Sockets the host made and listens on (RuncRuntime.startContainer).
+    // Sockets the host made and listens on (RuncRuntime.startContainer):
+    // the host reaches envd only through these, never through the sandbox's network.
     '--listen-fd',
     String(ENVD_FD),
     '--tunnel-fd',
     String(TUNNEL_FD),
+    // Programs inside reach envd as in E2B's sandboxes (the code interpreter
+    // calls http://localhost:49983); other sandboxes cannot (nftables).
+    '--port',
+    String(ENVD_PORT),
+    '--host',
+    '0.0.0.0',
     '--default-user',
     image.user || SANDBOX_USER,
     ...(image.workingDir ? ['--default-workdir', image.workingDir] : []),

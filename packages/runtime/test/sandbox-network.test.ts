@@ -54,6 +54,12 @@ test('a sandbox has its own address, a resolver of the runtime, and the internet
   expect(inside.stdout.trim().split('\n').at(-1)).toBe('0');
   expect(await fetch(id, 'http://a.example/')).toEqual({ out: `http ${A} host=a.example`, exit: 0 });
   expect(await fetch(id, 'https://b.example/')).toEqual({ out: `https ${B} sni=b.example`, exit: 0 });
+  // envd answers programs inside on its port, as in E2B's sandboxes; another sandbox cannot reach it.
+  expect(await fetch(id, '-o /dev/null -w %{http_code} http://localhost:49983/health')).toEqual({ out: '204', exit: 0 });
+  const address = (await exec(t.runtime, id, "ip -4 -o addr show eth0 | awk '{print $4}' | cut -d/ -f1")).stdout.trim();
+  const other = await sandbox();
+  expect(await fetch(other, `http://${address}:49983/health`)).toMatchObject({ exit: 7 });
+  await t.runtime.destroy(other);
   // Its root cannot change its own network: the namespace is the host's.
   const change = await exec(t.runtime, id, 'ip addr add 10.1.2.3/32 dev eth0; echo "exit=$?"');
   expect(change.stdout).toContain('exit=2');

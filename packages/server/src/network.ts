@@ -24,6 +24,18 @@ function isDomain(s: string): boolean {
   return labels.length >= 1 && labels.every((l) => LABEL.test(l)) && !/^\d+$/.test(labels.at(-1)!);
 }
 
+/**
+ * The Host a sandbox's ports see in place of the client's: a host name or
+ * address with an optional port, `${PORT}` standing for the port; nothing
+ * that could end the header it goes in.
+ */
+export function validateMaskRequestHost(value: unknown): string {
+  if (typeof value !== 'string' || value.length === 0 || value.length > 255 || !/^[A-Za-z0-9.:_\-[\]]+$/.test(value.replaceAll('${PORT}', '1'))) {
+    throw badRequest(`maskRequestHost '${String(value).slice(0, 64)}' is not a host (letters, digits, '.', '-', ':', '[', ']', and \${PORT} for the port)`);
+  }
+  return value;
+}
+
 export function validateEgress(field: 'allowOut' | 'denyOut', entries: string[] | undefined, max: number): string[] | undefined {
   if (entries === undefined) return undefined;
   if (entries.length > max) throw badRequest(`${field} has ${entries.length} entries; at most ${max} are allowed`);

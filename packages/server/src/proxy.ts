@@ -136,7 +136,10 @@ export function createProxy({ runtime, store, sandboxes }: ProxyDeps, limits: Co
     const t = await target(req);
     checkTraffic(t, req);
     const name = `sandbox '${t.sandbox.id}' on port ${t.port}`;
-    if (t.port !== ENVD_PORT) return { name, open: () => runtime.openTunnel(t.sandbox.id, t.port) };
+    if (t.port !== ENVD_PORT) {
+      const mask = t.sandbox.maskRequestHost;
+      return { name, open: () => runtime.openTunnel(t.sandbox.id, t.port), ...(mask ? { host: mask.replaceAll('${PORT}', String(t.port)) } : {}) };
+    }
     const endpoint = runtime.envdEndpoint(t.sandbox.id);
     const poolKey = 'socketPath' in endpoint ? endpoint.socketPath : `${endpoint.host}:${endpoint.port}`;
     return { name, poolKey, open: () => connectTo(endpoint) };

@@ -10,7 +10,7 @@ import { isSandboxId } from '@paddock/protocol';
 import type { ServerConfig } from './config.js';
 import { ApiError, badRequest, conflict, errorBody, notFound, toApiError } from './errors.js';
 import { parseMetadataFilter } from './metadata-filter.js';
-import { validateEgress } from './network.js';
+import { validateEgress, validateMaskRequestHost } from './network.js';
 import { SandboxShell, startAndWaitReady } from './builds/sandbox-commands.js';
 import type { Templates } from './templates.js';
 import { readPage } from './pagination.js';
@@ -166,7 +166,7 @@ export class Sandboxes {
       ...(req.network?.allowOut ? { allowOut: validateEgress('allowOut', req.network.allowOut, max) } : {}),
       ...(req.network?.denyOut ? { denyOut: validateEgress('denyOut', req.network.denyOut, max) } : {}),
       ...(req.network?.allowPublicTraffic !== undefined ? { allowPublicTraffic: req.network.allowPublicTraffic } : {}),
-      ...(req.network?.maskRequestHost ? { maskRequestHost: req.network.maskRequestHost } : {}),
+      ...(req.network?.maskRequestHost !== undefined ? { maskRequestHost: validateMaskRequestHost(req.network.maskRequestHost) } : {}),
     };
     const secure = req.secure ?? true;
     const accessToken = secure ? newToken() : null;

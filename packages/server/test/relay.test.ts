@@ -68,9 +68,11 @@ async function route(req: RequestView): Promise<Destination> {
   if (to === 'forbidden') throw new ProxyError(403, 'not for you');
   const u = upstreams.get(to);
   if (!u) throw new ProxyError(502, `no upstream '${to}'`);
+  const mask = req.headers['x-mask'];
   return {
     name: `upstream '${to}'`,
     poolKey: u.pooled ? to : undefined,
+    ...(typeof mask === 'string' ? { host: mask } : {}),
     open: () =>
       new Promise((resolve, reject) => {
         const sock = connect(u.port, '127.0.0.1');
@@ -355,6 +357,27 @@ describe.each([
       });
       const r = await send('/', { to: 'old' });
       expect([r.status, r.body.toString()]).toEqual([200, 'until the end']);
+    });
+
+    test("a destination's host replaces the Host the client sent, in requests and in upgrades", async () => {
+      await echoUpstream('a');
+      const masked = await send('/', { to: 'a', headers: { host: 'client.example', 'x-mask': 'app-8080.internal.example' } });
+      expect(JSON.parse(masked.headers['x-headers'] as string)).toMatchObject({ host: 'app-8080.internal.example', 'x-mask': 'app-8080.internal.example' });
+      const plain = await send('/', { to: 'a', headers: { host: 'client.example' } });
+      expect(JSON.parse(plain.headers['x-headers'] as string).host).toBe('client.example');
+      await rawUpstream(
+        'ws',
+        (sock) => {
+          let head = '';
+          sock.on('data', (d: Buffer) => {
+            head += d.toString();
+            if (head.includes('\r\n\r\n')) sock.end(`HTTP/1.1 101 Switching Protocols\r\nUpgrade: echo\r\nConnection: Upgrade\r\nx-host: ${/\r\nhost: ([^\r]*)\r\n/i.exec(head)?.[1]}\r\nx-upgrade: ${/\r\nupgrade: ([^\r]*)\r\n/i.exec(head)?.[1]}\r\n\r\n`);
+          });
+        },
+        false,
+      );
+      const r = await raw('GET /ws HTTP/1.1\r\nHost: client.example\r\nx-to: ws\r\nx-mask: app-3000.internal.example\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n');
+      expect(r.text).toMatch(/^HTTP\/1\.1 101 Switching Protocols\r\n[^]*x-host: app-3000\.internal\.example\r\nx-upgrade: echo\r\n/);
     });
 
     test('an HTTP/1.0 request is answered and its connection closed', async () => {

@@ -1,7 +1,7 @@
 // The server's pure pieces: egress validation, list queries and pages, the
 // conversion of errors, the spec loader, the data directory's lock.
 import { RuntimeError } from '@paddock/runtime';
-import { validateEgress } from '../src/network.js';
+import { validateEgress, validateMaskRequestHost } from '../src/network.js';
 import { ApiError, toApiError } from '../src/errors.js';
 import { parseMetadataFilter } from '../src/metadata-filter.js';
 import { decodePageToken, encodePageToken, readPage, windowOf } from '../src/pagination.js';
@@ -16,8 +16,9 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'no
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
-test('allowOut takes CIDRs, IPs and domains with a leading wildcard; denyOut only CIDRs and IPs', () => {
-  expect(validateEgress('allowOut', ['10.0.0.0/8', '::1', '2001:db8::/32', 'example.com', '*.example.com', ' pypi.org '])).toEqual([
+test('allowOut takes CIDRs, IPs and domains with a leading wildcard; denyOut only CIDRs and IPs; each at most the configured number', () => {
+  const max = 16;
+  expect(validateEgress('allowOut', ['10.0.0.0/8', '::1', '2001:db8::/32', 'example.com', '*.example.com', ' pypi.org '], max)).toEqual([
     '10.0.0.0/8',
     '::1',
     '2001:db8::/32',
@@ -25,12 +26,18 @@ test('allowOut takes CIDRs, IPs and domains with a leading wildcard; denyOut onl
     '*.example.com',
     'pypi.org',
   ]);
-  for (const bad of ['*', 'exa mple.com', '10.0.0.0/40', '1.2.3', 'a..b', '-x.com', '*.*.com', 'x'.repeat(64) + '.com', '']) {
-    expect(() => validateEgress('allowOut', [bad])).toThrow(`allowOut[0] '${bad}'`);
+  for (const bad of ['*', 'exa mple.com', '10.0.0.0/40', '1.2.3', 'a..b', '-x.com', '*.*.com', 'a.*.com', 'x'.repeat(64) + '.com', '', '2001:db8::/129']) {
+    expect(() => validateEgress('allowOut', [bad], max)).toThrow(`allowOut[0] '${bad}'`);
   }
-  expect(() => validateEgress('denyOut', ['example.com'])).toThrow('domains are allowed only in allowOut');
-  expect(validateEgress('denyOut', ['0.0.0.0/0'])).toEqual(['0.0.0.0/0']);
-  expect(validateEgress('allowOut', undefined)).toBeUndefined();
+  expect(() => validateEgress('denyOut', ['example.com'], max)).toThrow('domains are allowed only in allowOut');
+  expect(validateEgress('denyOut', ['0.0.0.0/0'], max)).toEqual(['0.0.0.0/0']);
+  expect(validateEgress('allowOut', undefined, max)).toBeUndefined();
+  expect(() => validateEgress('denyOut', Array.from({ length: 17 }, (_, i) => `10.0.${i}.0/24`), max)).toThrow('denyOut has 17 entries; at most 16 are allowed');
+});
+
+test('maskRequestHost is a host, with ${PORT} for the port, and nothing that could end a header', () => {
+  for (const good of ['${PORT}-app.internal.example', 'app.internal:8080', '[::1]:${PORT}']) expect(validateMaskRequestHost(good)).toBe(good);
+  for (const bad of ['', 'a b', 'x\r\nx-evil: 1', 'a/b', 'x'.repeat(256), 42]) expect(() => validateMaskRequestHost(bad)).toThrow('is not a host');
 });
 
 test('the metadata filter is a query string of URL-encoded keys and values', () => {

@@ -36,12 +36,18 @@ export function dropped(connection: string | string[] | undefined): (lowerName: 
   return (name) => HOP_BY_HOP.has(name) || named.includes(name);
 }
 
-/** The request's fields for the upstream, as sent (order, case and repeats kept), as undici takes them. */
-export function requestFields(req: IncomingMessage): string[] {
+/**
+ * The request's fields for the upstream, as sent (order, case and repeats
+ * kept), as undici takes them; `host` replaces the Host field's value.
+ */
+export function requestFields(req: IncomingMessage, host?: string): string[] {
   const drop = dropped(req.headers.connection);
   const raw = req.rawHeaders;
   const out: string[] = [];
-  for (let i = 0; i < raw.length; i += 2) if (!drop(raw[i]!.toLowerCase())) out.push(raw[i]!, raw[i + 1]!);
+  for (let i = 0; i < raw.length; i += 2) {
+    const lower = raw[i]!.toLowerCase();
+    if (!drop(lower)) out.push(raw[i]!, host !== undefined && lower === 'host' ? host : raw[i + 1]!);
+  }
   return out;
 }
 

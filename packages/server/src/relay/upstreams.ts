@@ -12,6 +12,8 @@ export interface Destination {
   name: string;
   /** Connections opened for the same key are kept and reused. Without one, a connection serves one request. */
   poolKey?: string;
+  /** The Host the request carries upstream, in place of the client's (a sandbox's maskRequestHost). */
+  host?: string;
   open(): Promise<Duplex>;
 }
 

@@ -70,7 +70,10 @@ export interface SandboxRecord {
 export type NewSandboxRecord = Omit<SandboxRecord, 'state' | 'pendingChange' | 'pausedWithMemory' | 'endedAt' | 'buildId'> & { buildId?: string | null };
 
 /** The part of a sandbox's record that routes requests to it. */
-export type SandboxRoute = Pick<SandboxRecord, 'id' | 'state' | 'autoResume' | 'trafficAccessToken'>;
+export type SandboxRoute = Pick<SandboxRecord, 'id' | 'state' | 'autoResume' | 'trafficAccessToken'> & {
+  /** The Host that requests to its ports carry inside (`${PORT}` is the port); unset: the client's. */
+  maskRequestHost?: string;
+};
 
 /** The fields of a live sandbox that may change without a change of state. */
 export type SandboxUpdate = Partial<Pick<SandboxRecord, 'endAt' | 'network' | 'allowInternetAccess'>>;

@@ -213,12 +213,14 @@ export class SqliteSandboxRepository implements SandboxRepository {
     }
     const known = this.routes.get(id);
     if (known) return known;
-    const r = statement(this.db, "SELECT id, state, auto_resume, traffic_access_token FROM sandboxes WHERE id = ? AND state != 'killed'").get(id) as
-      | Pick<SandboxRow, 'id' | 'state' | 'auto_resume' | 'traffic_access_token'>
-      | undefined;
+    const r = statement(
+      this.db,
+      "SELECT id, state, auto_resume, traffic_access_token, json_extract(network, '$.maskRequestHost') AS mask FROM sandboxes WHERE id = ? AND state != 'killed'",
+    ).get(id) as (Pick<SandboxRow, 'id' | 'state' | 'auto_resume' | 'traffic_access_token'> & { mask: string | null }) | undefined;
     // Ids with no live sandbox are not kept: anyone may send any id.
     if (!r) return undefined;
-    const route = { id: r.id, state: r.state, autoResume: r.auto_resume === 1, trafficAccessToken: r.traffic_access_token };
+    const route: SandboxRoute = { id: r.id, state: r.state, autoResume: r.auto_resume === 1, trafficAccessToken: r.traffic_access_token };
+    if (typeof r.mask === 'string' && r.mask) route.maskRequestHost = r.mask;
     this.routes.set(id, route);
     return route;
   }

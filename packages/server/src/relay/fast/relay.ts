@@ -76,10 +76,11 @@ function viewOf(head: RequestHead): RequestView {
   return { method: head.method, url: head.target, headers };
 }
 
-function requestHeadText(h: RequestHead, close: boolean): string {
+/** The head for the upstream; `host` replaces the Host field's value. An upgrade's keeps its hop-by-hop fields. */
+function requestHeadText(h: RequestHead, close: boolean, host?: string, upgrade = false): string {
   let s = `${h.method} ${h.target} HTTP/1.${h.minor}\r\n`;
-  for (const f of passedOn(h.fields)) s += `${f.name}: ${f.value}\r\n`;
-  return s + (close ? 'connection: close\r\n\r\n' : '\r\n');
+  for (const f of upgrade ? h.fields : passedOn(h.fields)) s += `${f.name}: ${host !== undefined && f.lower === 'host' ? host : f.value}\r\n`;
+  return s + (close && !upgrade ? 'connection: close\r\n\r\n' : '\r\n');
 }
 
 function responseHeadText(h: ResponseHead, close: boolean): string {
@@ -484,8 +485,8 @@ class ClientConnection {
     (up as Socket).setNoDelay?.(true);
     // The head and the body bytes already here leave in one write. An upgrade's head goes as it came.
     (up as Socket).cork?.();
-    if (ex.upgrade) up.write(ex.rawHead);
-    else up.write(requestHeadText(ex.head, !dest.poolKey), 'latin1');
+    if (ex.upgrade && dest.host === undefined) up.write(ex.rawHead);
+    else up.write(requestHeadText(ex.head, !dest.poolKey, dest.host, ex.upgrade), 'latin1');
     this.drive();
     (up as Socket).uncork?.();
     // Now that the head has left, the rest of a large body can go through the pump.
