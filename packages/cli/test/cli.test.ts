@@ -298,6 +298,7 @@ test('every command has --help; unknown commands and bad options are usage error
     ['sandbox', 'create'],
     ['sandbox', 'list'],
     ['sandbox', 'info'],
+    ['sandbox', 'network'],
     ['sandbox', 'kill'],
     ['sandbox', 'exec'],
     ['sandbox', 'shell'],

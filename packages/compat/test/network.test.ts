@@ -129,6 +129,8 @@ test('the host, other sandboxes and private ranges are out of reach', async () =
   await b.commands.run(`node -e "require('http').createServer((q, r) => r.end('sandbox b')).listen(8080)"`, { background: true });
   const bAddress = (await b.commands.run("ip -4 -o addr show eth0 | awk '{print $4}' | cut -d/ -f1")).stdout.trim();
   const gateway = (await a.commands.run("ip route show default | awk '{print $3}'")).stdout.trim();
+  // The resolver's address is the host's too: only its DNS and proxy ports answer there.
+  const resolver = (await a.commands.run("awk '/^nameserver/ {print $2}' /etc/resolv.conf")).stdout.trim();
   expect(bAddress).toMatch(/^10\./);
   // b serves (to itself), a cannot reach it.
   for (let i = 0; i < 50 && (await fetch(b, 'http://127.0.0.1:8080/')).exit !== 0; i++) await new Promise((r) => setTimeout(r, 100));
@@ -136,7 +138,7 @@ test('the host, other sandboxes and private ranges are out of reach', async () =
   expect(await fetch(a, `http://${bAddress}:8080/`)).toMatchObject(refused);
   // The host: at the sandbox's gateway and at each of its own addresses.
   const hostAddresses = Object.values(networkInterfaces()).flatMap((l) => l ?? []).filter((i) => i.family === 'IPv4').map((i) => i.address);
-  for (const address of [gateway, ...hostAddresses]) expect([address, await fetch(a, `telnet://${address}:${hostServicePort}`)]).toEqual([address, expect.objectContaining(refused)]);
+  for (const address of [gateway, resolver, ...hostAddresses]) expect([address, await fetch(a, `telnet://${address}:${hostServicePort}`)]).toEqual([address, expect.objectContaining(refused)]);
   // The control API at the host's loopback is the sandbox's own loopback.
   expect(await fetch(a, `${c.server.apiUrl}/health`)).toMatchObject(refused);
   // Private and special ranges, cloud metadata included.

@@ -107,16 +107,23 @@ test('an update applies live and cuts an open connection it denies; a stop and s
   await t.runtime.destroy(id);
 }, 60_000);
 
-test('a pooled sandbox reaches nothing until claimed, then has its caller\'s rules', async () => {
+test('a pooled sandbox has the default rules, and its claim gives it its caller\'s', async () => {
   await t.runtime.poolReady();
   const [pooled] = t.runtime.pooled().base ?? [];
   expect(pooled).toBeDefined();
-  expect(await fetch(pooled!, `http://${A}/`)).toMatchObject({ exit: 7 });
+  expect(await fetch(pooled!, `http://${A}/`)).toEqual({ out: `http ${A} host=${A}`, exit: 0 });
   const id = await sandbox({ denyOut: [A] }, false);
   expect(id).toBe(pooled);
   expect(await fetch(id, `http://${A}/`)).toMatchObject({ exit: 7 });
   expect(await fetch(id, `http://${B}/`)).toEqual({ out: `http ${B} host=${B}`, exit: 0 });
   await t.runtime.destroy(id);
+  // Claimed with the defaults: still the internet.
+  await t.runtime.poolReady();
+  const [next] = t.runtime.pooled().base ?? [];
+  const open = await sandbox({ allowInternet: true, allowOut: [], denyOut: [] }, false);
+  expect(open).toBe(next);
+  expect(await fetch(open, `http://${B}/`)).toEqual({ out: `http ${B} host=${B}`, exit: 0 });
+  await t.runtime.destroy(open);
 }, 60_000);
 
 test('a runtime started again on the same data directory adopts the slots, address and domain rules alike', async () => {
