@@ -1,3 +1,5 @@
+import type { ChildProcess } from 'node:child_process';
+
 /** The TCP port each fake internet host holds connections open on. */
 export declare const HOLD_PORT: number;
 
@@ -7,8 +9,8 @@ export declare function sh(cmd: string, args: string[], input?: string): Promise
 /** A process whose JSON lines can be waited for, each wait bounded. */
 export declare class Watched {
   readonly lines: Array<Record<string, unknown>>;
-  readonly child: import('node:child_process').ChildProcess;
-  constructor(child: import('node:child_process').ChildProcess);
+  readonly child: ChildProcess;
+  constructor(child: ChildProcess);
   /** The first line from index `since` on that `pred` takes. */
   waitFor(pred: (l: Record<string, unknown>) => boolean, what: string, ms?: number, since?: number): Promise<Record<string, unknown>>;
 }

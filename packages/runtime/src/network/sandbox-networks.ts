@@ -447,7 +447,7 @@ export class SandboxNetworks {
         if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
       }
       let holder: string | undefined;
-      let age = 0;
+      let age: number;
       try {
         holder = (JSON.parse(await readFile(path, 'utf8')) as { stateDir?: string }).stateDir;
         age = Date.now() - (await stat(path)).mtimeMs;
