@@ -352,10 +352,13 @@ export interface paths {
          *     `denyOut` entries must be CIDR blocks or IP addresses; domain names
          *     are rejected there. A destination matched by both lists is allowed.
          *
-         *     Paddock note: the rules are validated and stored, and are reported
-         *     back by `GET /sandboxes/{sandboxID}`, but egress enforcement is not
-         *     implemented yet, so they do not yet change what traffic the sandbox
-         *     can send.
+         *     Paddock note: the new rules are in force when this answers (one
+         *     nftables transaction; on failure the previous rules stay), and the
+         *     sandbox's open TCP connections they deny are reset. Domains are
+         *     judged on TCP ports 80 and 443 by the HTTP Host or the TLS SNI;
+         *     other ports by address. The host, other sandboxes and private
+         *     ranges stay unreachable whatever the rules say. Each list takes at
+         *     most the server's configured number of entries (512 by default).
          */
         put: operations["putSandboxesSandboxIDNetwork"];
         post?: never;
@@ -2463,7 +2466,7 @@ export interface operations {
             };
         };
         responses: {
-            /** @description The rules were accepted and stored. */
+            /** @description The rules are in force. */
             204: {
                 headers: {
                     [name: string]: unknown;
