@@ -145,6 +145,15 @@ test("fromDockerfile: the SDK's own Dockerfile reading, on the base template for
   await sbx.kill();
 }, 300_000);
 
+// Through the sandboxes' egress path to the Debian mirror this host uses
+// (the one place outside the machine CI may reach).
+test('aptInstall installs a Debian package through the egress path', async () => {
+  await Template.build(Template().fromTemplate('base').aptInstall(['jq']), 'sdk-apt');
+  const sbx = await Sandbox.create('sdk-apt');
+  expect((await sbx.commands.run(`echo '{"a": 41}' | jq '.a + 1'`)).stdout).toBe('42\n');
+  await sbx.kill();
+}, 300_000);
+
 test('registries of cloud providers are refused at once, naming the type', async () => {
   const t = Template().fromAWSRegistry('123.dkr.ecr.eu-west-1.amazonaws.com/app:1', { accessKeyId: 'AKIA', secretAccessKey: 'secret', region: 'eu-west-1' });
   await expect(Template.build(t, 'sdk-aws')).rejects.toMatchObject({ name: 'BuildError', message: expect.stringContaining("fromImageRegistry of type 'aws' is not supported") });

@@ -81,6 +81,9 @@ export interface ServerConfig {
   dns: string[];
   /** The most entries allowOut and denyOut may each have. */
   maxNetworkRules: number;
+  /** What the steps of template builds may reach, as a sandbox's allowOut and denyOut; default: the internet. */
+  buildAllowOut: string[];
+  buildDenyOut: string[];
 }
 
 /**
@@ -165,6 +168,8 @@ export function resolveServerConfig(options: Partial<ServerConfig> = {}): Server
     allowedPrivate: options.allowedPrivate ?? list('PADDOCK_ALLOW_PRIVATE'),
     dns: options.dns ?? list('PADDOCK_DNS'),
     maxNetworkRules: options.maxNetworkRules ?? num('PADDOCK_MAX_NETWORK_RULES', 512),
+    buildAllowOut: options.buildAllowOut ?? list('PADDOCK_BUILD_ALLOW_OUT'),
+    buildDenyOut: options.buildDenyOut ?? list('PADDOCK_BUILD_DENY_OUT'),
   };
   if (config.defaultTimeoutSeconds > config.maxTimeoutSeconds) {
     throw new Error(`the default timeout (${config.defaultTimeoutSeconds} s) is longer than the maximum (${config.maxTimeoutSeconds} s)`);

@@ -13,6 +13,7 @@ import { createProxy } from './proxy.js';
 import { Sandboxes } from './sandboxes.js';
 import type { ApiKeyRepository } from './store/repositories.js';
 import { openSqliteStore } from './store/sqlite.js';
+import { validateEgress } from './network.js';
 import { Templates } from './templates.js';
 
 export interface StartOptions extends Partial<ServerConfig> {
@@ -42,6 +43,18 @@ function listen(server: Server, host: string, port: number): Promise<AddressInfo
     );
     server.listen(port, host, () => resolve(server.address() as AddressInfo));
   });
+}
+
+/** The operator's rules for build containers, checked as a sandbox's are. */
+function buildNetwork(config: ServerConfig): { allowOut?: string[]; denyOut?: string[] } {
+  try {
+    return {
+      allowOut: validateEgress('allowOut', config.buildAllowOut, config.maxNetworkRules),
+      denyOut: validateEgress('denyOut', config.buildDenyOut, config.maxNetworkRules),
+    };
+  } catch (err) {
+    throw new Error(`the build network rules (PADDOCK_BUILD_ALLOW_OUT, PADDOCK_BUILD_DENY_OUT): ${(err as Error).message}`, { cause: err });
+  }
 }
 
 const urlOf = (a: AddressInfo) => `http://${a.family === 'IPv6' ? `[${a.address}]` : a.address}:${a.port}`;
@@ -88,6 +101,7 @@ export async function startServer(options: StartOptions = {}): Promise<PaddockSe
       concurrency: config.buildConcurrency,
       timeoutMs: config.buildTimeoutMs,
       readyTimeoutMs: config.readyTimeoutMs,
+      network: buildNetwork(config),
     });
     const interrupted = await builder.recover();
     if (interrupted.length) progress(`${interrupted.length} builds were under way when the server stopped; they failed`);

@@ -7,7 +7,7 @@ import { createReadStream } from 'node:fs';
 import { posix } from 'node:path';
 import { envdToolCommand } from '@paddock/envd';
 import { withUser } from '@paddock/envd-client';
-import { KeyedMutex, RuntimeError, type Limits, type Runtime, type TemplateConfig } from '@paddock/runtime';
+import { KeyedMutex, RuntimeError, type Limits, type NetworkRules, type Runtime, type TemplateConfig } from '@paddock/runtime';
 import type { BuildFailure, BuildLogEntry, LogLevel, TemplateRepository } from '../store/repositories.js';
 import type { BuildFiles } from './build-files.js';
 import { SandboxShell, startAndWaitReady, type OutputLine } from './sandbox-commands.js';
@@ -33,6 +33,8 @@ export interface BuilderOptions {
   timeoutMs: number;
   /** How long a template's ready command may take to succeed, ms. */
   readyTimeoutMs: number;
+  /** What build containers may reach (the operator's; default: the internet). The ready check's sandbox is a user's and gets the defaults. */
+  network?: NetworkRules;
 }
 
 /** The most log entries one build keeps; a runaway command does not fill the store. */
@@ -255,7 +257,7 @@ export class Builder {
       const { runtime } = this.opts;
       let sandbox;
       try {
-        sandbox = await runtime.create({ templateId: p.current, limits: job.limits, cold: true });
+        sandbox = await runtime.create({ templateId: p.current, limits: job.limits, cold: true, network: this.opts.network });
       } catch (err) {
         throw new StepFailed(`the build container did not start: ${(err as Error).message}`, name);
       }
