@@ -6,8 +6,9 @@
 // same template built again from the cache; and a sandbox of the built
 // template next to one of base.
 //
-// The issue's first step is an `apt-get install`; sandboxes have no network
-// yet, so a RUN that writes files in its place.
+// The issue's first step is an `apt-get install`; a RUN that writes files
+// stands in for it, so that the row measures Paddock and not a mirror's
+// speed (builds reach the mirror: compat/test/builds.test.ts "aptInstall").
 import { Sandbox, Template } from 'e2b';
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
