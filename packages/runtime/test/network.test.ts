@@ -4,14 +4,14 @@
 // that the sandboxes' NAT goes out of. Nothing leaves the machine. Every
 // name this test makes starts with its run's prefix; afterAll removes them
 // all, whatever happened.
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createSocket, type Socket } from 'node:dgram';
 import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createInterface } from 'node:readline';
 import { SandboxNetworks, type AddressRules, type SandboxNetwork, type SandboxNetworksOptions } from '../src/network/index.js';
+import { sh, Watched } from '../../../tools/testing/fake-internet.mjs';
 
 if (process.getuid?.() !== 0) throw new Error('the network tests make namespaces, veths and nftables tables: run them as root');
 
@@ -74,47 +74,6 @@ if (mode === 'serve') {
 }
 `,
 );
-
-function sh(cmd: string, args: string[], input?: string): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const child = execFile(cmd, args, { timeout: 15_000, encoding: 'utf8' }, (err, stdout, stderr) => {
-      if (err) reject(new Error(`${cmd} ${args.join(' ')}: ${stderr || err.message}`));
-      else resolve(stdout);
-    });
-    if (input !== undefined) child.stdin?.end(input);
-  });
-}
-
-/** A process whose JSON lines can be waited for, each wait bounded. */
-class Watched {
-  readonly lines: Array<Record<string, unknown>> = [];
-  private waiters: Array<() => void> = [];
-  constructor(readonly child: ChildProcess) {
-    createInterface({ input: child.stdout! }).on('line', (l) => {
-      this.lines.push(JSON.parse(l) as Record<string, unknown>);
-      for (const w of this.waiters.splice(0)) w();
-    });
-    child.on('exit', () => {
-      for (const w of this.waiters.splice(0)) w();
-    });
-  }
-  /** The first line from index `since` on that `pred` takes. */
-  async waitFor(pred: (l: Record<string, unknown>) => boolean, what: string, ms = 8000, since = 0): Promise<Record<string, unknown>> {
-    const deadline = Date.now() + ms;
-    for (;;) {
-      const hit = this.lines.slice(since).find(pred);
-      if (hit) return hit;
-      if (Date.now() > deadline || this.child.exitCode !== null) throw new Error(`no ${what} within ${ms} ms; saw ${JSON.stringify(this.lines)}`);
-      await new Promise<void>((r) => {
-        const timer = setTimeout(r, Math.max(0, deadline - Date.now()) + 10);
-        this.waiters.push(() => {
-          clearTimeout(timer);
-          r();
-        });
-      });
-    }
-  }
-}
 
 const children: ChildProcess[] = [];
 function inNetns(path: string, args: string[]): Watched {
