@@ -2,6 +2,7 @@
 // that fixes it.
 import { execFileSync } from 'node:child_process';
 import { accessSync, constants, existsSync, mkdirSync, readFileSync, statfsSync } from 'node:fs';
+import { lookup } from 'node:dns/promises';
 import { createServer } from 'node:net';
 import { delimiter, dirname, join } from 'node:path';
 
@@ -26,6 +27,8 @@ export interface DoctorOptions {
   skipPorts?: boolean;
   /** The sandboxes' network as the server will set it up; unset: on, with the defaults. */
   network?: NetworkSettings;
+  /** The domain of sandbox hosts, `{port}-{id}.<domain>` (its port, if any, is left out of the name). */
+  sandboxDomain?: string;
 }
 
 export interface NetworkSettings {
@@ -161,6 +164,7 @@ export async function runDoctor(opts: DoctorOptions): Promise<Check[]> {
 
   checks.push(cgroupCheck());
   checks.push(...networkChecks(opts.network ?? { enabled: true, dns: [], allowedPrivate: [] }));
+  if (opts.sandboxDomain) checks.push(await sandboxHostCheck(opts.sandboxDomain));
 
   let free: number;
   try {
@@ -242,6 +246,27 @@ export function networkChecks(n: NetworkSettings): Check[] {
   checks.push({ name: 'private ranges', ok: true, detail: n.allowedPrivate.length ? `sandboxes may reach ${n.allowedPrivate.join(', ')} (PADDOCK_ALLOW_PRIVATE)` : 'none open (PADDOCK_ALLOW_PRIVATE)' });
   checks.push({ name: 'subnet', ok: true, detail: n.subnet ? `${n.subnet} (configured)` : 'a free /20 of 10.208.0.0/12, kept across restarts' });
   return checks;
+}
+
+/**
+ * Whether Node programs here resolve the names `getHost()` gives
+ * (`{port}-{id}.<domain>`). `*.localhost` resolves only through glibc's
+ * myhostname NSS module (curl resolves it itself, Node does not).
+ */
+export async function sandboxHostCheck(domain: string): Promise<Check> {
+  const host = domain.replace(/:\d+$/, '');
+  const name = `49983-doctor.${host}`;
+  try {
+    const { address } = await lookup(name);
+    return { name: 'sandbox hosts', ok: true, detail: `${name} resolves to ${address} (the names getHost() gives)` };
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code ?? (err as Error).message;
+    const fix =
+      host === 'localhost' || host.endsWith('.localhost')
+        ? 'apt-get install -y libnss-myhostname (it adds myhostname to /etc/nsswitch.conf), or --domain with a wildcard DNS name'
+        : `make *.${host} resolve to this host (a wildcard DNS record), or --domain with one that does`;
+    return { name: 'sandbox hosts', ok: false, warning: true, detail: `${name} does not resolve (${code}): getHost() names do not reach the sandbox proxy from Node programs here`, fix };
+  }
 }
 
 function readIfExists(path: string): string | undefined {

@@ -61,6 +61,7 @@ function program(): Command {
       proxyHost: c.proxyHost,
       proxyPort: c.proxyPort,
       network: { enabled: c.network, uplink: c.uplink, dns: c.dns, allowedPrivate: c.allowedPrivate, subnet: c.sandboxSubnet },
+      sandboxDomain: c.domain,
     };
   };
   /** The sandbox network's settings, on start and doctor alike (each also read from PADDOCK_*). */

@@ -270,6 +270,13 @@ test("doctor shows the sandbox network's configuration and checks what it needs"
   };
   const plain = checks([]);
   expect(plain.code).toBe(0);
+  // The names getHost() gives resolve from Node here (.ci/run and `paddock start` install libnss-myhostname).
+  expect(plain.by['sandbox hosts']).toMatchObject({ ok: true, detail: expect.stringMatching(/^49983-doctor\.localhost resolves to (127\.0\.0\.1|::1) /) });
+  expect(checks(['--uplink', 'lo'], { PADDOCK_DOMAIN: 'sandboxes.invalid' }).by['sandbox hosts']).toMatchObject({
+    ok: false,
+    warning: true,
+    fix: 'make *.sandboxes.invalid resolve to this host (a wildcard DNS record), or --domain with one that does',
+  });
   for (const name of ['nftables', 'iproute2', 'veth', 'ip forwarding', 'uplink', 'dns', 'private ranges', 'subnet']) expect([name, plain.by[name]?.ok]).toEqual([name, true]);
   expect(plain.by.uplink!.detail).toContain("(the default route's)");
   const configured = checks(['--dns', '203.0.113.53', '--allow-private', '10.9.0.0/16', '--sandbox-subnet', '10.77.0.0/20'], { PADDOCK_UPLINK: 'lo' });
@@ -349,6 +356,15 @@ test('the README Quickstart examples run as written against the started service'
     } finally {
       rmSync(file, { force: true });
     }
+  }
+  // Reaching a port: the name getHost() gives resolves for Node (the start installed libnss-myhostname if it had to).
+  const file = join(repo, `quickstart-test-port-${process.pid}.mjs`);
+  writeFileSync(file, block('port'));
+  try {
+    const res = spawnSync(process.execPath, [file], { env: { ...process.env, ...e2bEnv }, encoding: 'utf8', timeout: 120_000, cwd: repo });
+    expect([res.status, res.stderr, res.stdout]).toEqual([0, '', '200 <h1>served from a sandbox</h1>\n']);
+  } finally {
+    rmSync(file, { force: true });
   }
 });
 

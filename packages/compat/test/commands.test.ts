@@ -22,7 +22,7 @@ test('run streams stdout and stderr to the callbacks and returns the result', as
 test('a non-zero exit throws CommandExitError with the code and output', async () => {
   const e = await sbx.commands.run('echo partial; exit 7').catch((x: unknown) => x);
   expect(e).toBeInstanceOf(CommandExitError);
-  expect(e).toMatchObject({ exitCode: 7, stdout: 'partial\n' });
+  expect(e).toMatchObject({ exitCode: 7, stdout: 'partial\n', error: 'exit status 7', message: 'exit status 7' });
 });
 
 test('envs, cwd and user', async () => {
@@ -56,6 +56,7 @@ test('background commands: list, connect (output after it arrives there), kill',
   expect(ended).toBeInstanceOf(CommandExitError);
   const { exitCode, stdout } = ended as CommandExitError;
   expect({ exitCode, stdout }).toEqual({ exitCode: -1, stdout: 'after reconnect\n' });
+  expect((ended as CommandExitError).message).toBe('signal: killed');
   expect(await sbx.commands.kill(handle.pid)).toBe(false);
 });
 

@@ -59,9 +59,13 @@ test('files of /proc in the sandbox read with their text (they report a size of 
   expect(await sbx.files.read('/proc/1/cmdline')).toMatch(/node/);
 });
 
-test('metadata written with a file comes back in getInfo', async () => {
+test('metadata written with a file comes back in getInfo; a write without metadata clears it', async () => {
   await sbx.files.write('meta.txt', 'm', { metadata: { owner: 'alice', purpose: 'demo' } });
   expect((await sbx.files.getInfo('meta.txt')).metadata).toEqual({ owner: 'alice', purpose: 'demo' });
+  await sbx.files.write('meta.txt', 'n', { metadata: { owner: 'bob' } });
+  expect((await sbx.files.getInfo('meta.txt')).metadata).toEqual({ owner: 'bob' });
+  await sbx.files.write('meta.txt', 'o');
+  expect((await sbx.files.getInfo('meta.txt')).metadata ?? {}).toEqual({});
 });
 
 test('list with depth, exists, getInfo (of a symlink too), makeDir, rename, remove', async () => {
@@ -106,7 +110,47 @@ test('watchDir reports create, write, chmod, rename and remove, recursively', as
   expect(events.indexOf('chmod:sub/f.txt')).toBeLessThan(events.indexOf('rename:sub/f.txt'));
 });
 
-test('uploadUrl and downloadUrl work with plain fetch and no headers; an expired one is refused', async () => {
+test('a recursive watch reports the write of a file made in a new directory at once, and no event twice', async () => {
+  await sbx.files.makeDir('deepwatch');
+  const events: string[] = [];
+  const handle = await sbx.files.watchDir('deepwatch', (e: FilesystemEvent) => void events.push(`${e.type}:${e.name}`), { recursive: true });
+  // The file is written before envd can have watched its new directory: its scan announces both.
+  await sbx.commands.run('mkdir -p deepwatch/new/sub && echo hello > deepwatch/new/sub/f.txt && echo more > deepwatch/new/g.txt');
+  await eventually(() => events.includes('write:new/sub/f.txt') && events.includes('write:new/g.txt'), `the writes, got ${events.join(' ')}`);
+  await sbx.files.write('deepwatch/new/g.txt', 'again');
+  await eventually(() => events.filter((e) => e === 'write:new/g.txt').length >= 2, `the second write, got ${events.join(' ')}`);
+  await handle.stop();
+  for (const e of ['create:new', 'create:new/sub', 'create:new/sub/f.txt', 'create:new/g.txt']) expect([e, events.filter((x) => x === e).length]).toEqual([e, 1]);
+});
+
+test('GetWatcherEvents on the Connect wire, as the Python SDK polls it, has the events of every write that returned before it', async () => {
+  const info = (await (await fetch(`${process.env.E2B_API_URL}/sandboxes/${sbx.sandboxId}`, { headers: { 'x-api-key': process.env.E2B_API_KEY! } })).json()) as { envdAccessToken?: string };
+  const rpc = async (method: string, body: unknown) => {
+    const res = await fetch(`${process.env.E2B_SANDBOX_URL}/filesystem.Filesystem/${method}`, {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/json',
+        'connect-protocol-version': '1',
+        'e2b-sandbox-id': sbx.sandboxId,
+        'e2b-sandbox-port': '49983',
+        ...(info.envdAccessToken ? { 'x-access-token': info.envdAccessToken } : {}),
+      },
+      body: JSON.stringify(body),
+    });
+    expect(res.status).toBe(200);
+    return (await res.json()) as { watcherId?: string; events?: Array<{ name: string; type: string }> };
+  };
+  await sbx.files.makeDir('polled');
+  const { watcherId } = await rpc('CreateWatcher', { path: '/home/user/polled', recursive: false });
+  for (let round = 0; round < 10; round++) {
+    await sbx.files.write(`polled/f${round}.txt`, 'x');
+    const { events = [] } = await rpc('GetWatcherEvents', { watcherId });
+    expect(events.map((e) => `${e.type}:${e.name}`)).toEqual(expect.arrayContaining([`EVENT_TYPE_CREATE:f${round}.txt`, `EVENT_TYPE_WRITE:f${round}.txt`]));
+  }
+  await rpc('RemoveWatcher', { watcherId });
+});
+
+test('uploadUrl and downloadUrl work with plain fetch and no headers, a part without a filename too; an expired one is refused', async () => {
   const up = await sbx.uploadUrl('signed/upload.txt');
   const form = new FormData();
   form.append('file', new Blob(['via signed url']), 'signed/upload.txt');
@@ -115,6 +159,12 @@ test('uploadUrl and downloadUrl work with plain fetch and no headers; an expired
   const down = await sbx.downloadUrl('signed/upload.txt');
   const got = await fetch(down);
   expect([got.status, await got.text()]).toEqual([200, 'via signed url']);
+  // A part named 'file' without a filename is the file too (busboy calls it a field).
+  const plain = new FormData();
+  plain.append('file', 'file content');
+  const posted = await fetch(await sbx.uploadUrl('hello.txt'), { method: 'POST', body: plain });
+  expect([posted.status, await posted.json()]).toEqual([200, [{ name: 'hello.txt', path: '/home/user/hello.txt', type: 'file' }]]);
+  expect(await sbx.files.read('hello.txt')).toBe('file content');
   const expiring = await sbx.downloadUrl('signed/upload.txt', { useSignatureExpiration: 1 });
   await new Promise((r) => setTimeout(r, 2100));
   const expired = await fetch(expiring);

@@ -49,6 +49,13 @@ test('getHost names a server in the sandbox for the proxy; allowPublicTraffic: f
   await sbx.kill();
 });
 
+test("a request for a sandbox that is gone answers E2B's 502 body, naming it", async () => {
+  const sbx = await Sandbox.create('base');
+  await sbx.kill();
+  const gone = await getViaHost(sbx.getHost(8080), '/');
+  expect([gone.status, JSON.parse(gone.body)]).toEqual([502, { sandboxId: sbx.sandboxId, message: 'The sandbox was not found', code: 502 }]);
+});
+
 test('maskRequestHost: a server in the sandbox sees that Host, ${PORT} replaced by its port', async () => {
   const sbx = await Sandbox.create('base', { network: { maskRequestHost: 'app-${PORT}.internal.example' } });
   const app = await sbx.commands.run(`node -e "require('http').createServer((q, r) => r.end(q.headers.host)).listen(8080)"`, { background: true });

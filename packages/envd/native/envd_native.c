@@ -119,15 +119,9 @@ static void watcher_close(watcher_t* w) {
   uv_close((uv_handle_t*)&w->poll, on_poll_closed);
 }
 
-// Drains the inotify descriptor and hands the events to JavaScript as an
-// array of {wd, mask, cookie, name}.
-static void on_readable(uv_poll_t* handle, int status, int events) {
-  (void)events;
-  watcher_t* w = handle->data;
-  if (w->closed || status < 0) return;
-  napi_env env = w->env;
-  napi_handle_scope scope;
-  napi_open_handle_scope(env, &scope);
+// Reads every event queued on the descriptor now (it is non-blocking) into
+// an array of {wd, mask, cookie, name}; *count says how many.
+static napi_value read_events(napi_env env, watcher_t* w, uint32_t* count_out) {
   napi_value list;
   napi_create_array(env, &list);
   uint32_t count = 0;
@@ -151,6 +145,21 @@ static void on_readable(uv_poll_t* handle, int status, int events) {
       p += sizeof(struct inotify_event) + ev->len;
     }
   }
+  *count_out = count;
+  return list;
+}
+
+// Drains the inotify descriptor when libuv finds it readable and hands the
+// events to the JavaScript callback.
+static void on_readable(uv_poll_t* handle, int status, int events) {
+  (void)events;
+  watcher_t* w = handle->data;
+  if (w->closed || status < 0) return;
+  napi_env env = w->env;
+  napi_handle_scope scope;
+  napi_open_handle_scope(env, &scope);
+  uint32_t count = 0;
+  napi_value list = read_events(env, w, &count);
   if (count > 0) {
     napi_value cb, recv, result;
     napi_get_reference_value(env, w->callback, &cb);
@@ -224,6 +233,20 @@ static watcher_t* get_watcher(napi_env env, napi_value v) {
     return NULL;
   }
   return w;
+}
+
+// inotifyDrain(handle) -> the events queued now, read at once rather than
+// when libuv next polls: what a caller asking for events must not miss.
+static napi_value inotify_drain(napi_env env, napi_callback_info info) {
+  ARGS(1);
+  if (argc < 1) {
+    napi_throw_type_error(env, NULL, "inotifyDrain expects a handle");
+    return NULL;
+  }
+  watcher_t* w = get_watcher(env, argv[0]);
+  if (!w) return NULL;
+  uint32_t count = 0;
+  return read_events(env, w, &count);
 }
 
 // inotifyAddWatch(handle, path, mask) -> wd
@@ -609,6 +632,7 @@ static napi_value init(napi_env env, napi_value exports) {
   napi_property_descriptor props[] = {
       {"inotifyOpen", NULL, inotify_open, NULL, NULL, NULL, napi_enumerable, NULL},
       {"inotifyAddWatch", NULL, inotify_add, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"inotifyDrain", NULL, inotify_drain, NULL, NULL, NULL, napi_enumerable, NULL},
       {"inotifyRemoveWatch", NULL, inotify_rm, NULL, NULL, NULL, napi_enumerable, NULL},
       {"inotifyClose", NULL, inotify_close, NULL, NULL, NULL, napi_enumerable, NULL},
       {"getXattrs", NULL, get_xattrs, NULL, NULL, NULL, napi_enumerable, NULL},

@@ -373,7 +373,8 @@ async function writeOne(target: string, user: User, metadata: Record<string, str
     } finally {
       closeSync(fd);
     }
-    if (failure === undefined && metadata) writeMetadata(target, metadata);
+    // A write replaces the file's metadata, with none when it carries none (as E2B's envd).
+    if (failure === undefined) writeMetadata(target, metadata ?? {});
   } catch (err) {
     failure ??= err;
   }
@@ -392,11 +393,16 @@ function decodedBody(req: IncomingMessage): Readable {
   throw new EnvdRouteError(400, `content-encoding '${encoding}' is not supported (use gzip or none)`);
 }
 
+/** The most a part named 'file' without a filename may hold: busboy keeps it in memory. */
+const MAX_FIELD_FILE = 64 * 1024 * 1024;
+
 function multipart(req: IncomingMessage, body: Readable, params: URLSearchParams, user: User, metadata: Record<string, string> | undefined) {
   return new Promise<WrittenEntry[]>((resolve, reject) => {
     let parser: Busboy.Busboy;
     try {
-      parser = Busboy({ headers: req.headers, preservePath: true });
+      // A part without a filename is a field to busboy, its value a string:
+      // read as latin1, it turns back into its bytes exactly.
+      parser = Busboy({ headers: req.headers, preservePath: true, defCharset: 'latin1', limits: { fieldSize: MAX_FIELD_FILE } });
     } catch (err) {
       reject(new EnvdRouteError(400, `malformed multipart request: ${(err as Error).message}`));
       return;
@@ -406,17 +412,41 @@ function multipart(req: IncomingMessage, body: Readable, params: URLSearchParams
     let chain = Promise.resolve();
     let failed: unknown;
     let files = 0;
+    /** Where the next part named 'file' goes, or undefined (and `failed` set) when it has nowhere to go. */
+    const targetOf = (filename: string | undefined): string | undefined => {
+      files += 1;
+      if (pathParam && files === 1) return pathParam;
+      if (pathParam) failed = new EnvdRouteError(400, "several files were sent with one 'path'; omit 'path' and give each part its target path as filename");
+      else if (filename) return filename;
+      else failed = new EnvdRouteError(400, `file part ${files} has no filename and the request has no 'path'`);
+      return undefined;
+    };
+    // A part named 'file' is a file whether or not it has a filename (as E2B's envd takes it).
+    parser.on('field', (field, value, info) => {
+      if (field !== 'file' || failed) return;
+      if (info.valueTruncated) {
+        failed = new EnvdRouteError(413, `the part 'file' without a filename is larger than ${MAX_FIELD_FILE} bytes; give it a filename to send more`);
+        return;
+      }
+      const target = targetOf(undefined);
+      if (!target) return;
+      const abs = resolveUserPath(target, user);
+      const pass = Readable.from([Buffer.from(value, 'latin1')]);
+      chain = chain.then(() =>
+        writeOne(abs, user, metadata, pourInto(pass), () => pass.resume()).then(
+          (e) => void written.push(e),
+          (err) => {
+            failed ??= err;
+          },
+        ),
+      );
+    });
     parser.on('file', (field, stream, info) => {
       if (field !== 'file' || failed) {
         stream.resume();
         return;
       }
-      files += 1;
-      let target: string | undefined;
-      if (pathParam && files === 1) target = pathParam;
-      else if (pathParam) failed = new EnvdRouteError(400, "several files were sent with one 'path'; omit 'path' and give each part its target path as filename");
-      else if (info.filename) target = info.filename;
-      else failed = new EnvdRouteError(400, `file part ${files} has no filename and the request has no 'path'`);
+      const target = targetOf(info.filename);
       if (failed || !target) {
         stream.resume();
         return;

@@ -22,7 +22,7 @@ import { keepaliveIntervalMs } from './headers.js';
 import { resolveUserPath } from './paths.js';
 import type { EnvdState } from './state.js';
 import type { User } from './users.js';
-import { DirWatch, type WatchEvent } from './watch.js';
+import { DirWatch, takeQueuedEvents, type WatchEvent } from './watch.js';
 
 /** Events a polled watcher keeps before dropping the oldest. */
 const MAX_PENDING_WATCHER_EVENTS = 10_000;
@@ -199,6 +199,7 @@ export function filesystemService(state: EnvdState): ServiceImpl<typeof Filesyst
     getWatcherEvents(req) {
       const w = watchers.get(req.watcherId);
       if (!w) throw new ConnectError(`watcher '${req.watcherId}' does not exist`, Code.NotFound);
+      takeQueuedEvents();
       return { events: w.events.splice(0, w.events.length) };
     },
 

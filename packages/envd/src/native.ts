@@ -18,6 +18,8 @@ export type InotifyHandle = { readonly [inotifyHandle]: true };
 export interface EnvdNative {
   inotifyOpen(onEvents: (events: InotifyEvent[]) => void): InotifyHandle;
   inotifyAddWatch(handle: InotifyHandle, path: string, mask: number): number;
+  /** The events queued on the descriptor now, read at once (not through the callback). */
+  inotifyDrain(handle: InotifyHandle): InotifyEvent[];
   inotifyRemoveWatch(handle: InotifyHandle, wd: number): void;
   inotifyClose(handle: InotifyHandle): void;
   /** Attributes whose name starts with `prefix`, keyed by the rest of the name. */

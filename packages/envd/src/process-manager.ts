@@ -94,7 +94,9 @@ function endEvent(code: number | null, signal: string | null, error?: string): P
     code !== null
       ? { exitCode: code, exited: true, status: `exit status ${code}` }
       : { exitCode: -1, exited: false, status: `signal: ${SIGNAL_WORDS[signal ?? ''] ?? signal ?? 'unknown'}` };
+  // As E2B's envd: a process that did not exit 0 has its wait error, which the SDKs make the message of CommandExitError.
   if (error !== undefined) value.error = error;
+  else if (code !== 0) value.error = value.status;
   return createMessage(ProcessEventSchema, { event: { case: 'end', value: createMessage(ProcessEvent_EndEventSchema, value) } });
 }
 

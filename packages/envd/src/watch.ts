@@ -1,7 +1,7 @@
 // Watches a directory (optionally its whole tree) with inotify and reports
 // changes with the kinds clients expect: CREATE, WRITE, REMOVE, RENAME (for
 // the old name of a moved entry; the new name is a CREATE) and CHMOD.
-import { readdirSync } from 'node:fs';
+import { lstatSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { EventType } from '@paddock/models';
 import { IN, native, type InotifyEvent, type InotifyHandle } from './native.js';
@@ -62,6 +62,11 @@ class Inotify {
     this.releaseIfIdle();
   }
 
+  /** Hands the watches what the kernel has queued by now, without waiting for the event loop's next poll. */
+  drain(): void {
+    if (this.handle) this.dispatch(native.inotifyDrain(this.handle));
+  }
+
   private dispatch(events: InotifyEvent[]): void {
     for (const ev of events) {
       const regs = this.byWd.get(ev.wd);
@@ -83,6 +88,15 @@ class Inotify {
 
 const inotify = new Inotify();
 
+/**
+ * Takes in every event the kernel has queued for the watches: called before
+ * a caller is told what happened, so that what was done before it asked
+ * (a write that returned) is in the answer.
+ */
+export function takeQueuedEvents(): void {
+  inotify.drain();
+}
+
 function kindOf(mask: number): EventType | undefined {
   if (mask & IN.CREATE || mask & IN.MOVED_TO) return EventType.CREATE;
   if (mask & IN.DELETE) return EventType.REMOVE;
@@ -92,9 +106,20 @@ function kindOf(mask: number): EventType | undefined {
   return undefined;
 }
 
+/** How long the files a new directory's scan announced are remembered, to tell inotify's queued events for them from later ones. */
+const ANNOUNCED_MS = 1000;
+
 export class DirWatch {
   private readonly dirs = new Map<string, { wd: number; reg: Registration }>();
   private closed = false;
+  /**
+   * Files in a directory that appeared under a recursive watch, as its scan
+   * saw them: what happened to them before the directory's own watch was
+   * added is announced by the scan, and the events inotify queued for them
+   * between that watch and the scan are not told a second time.
+   */
+  private readonly announced = new Map<string, bigint>();
+  private forget: NodeJS.Timeout | undefined;
 
   constructor(
     readonly root: string,
@@ -113,6 +138,8 @@ export class DirWatch {
   close(): void {
     if (this.closed) return;
     this.closed = true;
+    clearTimeout(this.forget);
+    this.announced.clear();
     for (const { wd, reg } of this.dirs.values()) inotify.remove(wd, reg);
     this.dirs.clear();
   }
@@ -140,9 +167,51 @@ export class DirWatch {
     }
     for (const e of entries) {
       const child = rel ? join(rel, e.name) : e.name;
-      if (announce) this.emit(child, EventType.CREATE);
+      if (announce) {
+        this.emit(child, EventType.CREATE);
+        // Written before its directory was watched: inotify will not say so.
+        this.remember(child, e.isFile());
+      }
       if (e.isDirectory() && this.addDir(child)) this.addSubtree(child, announce);
     }
+  }
+
+  /** Notes an entry the scan announced; a file that has content gets its WRITE too. */
+  private remember(rel: string, file: boolean): void {
+    let mark: bigint;
+    let size: bigint;
+    try {
+      const st = lstatSync(join(this.root, rel), { bigint: true });
+      mark = st.mtimeNs ^ (st.size << 64n);
+      size = st.size;
+    } catch {
+      return;
+    }
+    if (file && size > 0n) this.emit(rel, EventType.WRITE);
+    this.announced.set(rel, mark);
+    clearTimeout(this.forget);
+    this.forget = setTimeout(() => this.announced.clear(), ANNOUNCED_MS);
+    this.forget.unref();
+  }
+
+  /** Whether an inotify event repeats what a scan announced: the file's CREATE, or a write it already held. */
+  private repeats(rel: string, type: EventType): boolean {
+    const mark = this.announced.get(rel);
+    if (mark === undefined) return false;
+    if (type === EventType.CREATE) return true;
+    if (type !== EventType.WRITE) {
+      this.announced.delete(rel);
+      return false;
+    }
+    try {
+      const st = lstatSync(join(this.root, rel), { bigint: true });
+      if ((st.mtimeNs ^ (st.size << 64n)) === mark) return true;
+    } catch {
+      // Gone: its removal comes next.
+    }
+    // Written since the scan: from now on every write is news.
+    this.announced.delete(rel);
+    return false;
   }
 
   private removeSubtree(rel: string): void {
@@ -175,6 +244,7 @@ export class DirWatch {
     const type = kindOf(ev.mask);
     if (type === undefined) return;
     const rel = reg.dir ? join(reg.dir, ev.name) : ev.name;
+    if (this.announced.size > 0 && this.repeats(rel, type)) return;
     this.emit(rel, type);
     if (this.recursive && ev.mask & IN.ISDIR) {
       if (ev.mask & IN.CREATE) {

@@ -628,6 +628,22 @@ describe('files', () => {
     expect(await res.json()).toEqual([{ name: 'single.txt', path: join(envd.home.user, 'single.txt'), type: 'file' }]);
   });
 
+  test('a part named file without a filename is the file, its bytes exactly; without a path it is refused naming why', async () => {
+    const bytes = Buffer.from(Array.from({ length: 256 }, (_, i) => i));
+    const body = Buffer.concat([
+      Buffer.from('--xyz\r\ncontent-disposition: form-data; name="file"\r\n\r\n'),
+      bytes,
+      Buffer.from('\r\n--xyz--\r\n'),
+    ]);
+    const res = await post({ path: 'field.bin' }, body, { 'content-type': 'multipart/form-data; boundary=xyz' });
+    expect([res.status, await res.json()]).toEqual([200, [{ name: 'field.bin', path: join(envd.home.user, 'field.bin'), type: 'file' }]]);
+    expect(readFileSync(join(envd.home.user, 'field.bin')).equals(bytes)).toBe(true);
+    const form = new FormData();
+    form.append('file', 'text without a name');
+    const nameless = await fetch(url('/files'), { method: 'POST', headers: auth(), body: form });
+    expect([nameless.status, ((await nameless.json()) as { message: string }).message]).toEqual([400, "file part 1 has no filename and the request has no 'path'"]);
+  });
+
   test('a malformed multipart body is 400', async () => {
     const res = await post({}, '--xyz\r\ngarbage', { 'content-type': 'multipart/form-data; boundary=xyz' });
     expect(res.status).toBe(400);

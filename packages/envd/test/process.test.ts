@@ -66,7 +66,7 @@ describe.each(CONNECT_FORMATS)('over Connect %s', (_format, binary) => {
     expect(o.pid).toBeGreaterThan(0);
     expect(o.stdout).toBe(Array.from({ length: 300 }, (_, i) => `line${i + 1}\n`).join(''));
     expect(o.stderr).toBe('oops\n');
-    expect(o.end).toMatchObject({ exitCode: 3, exited: true, status: 'exit status 3' });
+    expect(o.end).toMatchObject({ exitCode: 3, exited: true, status: 'exit status 3', error: 'exit status 3' });
   });
 
   test('large output arrives complete and in order', async () => {

@@ -96,7 +96,8 @@ export function createProxy({ runtime, store, sandboxes }: ProxyDeps, limits: Co
     }
     if (!isTcpPort(port!)) throw new ProxyError(400, `sandbox port '${port}' is not a TCP port`);
     const s = isSandboxId(id) ? await store.route(id) : undefined;
-    if (!s) throw new ProxyError(502, `sandbox '${id}' is not running`);
+    // E2B's body for a sandbox that is not there: clients read both fields.
+    if (!s) throw new ProxyError(502, 'The sandbox was not found', { sandboxId: String(id) });
     return resolveState(s, port!);
   }
 
@@ -107,7 +108,7 @@ export function createProxy({ runtime, store, sandboxes }: ProxyDeps, limits: Co
         throw new ProxyError(502, `sandbox '${s.id}' is paused and could not be resumed: ${err.message}`);
       });
       const resumed = await store.route(s.id);
-      if (!resumed) throw new ProxyError(502, `sandbox '${s.id}' is not running`);
+      if (!resumed) throw new ProxyError(502, 'The sandbox was not found', { sandboxId: s.id });
       return { sandbox: resumed, port };
     }
     return { sandbox: s, port };

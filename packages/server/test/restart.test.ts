@@ -82,7 +82,7 @@ test('SIGKILL of the server: sandboxes keep their state, tokens and files; expir
   await expect(second.control.getSandbox(vanished.sandboxID)).rejects.toMatchObject({ status: 404 });
   expect((await second.control.listSandboxes({ state: ['running'] })).items.map((s) => s.sandboxID)).not.toContain(vanished.sandboxID);
   const gone = await fetch(`${second.proxyUrl}/health`, { headers: { 'E2b-Sandbox-Id': vanished.sandboxID, 'E2b-Sandbox-Port': '49983' } });
-  expect([gone.status, await gone.json()]).toEqual([502, { code: 502, message: `sandbox '${vanished.sandboxID}' is not running` }]);
+  expect([gone.status, await gone.json()]).toEqual([502, { sandboxId: vanished.sandboxID, message: 'The sandbox was not found', code: 502 }]);
   expect((await second.control.getSandboxLogs(vanished.sandboxID, {})).logs.map((l) => l.message)).toContain(
     'sandbox vanished from the host while the server was down',
   );

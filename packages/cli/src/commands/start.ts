@@ -21,12 +21,30 @@ function log(msg: string, json: boolean | undefined): void {
 }
 
 /** Debian packages `paddock start` installs itself when they are all that is missing and it may. */
-const INSTALLABLE: Record<string, string> = { runc: 'runc', mmdebstrap: 'mmdebstrap', nftables: 'nftables', iproute2: 'iproute2' };
+const INSTALLABLE: Record<string, string> = { runc: 'runc', mmdebstrap: 'mmdebstrap', nftables: 'nftables', iproute2: 'iproute2', 'sandbox hosts': 'libnss-myhostname' };
 
-/** Installs what INSTALLABLE names and the checks found missing, with apt-get. */
+/**
+ * Installs what INSTALLABLE names and the checks found missing, with
+ * apt-get. What only a warning asks for (resolving `*.localhost`) does not
+ * stop the start when it cannot be installed.
+ */
 function installMissing(checks: Check[], json?: boolean): boolean {
-  const packages = checks.filter((c) => !c.ok && INSTALLABLE[c.name]).map((c) => INSTALLABLE[c.name]!);
-  if (packages.length === 0 || process.getuid?.() !== 0 || !isDebianLike()) return false;
+  const wanted = checks.filter((c) => !c.ok && INSTALLABLE[c.name] && (c.name !== 'sandbox hosts' || c.fix?.includes('libnss-myhostname')));
+  if (wanted.length === 0 || process.getuid?.() !== 0 || !isDebianLike()) return false;
+  const required = wanted.filter((c) => !c.warning);
+  if (required.length === 0) {
+    try {
+      install(wanted.map((c) => INSTALLABLE[c.name]!), json);
+    } catch (err) {
+      log(`${style.yellow('warning')}: could not install ${wanted.map((c) => INSTALLABLE[c.name]).join(', ')}: ${(err as Error).message}`, json);
+    }
+    return true;
+  }
+  install(wanted.map((c) => INSTALLABLE[c.name]!), json);
+  return true;
+}
+
+function install(packages: string[], json?: boolean): void {
   log(`${packages.join(' and ')} missing; installing with apt-get install -y ${packages.join(' ')}`, json);
   const apt = (args: string[]) => execFileSync('apt-get', args, { stdio: json ? ['ignore', 'ignore', 'inherit'] : 'inherit', env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' } });
   try {
@@ -35,7 +53,6 @@ function installMissing(checks: Check[], json?: boolean): boolean {
     apt(['update', '-q']);
     apt(['install', '-y', '-q', ...packages]);
   }
-  return true;
 }
 
 export async function start(flags: StartFlags): Promise<void> {

@@ -35,10 +35,17 @@ export class ProxyError extends Error {
   constructor(
     readonly status: number,
     message: string,
+    /** Fields the answer's JSON body carries before `message` and `code` (E2B's 502 names the sandbox). */
+    readonly fields: Record<string, string> = {},
   ) {
     super(message);
     this.name = 'ProxyError';
   }
+}
+
+/** The JSON body of an answer the relay gives itself. */
+export function errorBody(status: number, message: string, fields: Record<string, string> = {}): string {
+  return JSON.stringify({ ...fields, message, code: status });
 }
 
 /** What routing sees of a request: Node's view of it, which the fast path gives too. */
@@ -194,7 +201,7 @@ export class Relay {
       checkRequest(req);
       return await this.options.route(req);
     } catch (err) {
-      this.refuse(socket, err instanceof ProxyError ? err.status : 502, (err as Error).message, req);
+      this.refuse(socket, err instanceof ProxyError ? err.status : 502, (err as Error).message, req, err instanceof ProxyError ? err.fields : undefined);
       return undefined;
     }
   }
@@ -303,9 +310,9 @@ export class Relay {
   }
 
   /** Answers with the relay's own error, and closes the connection after it. */
-  private refuse(socket: Duplex, status: number, message: string, req?: IncomingMessage): void {
+  private refuse(socket: Duplex, status: number, message: string, req?: IncomingMessage, fields?: Record<string, string>): void {
     if (this.closing.has(socket) || socket.destroyed) return;
-    const body = JSON.stringify({ code: status, message });
+    const body = errorBody(status, message, fields);
     socket.end(
       `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? 'Error'}\r\ncontent-type: application/json\r\n` +
         `content-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,

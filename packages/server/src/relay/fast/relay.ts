@@ -43,7 +43,7 @@ import {
 import { loadPump, pumpable, startPump, type Pump, type PumpResult } from './pump.js';
 import { limitConnectionsPerAddress } from '../../connection-limit.js';
 import { dropped, hostFault } from '../headers.js';
-import { ProxyError, type RelayOptions, type RequestView } from '../relay.js';
+import { errorBody, ProxyError, type RelayOptions, type RequestView } from '../relay.js';
 import { MAX_HEAD, type Destination } from '../upstreams.js';
 
 /** Client bytes held while a request is routed or a response is under way, before reading stops. */
@@ -89,8 +89,8 @@ function responseHeadText(h: ResponseHead, close: boolean): string {
   return s + (close ? 'connection: close\r\n\r\n' : '\r\n');
 }
 
-function errorResponse(status: number, message: string, close: boolean): string {
-  const body = JSON.stringify({ code: status, message });
+function errorResponse(status: number, message: string, close: boolean, fields?: Record<string, string>): string {
+  const body = errorBody(status, message, fields);
   return (
     `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? 'Error'}\r\ncontent-type: application/json\r\n` +
     `content-length: ${Buffer.byteLength(body)}\r\n${close ? 'connection: close\r\n' : ''}\r\n${body}`
@@ -427,7 +427,7 @@ class ClientConnection {
     routed
       .then(
         (dest) => this.connect(ex, dest),
-        (err: Error) => this.answerOwn(ex, err instanceof ProxyError || err instanceof HttpError ? err.status : 502, err.message),
+        (err: Error) => this.answerOwn(ex, err instanceof ProxyError || err instanceof HttpError ? err.status : 502, err.message, err instanceof ProxyError ? err.fields : undefined),
       )
       .catch(() => this.socket.destroy());
     this.again = true;
@@ -686,12 +686,12 @@ class ClientConnection {
    * Answers with the relay's own error, and closes the connection after it.
    * The rest of the request is not passed on, nor waited for.
    */
-  private answerOwn(ex: Exchange, status: number, message: string): void {
+  private answerOwn(ex: Exchange, status: number, message: string, fields?: Record<string, string>): void {
     if (this.ex !== ex || this.closed) return;
     ex.answered = true;
     ex.responseDone = true;
     ex.closeAfter = true;
-    this.socket.write(errorResponse(status, message, true));
+    this.socket.write(errorResponse(status, message, true, fields));
     this.finish(ex);
   }
 
