@@ -283,7 +283,7 @@ describe('snapshots, forks and network rules of one sandbox', () => {
     expect(await sbx.listSnapshots().nextItems()).toEqual([]);
   });
 
-  test('fork makes running sandboxes with the files, not the processes', async () => {
+  test('fork makes running sandboxes with the files and the network rules, not the processes', async () => {
     const parentSleep = await sbx.commands.run('sleep 600', { background: true, timeoutMs: 0 });
     const forks = await sbx.fork({ count: 2 });
     expect(forks).toHaveLength(2);
@@ -292,6 +292,8 @@ describe('snapshots, forks and network rules of one sandbox', () => {
       expect(f.sandboxId).not.toBe(sbx.sandboxId);
       expect(await f.files.read('app/version')).toBe('v1');
       expect((await f.commands.run('pgrep -x sleep | wc -l')).stdout).toBe('0\n');
+      // Its egress rules are its parent's.
+      expect((await f.getInfo()).network).toEqual({ allowOut: ['pypi.org'], denyOut: ['0.0.0.0/0'] });
       await f.kill();
     }
     expect((await sbx.commands.run('pgrep -x sleep | wc -l')).stdout).toBe('1\n');

@@ -607,6 +607,9 @@ export class Sandboxes {
             autoPause: source.autoPause,
             autoPauseMemory: source.autoPauseMemory,
             autoResume: { enabled: source.autoResume },
+            // A fork is bound by the rules of what it copies: a locked-down sandbox's forks stay locked down.
+            network: source.network,
+            ...(source.allowInternetAccess !== null ? { allow_internet_access: source.allowInternetAccess } : {}),
           }),
         });
       } catch (err) {
