@@ -101,6 +101,24 @@ export interface PrepareResult {
 interface Slot extends SlotRef {
   /** Both the namespace's name and the host veth's. */
   name: string;
+  /**
+   * A pooled slot is in the table already, with the default rules: handed
+   * out with those, it costs no nftables transaction.
+   */
+  inTable?: boolean;
+}
+
+/** What a slot has when its sandbox asks for nothing else: the internet, no lists. */
+const DEFAULT_RULES = normalizeRules({});
+
+function sameRules(a: NormalizedRules, b: NormalizedRules): boolean {
+  const texts = (l: Cidr[]) => l.map((c) => c.text).join(',');
+  return (
+    a.allowInternet === b.allowInternet &&
+    texts(a.allowOut) === texts(b.allowOut) &&
+    texts(a.denyOut) === texts(b.denyOut) &&
+    JSON.stringify(a.redirectWeb ?? null) === JSON.stringify(b.redirectWeb ?? null)
+  );
 }
 
 interface Held {
@@ -304,10 +322,13 @@ export class SandboxNetworks {
       try {
         this.checkRedirect(slot, normalized);
         await this.writeRecord(h);
-        await this.nft(slotAddScript(t, slot, normalized), `apply the network rules of sandbox ${sandboxId}`);
+        if (!slot.inTable) await this.nft(slotAddScript(t, slot, normalized), `apply the network rules of sandbox ${sandboxId}`);
+        else if (!sameRules(normalized, DEFAULT_RULES)) await this.nft(slotRulesScript(t, slot, normalized), `apply the network rules of sandbox ${sandboxId}`);
+        slot.inTable = true;
       } catch (err) {
         this.held.delete(sandboxId);
         await rm(this.recordPath(slot.index), { force: true });
+        if (slot.inTable) await this.nft(slotRemoveScript(t, slot), `remove the network rules of sandbox ${sandboxId}`).catch(() => undefined);
         await this.destroySlot(slot);
         throw err;
       } finally {
@@ -591,6 +612,7 @@ export class SandboxNetworks {
   private async fromPool(): Promise<Slot | undefined> {
     for (let slot = this.pool.shift(); slot; slot = this.pool.shift()) {
       if (existsSync(join(NETNS_DIR, slot.name))) return slot;
+      if (slot.inTable && this.spec) await this.nft(slotRemoveScript(this.spec, slot), `remove pooled network slot ${slot.name}`).catch(() => undefined);
       await this.destroySlot(slot).catch(() => this.used.delete(slot!.index));
     }
     return undefined;
@@ -621,7 +643,18 @@ export class SandboxNetworks {
     if (this.filling || this.closed || !this.spec || this.pool.length >= this.poolSize) return;
     const fill = (async () => {
       try {
-        while (!this.closed && this.pool.length < this.poolSize) this.pool.push(await this.makeSlot(this.allocate()));
+        while (!this.closed && this.pool.length < this.poolSize) {
+          const slot = await this.makeSlot(this.allocate());
+          // In the table ahead, with the default rules, off the path of the create that takes it.
+          try {
+            await this.nft(slotAddScript(this.table(), slot, DEFAULT_RULES), `add pooled network slot ${slot.name}`);
+          } catch (err) {
+            await this.destroySlot(slot);
+            throw err;
+          }
+          slot.inTable = true;
+          this.pool.push(slot);
+        }
         this.poolError = undefined;
       } catch (err) {
         this.poolError = err as Error;
