@@ -123,31 +123,44 @@ test('a recursive watch reports the write of a file made in a new directory at o
   for (const e of ['create:new', 'create:new/sub', 'create:new/sub/f.txt', 'create:new/g.txt']) expect([e, events.filter((x) => x === e).length]).toEqual([e, 1]);
 });
 
-test('GetWatcherEvents on the Connect wire, as the Python SDK polls it, has the events of every write that returned before it', async () => {
+/** A Connect unary call to the sandbox's envd in JSON through the proxy, as the Python SDK makes it. */
+async function envdRpc(method: string, body: unknown, userAgent?: string): Promise<{ legacy: string | null; json: Record<string, unknown> }> {
   const info = (await (await fetch(`${process.env.E2B_API_URL}/sandboxes/${sbx.sandboxId}`, { headers: { 'x-api-key': process.env.E2B_API_KEY! } })).json()) as { envdAccessToken?: string };
-  const rpc = async (method: string, body: unknown) => {
-    const res = await fetch(`${process.env.E2B_SANDBOX_URL}/filesystem.Filesystem/${method}`, {
-      method: 'POST',
-      headers: {
-        'content-type': 'application/json',
-        'connect-protocol-version': '1',
-        'e2b-sandbox-id': sbx.sandboxId,
-        'e2b-sandbox-port': '49983',
-        ...(info.envdAccessToken ? { 'x-access-token': info.envdAccessToken } : {}),
-      },
-      body: JSON.stringify(body),
-    });
-    expect(res.status).toBe(200);
-    return (await res.json()) as { watcherId?: string; events?: Array<{ name: string; type: string }> };
-  };
+  const res = await fetch(`${process.env.E2B_SANDBOX_URL}/filesystem.Filesystem/${method}`, {
+    method: 'POST',
+    headers: {
+      'content-type': 'application/json',
+      'connect-protocol-version': '1',
+      'e2b-sandbox-id': sbx.sandboxId,
+      'e2b-sandbox-port': '49983',
+      ...(info.envdAccessToken ? { 'x-access-token': info.envdAccessToken } : {}),
+      ...(userAgent ? { 'user-agent': userAgent } : {}),
+    },
+    body: JSON.stringify(body),
+  });
+  expect(res.status).toBe(200);
+  return { legacy: res.headers.get('x-e2b-legacy-sdk'), json: (await res.json()) as Record<string, unknown> };
+}
+
+test('GetWatcherEvents on the Connect wire, as the Python SDK polls it, has the events of every write that returned before it', async () => {
   await sbx.files.makeDir('polled');
-  const { watcherId } = await rpc('CreateWatcher', { path: '/home/user/polled', recursive: false });
+  const watcherId = (await envdRpc('CreateWatcher', { path: '/home/user/polled', recursive: false })).json.watcherId as string;
   for (let round = 0; round < 10; round++) {
     await sbx.files.write(`polled/f${round}.txt`, 'x');
-    const { events = [] } = await rpc('GetWatcherEvents', { watcherId });
+    const events = ((await envdRpc('GetWatcherEvents', { watcherId })).json.events ?? []) as Array<{ name: string; type: string }>;
     expect(events.map((e) => `${e.type}:${e.name}`)).toEqual(expect.arrayContaining([`EVENT_TYPE_CREATE:f${round}.txt`, `EVENT_TYPE_WRITE:f${round}.txt`]));
   }
-  await rpc('RemoveWatcher', { watcherId });
+  await envdRpc('RemoveWatcher', { watcherId });
+});
+
+test("an old Python SDK (User-Agent connect-python) gets the entries it parses: a symlink's Stat and a listing with one", async () => {
+  await sbx.commands.run('mkdir -p ~/old-py && echo x > ~/old-py/file.txt && ln -sf file.txt ~/old-py/link');
+  const stat = await envdRpc('Stat', { path: '/home/user/old-py/link' }, 'connect-python');
+  expect(stat).toEqual({ legacy: 'true', json: { entry: { name: 'link', type: 3, path: '/home/user/old-py/link' } } });
+  const list = await envdRpc('ListDir', { path: '/home/user/old-py', depth: 1 }, 'connect-python');
+  expect(list.json.entries).toEqual(expect.arrayContaining([{ name: 'file.txt', type: 1, path: '/home/user/old-py/file.txt' }, { name: 'link', type: 3, path: '/home/user/old-py/link' }]));
+  // The SDK of today gets everything.
+  expect((await sbx.files.getInfo('old-py/link')).symlinkTarget).toBe('/home/user/old-py/file.txt');
 });
 
 test('uploadUrl and downloadUrl work with plain fetch and no headers, a part without a filename too; an expired one is refused', async () => {

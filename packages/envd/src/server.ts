@@ -9,6 +9,7 @@ import { EnvdRouteError } from './errors.js';
 import { readRequestBody } from './request-body.js';
 import { getFile, postFile } from './files.js';
 import { filesystemService } from './filesystem-service.js';
+import { isLegacyClient, legacyAnswers } from './legacy.js';
 import { log } from './log.js';
 import { MetricsSampler } from './metrics.js';
 import { ProcessManager } from './process-manager.js';
@@ -180,24 +181,29 @@ export function createEnvd(config: EnvdConfig = {}): Envd {
   // over these, except the choice of protocols, which each must repeat.
   const protocols = { grpc: false, grpcWeb: false, connect: true } as const;
   const processImpl = processService(state, processes);
-  const handle = connectNodeAdapter({
-    routes(router) {
-      router.service(Filesystem, filesystemService(state));
-      router.service(Process, processImpl);
-      // Registered again with a limit of their own, in place of the service's handlers.
-      const limited = { ...protocols, readMaxBytes: MAX_PROCESS_STREAM_REQUEST };
-      router.rpc(Process.method.start, processImpl.start, limited);
-      router.rpc(Process.method.connect, processImpl.connect, limited);
-    },
-    ...protocols,
-    interceptors: [requireToken, undecodableIsInvalid],
-    jsonOptions: { ignoreUnknownFields: true },
-    // Clients of E2B's protocol reject compressed stream frames.
-    acceptCompression: [],
-    // Any path that is not an RPC. An h2c request has all that the routes
-    // read of one (main.ts hands both kinds to this handler).
-    fallback: (req, res) => serveRoute(req as IncomingMessage, res as ServerResponse),
-  });
+  const adapter = (legacy: boolean) =>
+    connectNodeAdapter({
+      routes(router) {
+        router.service(Filesystem, filesystemService(state));
+        router.service(Process, processImpl);
+        // Registered again with a limit of their own, in place of the service's handlers.
+        const limited = { ...protocols, readMaxBytes: MAX_PROCESS_STREAM_REQUEST };
+        router.rpc(Process.method.start, processImpl.start, limited);
+        router.rpc(Process.method.connect, processImpl.connect, limited);
+      },
+      ...protocols,
+      interceptors: legacy ? [requireToken, undecodableIsInvalid, legacyAnswers] : [requireToken, undecodableIsInvalid],
+      jsonOptions: legacy ? { ignoreUnknownFields: true, enumAsInteger: true } : { ignoreUnknownFields: true },
+      // Clients of E2B's protocol reject compressed stream frames.
+      acceptCompression: [],
+      // Any path that is not an RPC. An h2c request has all that the routes
+      // read of one (main.ts hands both kinds to this handler).
+      fallback: (req, res) => serveRoute(req as IncomingMessage, res as ServerResponse),
+    });
+  const current = adapter(false);
+  // Old Python SDKs get the messages they parse (legacy.ts).
+  const legacyClients = adapter(true);
+  const handle: typeof current = (req, res) => (isLegacyClient(req as IncomingMessage) ? legacyClients : current)(req, res);
 
   return { handle, state, processes, shutdown: () => processes.shutdown() };
 }

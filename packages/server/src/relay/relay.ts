@@ -44,8 +44,9 @@ export class ProxyError extends Error {
 }
 
 /** The JSON body of an answer the relay gives itself. */
-export function errorBody(status: number, message: string, fields: Record<string, string> = {}): string {
-  return JSON.stringify({ ...fields, message, code: status });
+export function errorBody(status: number, message: string, fields?: Record<string, string>): string {
+  // E2B's order where it has a body of its own ({sandboxId, message, code}); the relay's {code, message} otherwise.
+  return JSON.stringify(fields && Object.keys(fields).length ? { ...fields, message, code: status } : { code: status, message });
 }
 
 /** What routing sees of a request: Node's view of it, which the fast path gives too. */
