@@ -5,6 +5,7 @@
 // does not compile.
 import { Ajv, type Options } from 'ajv';
 import ajvFormatsModule from 'ajv-formats';
+import fastifyCors from '@fastify/cors';
 import Fastify, { type ConnectionError, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
@@ -215,7 +216,7 @@ function clientErrorHandler(limits: ConnectionLimits, requestTimeout: number) {
   };
 }
 
-export function createApi(operations: Operation[], deps: ApiDeps, limits: ConnectionLimits): FastifyInstance {
+export function createApi(operations: Operation[], deps: ApiDeps, limits: ConnectionLimits & { corsOrigins: string[] }): FastifyInstance {
   // Receiving a request is timed, answering it is not: a fork or a snapshot
   // may take long, and nothing cuts it off. The bodies are small JSON, so the
   // whole request has one deadline: Node's requestTimeout, which fastify sets
@@ -233,6 +234,16 @@ export function createApi(operations: Operation[], deps: ApiDeps, limits: Connec
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: 500 },
   });
   limitConnectionsPerAddress(app.server, limits.maxConnectionsPerAddress);
+  // Pages in browsers run the official SDK against this API, as against E2B's (any origin unless configured).
+  if (limits.corsOrigins.length) {
+    void app.register(fastifyCors, {
+      origin: limits.corsOrigins.includes('*') ? '*' : limits.corsOrigins,
+      methods: ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE'],
+      // The SDKs page lists by it.
+      exposedHeaders: ['X-Next-Token'],
+      maxAge: 7200,
+    });
+  }
 
   // Query and path values arrive as strings and are coerced to the schema's
   // types; JSON bodies are checked exactly (`"templateID": 5` is an error).

@@ -81,6 +81,11 @@ export interface ServerConfig {
   dns: string[];
   /** The most entries allowOut and denyOut may each have. */
   maxNetworkRules: number;
+  /**
+   * Origins of web pages whose scripts may call the control API and envd
+   * through the proxy (CORS); `*`, the default as at E2B, is any. Empty: none.
+   */
+  corsOrigins: string[];
   /** What the steps of template builds may reach, as a sandbox's allowOut and denyOut; default: the internet. */
   buildAllowOut: string[];
   buildDenyOut: string[];
@@ -168,6 +173,7 @@ export function resolveServerConfig(options: Partial<ServerConfig> = {}): Server
     allowedPrivate: options.allowedPrivate ?? list('PADDOCK_ALLOW_PRIVATE'),
     dns: options.dns ?? list('PADDOCK_DNS'),
     maxNetworkRules: options.maxNetworkRules ?? num('PADDOCK_MAX_NETWORK_RULES', 512),
+    corsOrigins: options.corsOrigins ?? (process.env.PADDOCK_CORS_ORIGINS === undefined ? ['*'] : list('PADDOCK_CORS_ORIGINS')),
     buildAllowOut: options.buildAllowOut ?? list('PADDOCK_BUILD_ALLOW_OUT'),
     buildDenyOut: options.buildDenyOut ?? list('PADDOCK_BUILD_DENY_OUT'),
   };

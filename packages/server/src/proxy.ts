@@ -31,6 +31,7 @@ import { createRelay, type SandboxRelay } from './relay/index.js';
 import { ProxyError, type Destination, type RequestView } from './relay/relay.js';
 import type { Sandboxes } from './sandboxes.js';
 import type { SandboxRecord, SandboxRoute, SandboxRepository } from './store/repositories.js';
+import { CorsPolicy } from './cors.js';
 
 
 interface Target {
@@ -56,7 +57,8 @@ export interface ProxyDeps {
   sandboxes: Sandboxes;
 }
 
-export function createProxy({ runtime, store, sandboxes }: ProxyDeps, limits: ConnectionLimits & { proxyFastPath: boolean }): SandboxRelay {
+export function createProxy({ runtime, store, sandboxes }: ProxyDeps, limits: ConnectionLimits & { proxyFastPath: boolean; corsOrigins: string[] }): SandboxRelay {
+  const cors = new CorsPolicy(limits.corsOrigins);
   /** Finds a running sandbox whose envd token signed this /files URL. */
   async function bySignature(method: string, url: URL): Promise<SandboxRecord | undefined> {
     const signature = url.searchParams.get(FILE_SIGNATURE_PARAM);
@@ -133,7 +135,7 @@ export function createProxy({ runtime, store, sandboxes }: ProxyDeps, limits: Co
     });
   }
 
-  async function route(req: RequestView): Promise<Destination> {
+  async function toSandbox(req: RequestView): Promise<Destination> {
     const t = await target(req);
     checkTraffic(t, req);
     const name = `sandbox '${t.sandbox.id}' on port ${t.port}`;
@@ -143,7 +145,31 @@ export function createProxy({ runtime, store, sandboxes }: ProxyDeps, limits: Co
     }
     const endpoint = runtime.envdEndpoint(t.sandbox.id);
     const poolKey = 'socketPath' in endpoint ? endpoint.socketPath : `${endpoint.host}:${endpoint.port}`;
-    return { name, poolKey, open: () => connectTo(endpoint) };
+    const corsFields = cors.answer(req.headers);
+    return { name, poolKey, open: () => connectTo(endpoint), ...(corsFields ? { responseHeaders: corsFields } : {}) };
+  }
+
+  async function route(req: RequestView): Promise<Destination> {
+    // A preflight for envd (by its port in the host, or by the E2b-Sandbox-*
+    // headers it only names) is answered here; one for a sandbox's own port
+    // goes to the service there.
+    if (CorsPolicy.isPreflight(req.method, req.headers)) {
+      const byHost = parseSandboxHost(req.headers.host ?? '');
+      if (!byHost || byHost.port === ENVD_PORT) {
+        const fields = cors.preflight(req.headers);
+        if (!fields) throw new ProxyError(403, `origin '${String(req.headers.origin)}' may not call this server (PADDOCK_CORS_ORIGINS)`);
+        throw new ProxyError(204, '', {}, fields);
+      }
+    }
+    try {
+      return await toSandbox(req);
+    } catch (err) {
+      // The proxy's own answer to a page is readable by it.
+      const corsFields = err instanceof ProxyError ? cors.answer(req.headers) : undefined;
+      if (!corsFields) throw err;
+      const e = err as ProxyError;
+      throw new ProxyError(e.status, e.message, e.fields, { ...e.headers, ...corsFields });
+    }
   }
 
   return createRelay({

@@ -37,10 +37,31 @@ export class ProxyError extends Error {
     message: string,
     /** Fields the answer's JSON body carries before `message` and `code` (E2B's 502 names the sandbox). */
     readonly fields: Record<string, string> = {},
+    /** Header fields of the answer besides its framing (CORS). A 204 has no body. */
+    readonly headers: Record<string, string> = {},
   ) {
     super(message);
     this.name = 'ProxyError';
   }
+}
+
+/** An answer the relay gives itself, whole, closing the connection after it when `close`. */
+export function ownResponse(status: number, message: string, close: boolean, fields?: Record<string, string>, headers: Record<string, string> = {}): string {
+  let head = `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? 'Error'}\r\n`;
+  for (const [k, v] of Object.entries(headers)) head += `${k}: ${v}\r\n`;
+  const end = close ? 'connection: close\r\n\r\n' : '\r\n';
+  if (status === 204) return head + end;
+  const body = errorBody(status, message, fields);
+  return `${head}content-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n${end}${body}`;
+}
+
+/** Adds `extra` fields to a response's, where it has none of that name (an upstream's own CORS fields stay). */
+export function withExtraFields<T extends Record<string, unknown>>(fields: T, extra: Record<string, string> | undefined): T {
+  if (!extra) return fields;
+  const have = new Set(Object.keys(fields).map((k) => k.toLowerCase()));
+  const out: Record<string, unknown> = { ...fields };
+  for (const [k, v] of Object.entries(extra)) if (!have.has(k.toLowerCase())) out[k] = v;
+  return out as T;
 }
 
 /** The JSON body of an answer the relay gives itself. */
@@ -202,7 +223,8 @@ export class Relay {
       checkRequest(req);
       return await this.options.route(req);
     } catch (err) {
-      this.refuse(socket, err instanceof ProxyError ? err.status : 502, (err as Error).message, req, err instanceof ProxyError ? err.fields : undefined);
+      if (err instanceof ProxyError) this.refuse(socket, err.status, err.message, req, err.fields, err.headers);
+      else this.refuse(socket, 502, (err as Error).message, req);
       return undefined;
     }
   }
@@ -223,7 +245,7 @@ export class Relay {
         const te = tokens(headers['transfer-encoding']);
         if (te.some((t) => t !== 'chunked')) throw new ProxyError(502, `${dest.name} sent transfer-encoding '${te.join(', ')}', which the proxy does not pass on`);
         res.sendDate = false;
-        res.writeHead(statusCode, responseFields(headers));
+        res.writeHead(statusCode, withExtraFields(responseFields(headers), dest.responseHeaders));
         // A stream's head goes at once: its first data may be a while coming.
         if (headers['content-length'] === undefined) res.flushHeaders();
         return res;
@@ -311,13 +333,9 @@ export class Relay {
   }
 
   /** Answers with the relay's own error, and closes the connection after it. */
-  private refuse(socket: Duplex, status: number, message: string, req?: IncomingMessage, fields?: Record<string, string>): void {
+  private refuse(socket: Duplex, status: number, message: string, req?: IncomingMessage, fields?: Record<string, string>, headers?: Record<string, string>): void {
     if (this.closing.has(socket) || socket.destroyed) return;
-    const body = errorBody(status, message, fields);
-    socket.end(
-      `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? 'Error'}\r\ncontent-type: application/json\r\n` +
-        `content-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
-    );
+    socket.end(ownResponse(status, message, true, fields, headers));
     this.linger(socket, req);
   }
 

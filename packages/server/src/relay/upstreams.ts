@@ -14,6 +14,8 @@ export interface Destination {
   poolKey?: string;
   /** The Host the request carries upstream, in place of the client's (a sandbox's maskRequestHost). */
   host?: string;
+  /** Fields added to the response where the upstream sent none of that name (CORS for a browser's requests to envd). */
+  responseHeaders?: Record<string, string>;
   open(): Promise<Duplex>;
 }
 

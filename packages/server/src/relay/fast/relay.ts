@@ -22,7 +22,6 @@
 // likes. An answer of the relay's own (a request `route` refuses, an
 // upstream that fails) closes the connection: the rest of the request is not
 // passed on, and a refused client keeps no connection.
-import { STATUS_CODES } from 'node:http';
 import { createServer, type Server, type Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import {
@@ -43,7 +42,7 @@ import {
 import { loadPump, pumpable, startPump, type Pump, type PumpResult } from './pump.js';
 import { limitConnectionsPerAddress } from '../../connection-limit.js';
 import { dropped, hostFault } from '../headers.js';
-import { errorBody, ProxyError, type RelayOptions, type RequestView } from '../relay.js';
+import { ownResponse, ProxyError, type RelayOptions, type RequestView } from '../relay.js';
 import { MAX_HEAD, type Destination } from '../upstreams.js';
 
 /** Client bytes held while a request is routed or a response is under way, before reading stops. */
@@ -83,18 +82,15 @@ function requestHeadText(h: RequestHead, close: boolean, host?: string, upgrade 
   return s + (close && !upgrade ? 'connection: close\r\n\r\n' : '\r\n');
 }
 
-function responseHeadText(h: ResponseHead, close: boolean): string {
+function responseHeadText(h: ResponseHead, close: boolean, extra?: Record<string, string>): string {
   let s = `HTTP/1.1 ${h.status} ${h.reason}\r\n`;
   for (const f of passedOn(h.fields)) s += `${f.name}: ${f.value}\r\n`;
+  if (extra) for (const [k, v] of Object.entries(extra)) if (!h.fields.some((f) => f.lower === k.toLowerCase())) s += `${k}: ${v}\r\n`;
   return s + (close ? 'connection: close\r\n\r\n' : '\r\n');
 }
 
-function errorResponse(status: number, message: string, close: boolean, fields?: Record<string, string>): string {
-  const body = errorBody(status, message, fields);
-  return (
-    `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? 'Error'}\r\ncontent-type: application/json\r\n` +
-    `content-length: ${Buffer.byteLength(body)}\r\n${close ? 'connection: close\r\n' : ''}\r\n${body}`
-  );
+function errorResponse(status: number, message: string, close: boolean, fields?: Record<string, string>, headers?: Record<string, string>): string {
+  return ownResponse(status, message, close, fields, headers);
 }
 
 /** Idle upstream connections by key. An idle connection that speaks or closes is dropped. */
@@ -427,7 +423,10 @@ class ClientConnection {
     routed
       .then(
         (dest) => this.connect(ex, dest),
-        (err: Error) => this.answerOwn(ex, err instanceof ProxyError || err instanceof HttpError ? err.status : 502, err.message, err instanceof ProxyError ? err.fields : undefined),
+        (err: Error) =>
+          err instanceof ProxyError
+            ? this.answerOwn(ex, err.status, err.message, err.fields, err.headers)
+            : this.answerOwn(ex, err instanceof HttpError ? err.status : 502, err.message),
       )
       .catch(() => this.socket.destroy());
     this.again = true;
@@ -644,7 +643,7 @@ class ClientConnection {
       if (n < rest.length) ex.reusable = false;
       ex.answered = true;
       this.socket.cork();
-      this.socket.write(responseHeadText(head, ex.closeAfter), 'latin1');
+      this.socket.write(responseHeadText(head, ex.closeAfter, ex.dest?.responseHeaders), 'latin1');
       if (n) this.toClient(ex, n === rest.length ? rest : rest.subarray(0, n));
       this.socket.uncork();
       if (response.done) this.responseComplete(ex);
@@ -686,12 +685,12 @@ class ClientConnection {
    * Answers with the relay's own error, and closes the connection after it.
    * The rest of the request is not passed on, nor waited for.
    */
-  private answerOwn(ex: Exchange, status: number, message: string, fields?: Record<string, string>): void {
+  private answerOwn(ex: Exchange, status: number, message: string, fields?: Record<string, string>, headers?: Record<string, string>): void {
     if (this.ex !== ex || this.closed) return;
     ex.answered = true;
     ex.responseDone = true;
     ex.closeAfter = true;
-    this.socket.write(errorResponse(status, message, true, fields));
+    this.socket.write(errorResponse(status, message, true, fields, headers));
     this.finish(ex);
   }
 

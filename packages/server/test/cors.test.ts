@@ -1,0 +1,97 @@
+// Cross-origin requests, as the official SDK makes them from a web page:
+// preflights of the control API and of envd through the proxy are
+// answered (the proxy's without routing: a preflight names the
+// E2b-Sandbox-* headers, not their values), answers carry the fields a page
+// needs to read them, and configured origins are the only ones let in.
+import { request } from 'node:http';
+import { API_KEY, testServer, type TestServer } from './harness.js';
+
+const ORIGIN = 'https://app.example';
+const SDK_HEADERS = 'content-type, connect-protocol-version, e2b-sandbox-id, e2b-sandbox-port, x-access-token';
+
+/** A request with exactly these headers (fetch would drop Host and may drop Origin). */
+function call(url: string, init: { method?: string; headers?: Record<string, string>; body?: string }): Promise<{ status: number; headers: Record<string, string>; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = request(url, { method: init.method ?? 'GET', headers: init.headers, agent: false }, (res) => {
+      let body = '';
+      res.on('data', (d: Buffer) => (body += d));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers as Record<string, string>, body }));
+    });
+    req.on('error', reject);
+    req.end(init.body);
+  });
+}
+
+describe.each([
+  ['the fast path', true],
+  ['the library path', false],
+])('through %s', (_name, proxyFastPath) => {
+  let t: TestServer;
+  beforeAll(async () => {
+    t = await testServer({ proxyFastPath });
+  });
+  afterAll(() => t.teardown());
+
+  test('the control API answers preflights and cross-origin calls for any origin', async () => {
+    const pre = await call(`${t.server.apiUrl}/sandboxes`, {
+      method: 'OPTIONS',
+      headers: { origin: ORIGIN, 'access-control-request-method': 'POST', 'access-control-request-headers': 'x-api-key, content-type' },
+    });
+    expect(pre.status).toBe(204);
+    expect(pre.headers).toMatchObject({ 'access-control-allow-origin': '*', 'access-control-allow-headers': 'x-api-key, content-type' });
+    expect(pre.headers['access-control-allow-methods']).toContain('POST');
+    const list = await call(`${t.server.apiUrl}/v2/sandboxes`, { headers: { origin: ORIGIN, 'x-api-key': API_KEY } });
+    expect(list.status).toBe(200);
+    expect(list.headers).toMatchObject({ 'access-control-allow-origin': '*', 'access-control-expose-headers': 'X-Next-Token' });
+  });
+
+  test("the proxy answers envd's preflights itself, and envd's answers and its own refusals carry the fields a page needs", async () => {
+    const pre = await call(`${t.server.proxyUrl}/process.Process/Start`, {
+      method: 'OPTIONS',
+      headers: { origin: ORIGIN, 'access-control-request-method': 'POST', 'access-control-request-headers': SDK_HEADERS },
+    });
+    expect(pre).toMatchObject({ status: 204, body: '' });
+    expect(pre.headers).toMatchObject({ 'access-control-allow-origin': '*', 'access-control-allow-headers': SDK_HEADERS, 'access-control-max-age': '7200' });
+
+    const s = await t.control.createSandbox({ templateID: 'base' });
+    const stat = await call(`${t.server.proxyUrl}/filesystem.Filesystem/Stat`, {
+      method: 'POST',
+      headers: { origin: ORIGIN, 'content-type': 'application/json', 'connect-protocol-version': '1', 'e2b-sandbox-id': s.sandboxID, 'e2b-sandbox-port': '49983', 'x-access-token': s.envdAccessToken! },
+      body: JSON.stringify({ path: '/home/user' }),
+    });
+    expect(stat.status).toBe(200);
+    expect(stat.headers['access-control-allow-origin']).toBe('*');
+    expect(stat.headers['access-control-expose-headers']).toContain('Grpc-Status');
+    // Without an Origin, nothing is added.
+    const plain = await call(`${t.server.proxyUrl}/filesystem.Filesystem/Stat`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'connect-protocol-version': '1', 'e2b-sandbox-id': s.sandboxID, 'e2b-sandbox-port': '49983', 'x-access-token': s.envdAccessToken! },
+      body: JSON.stringify({ path: '/home/user' }),
+    });
+    expect(plain.headers['access-control-allow-origin']).toBeUndefined();
+    await t.control.killSandbox(s.sandboxID);
+
+    const gone = await call(`${t.server.proxyUrl}/filesystem.Filesystem/Stat`, { method: 'POST', headers: { origin: ORIGIN, 'e2b-sandbox-id': s.sandboxID, 'e2b-sandbox-port': '49983' } });
+    expect([gone.status, gone.headers['access-control-allow-origin'], JSON.parse(gone.body).message]).toEqual([502, '*', 'The sandbox was not found']);
+    // A preflight for a sandbox's own port is its service's to answer: it is routed (here, to no sandbox).
+    const own = await call(`${t.server.proxyUrl}/`, { method: 'OPTIONS', headers: { host: `8080-${s.sandboxID}.localhost`, origin: ORIGIN, 'access-control-request-method': 'GET' } });
+    expect(own.status).toBe(502);
+  });
+});
+
+test('with configured origins, only those are let in', async () => {
+  const t = await testServer({ corsOrigins: [ORIGIN] });
+  try {
+    const preflight = (url: string, origin: string) =>
+      call(url, { method: 'OPTIONS', headers: { origin, 'access-control-request-method': 'POST', 'access-control-request-headers': SDK_HEADERS } });
+    const ok = await preflight(`${t.server.proxyUrl}/process.Process/Start`, ORIGIN);
+    expect([ok.status, ok.headers['access-control-allow-origin'], ok.headers.vary]).toEqual([204, ORIGIN, 'Origin']);
+    const other = await preflight(`${t.server.proxyUrl}/process.Process/Start`, 'https://evil.example');
+    expect([other.status, JSON.parse(other.body).message]).toEqual([403, "origin 'https://evil.example' may not call this server (PADDOCK_CORS_ORIGINS)"]);
+    const api = await preflight(`${t.server.apiUrl}/sandboxes`, 'https://evil.example');
+    expect(api.headers['access-control-allow-origin']).toBeUndefined();
+    expect((await preflight(`${t.server.apiUrl}/sandboxes`, ORIGIN)).headers['access-control-allow-origin']).toBe(ORIGIN);
+  } finally {
+    await t.teardown();
+  }
+});
