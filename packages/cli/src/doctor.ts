@@ -2,6 +2,7 @@
 // that fixes it.
 import { execFileSync } from 'node:child_process';
 import { accessSync, constants, existsSync, mkdirSync, readFileSync, statfsSync } from 'node:fs';
+import { hostUpstreams } from '@paddock/runtime';
 import { lookup } from 'node:dns/promises';
 import { createServer } from 'node:net';
 import { delimiter, dirname, join } from 'node:path';
@@ -198,18 +199,6 @@ function run(cmd: string, args: string[]): string | undefined {
   }
 }
 
-/** The nameservers of the host's resolv.conf files, as the sandboxes' resolver reads them. */
-function hostNameservers(): string[] {
-  const all = ['/etc/resolv.conf', '/run/systemd/resolve/resolv.conf'].flatMap((f) =>
-    (readIfExists(f) ?? '')
-      .split('\n')
-      .map((l) => /^\s*nameserver\s+(\S+)/.exec(l)?.[1])
-      .filter((a): a is string => Boolean(a)),
-  );
-  const remote = [...new Set(all.filter((a) => !/^127\./.test(a) && a !== '::1'))];
-  return remote.length ? remote : [...new Set(all)];
-}
-
 /**
  * What each sandbox's network needs (nftables, iproute2, veth pairs, IPv4
  * forwarding, an uplink) and how it is configured: the uplink, the DNS
@@ -237,7 +226,8 @@ export function networkChecks(n: NetworkSettings): Check[] {
   if (!uplink) checks.push({ name: 'uplink', ok: false, detail: 'no IPv4 default route, and no uplink configured', fix: 'PADDOCK_UPLINK=<interface> (or --uplink): where sandbox traffic goes out' });
   else if (ip && run('ip', ['link', 'show', uplink]) === undefined) checks.push({ name: 'uplink', ok: false, detail: `interface '${uplink}' does not exist`, fix: 'PADDOCK_UPLINK=<interface> (or --uplink) naming one that does' });
   else checks.push({ name: 'uplink', ok: true, detail: `${uplink}${n.uplink ? ' (configured)' : " (the default route's)"}` });
-  const dns = n.dns.length ? n.dns : hostNameservers();
+  // The servers the sandboxes' resolver will ask, read as it reads them.
+  const dns = n.dns.length ? n.dns : hostUpstreams();
   checks.push(
     dns.length
       ? { name: 'dns', ok: true, detail: `sandboxes' resolver asks ${dns.join(', ')}${n.dns.length ? ' (configured)' : " (the host's)"}` }

@@ -127,12 +127,10 @@ interface SandboxSpec {
 /**
  * A pooled sandbox has the default rules (the internet, no lists): most
  * creates ask for those, and their claim then costs no nftables
- * transaction. Nothing of a caller's runs in it before the claim.
+ * transaction (setRules of the rules a slot has is a no-op). Nothing of a
+ * caller's runs in it before the claim.
  */
 const POOLED_RULES: NetworkRules = {};
-
-/** Rules that are the default ones, whatever way they are written. */
-const isDefaultRules = (r: NetworkRules) => r.allowInternet !== false && !r.allowOut?.length && !r.denyOut?.length;
 
 const MAX_SOCKET_PATH = 107;
 /**
@@ -967,7 +965,7 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool {
           const socket = this.socket(id, 'envd.sock');
           if (init) await initEnvd(socket, init);
           else if (!(await envdAnswers(socket))) throw new RuntimeError('unavailable', 'pooled sandbox is not running');
-          if (!isDefaultRules(network)) await this.networking?.setRules(id, network);
+          await this.networking?.setRules(id, network);
           const claimed = { ...spec, pooled: false, createdAt: new Date().toISOString(), network };
           this.writeSpec(claimed);
           return this.info(claimed, 'running', true);

@@ -348,6 +348,8 @@ export class SandboxNetworks {
     const normalized = normalizeRules(rules);
     return this.perSandbox.run(sandboxId, async () => {
       const h = this.heldOf(sandboxId);
+      // The rules it has already (a pooled sandbox claimed with the defaults): nothing to apply, nothing to cut.
+      if (sameRules(h.rules, normalized)) return this.view(h);
       this.checkRedirect(h.slot, normalized);
       await this.nft(slotRulesScript(this.table(), h.slot, normalized), `apply the network rules of sandbox ${sandboxId}`);
       h.rules = normalized;
