@@ -6,6 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { isHostAdmin } from '@paddock/runtime';
 import { startServer, type PaddockServer, type StartOptions } from '@paddock/server';
+import { auditLog, storedTokens } from '../../../tools/testing/log-audit.mjs';
 
 export const API_KEY = 'e2b_c0ffee00c0ffee00c0ffee00c0ffee00c0ffee00';
 
@@ -16,7 +17,8 @@ export interface CompatServer {
 
 export async function startForE2b(options: StartOptions = {}): Promise<CompatServer> {
   const home = mkdtempSync(join(tmpdir(), 'paddock-compat-'));
-  const server = await startServer({ home, apiPort: 0, proxyPort: 0, warmPoolSize: 1, metricsIntervalMs: 500, initialApiKey: API_KEY, ...options });
+  const logFile = join(home, 'server.log');
+  const server = await startServer({ home, apiPort: 0, proxyPort: 0, warmPoolSize: 1, metricsIntervalMs: 500, initialApiKey: API_KEY, logFile, ...options });
   process.env.E2B_API_URL = server.apiUrl;
   process.env.E2B_SANDBOX_URL = server.proxyUrl;
   process.env.E2B_API_KEY = API_KEY;
@@ -31,6 +33,8 @@ export async function startForE2b(options: StartOptions = {}): Promise<CompatSer
       if (!isHostAdmin(runtime)) throw new Error('the server runs a runtime without HostAdmin: nothing can check it left nothing behind');
       await runtime.removeEverything();
       expect(await runtime.leftovers()).toEqual([]);
+      // JSON lines, and no key or token the server handed out in any.
+      auditLog(server.config.logFile ?? logFile, [API_KEY, ...(await storedTokens(home))]);
       rmSync(home, { recursive: true, force: true });
     },
   };

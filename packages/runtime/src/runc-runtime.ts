@@ -20,7 +20,8 @@
 // runc keeps container state under <dataDir>/runc. Everything survives a
 // restart of this process: containers run on, and list() finds them again.
 import { createHash, randomUUID } from 'node:crypto';
-import { chmodSync, chownSync, closeSync, existsSync, lstatSync, mkdirSync, openSync, readFileSync, readSync, readdirSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { access } from 'node:fs/promises';
+import { chmodSync, chownSync, closeSync, constants, existsSync, lstatSync, mkdirSync, openSync, readFileSync, readSync, readdirSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
 import type { Duplex } from 'node:stream';
 import { envdCommand, envdSandboxDir } from '@paddock/envd';
@@ -51,6 +52,8 @@ import {
   type TemplateFromImageOptions,
   type TemplateInfo,
   type WarmPool,
+  type HealthCheck,
+  type RuntimeHealth,
 } from './runtime.js';
 import { BASE_TEMPLATE_ID, DEFAULT_LIMITS, TemplateLayers, type TemplateImage } from './templates.js';
 import { KeyedMutex, SANDBOX_ID, newSandboxId } from './util.js';
@@ -157,7 +160,7 @@ const RUNNING_CPU_WEIGHT = 12;
 /** How often the inits of running sandboxes are looked at: one read of /proc each. */
 const INIT_WATCH_MS = 1000;
 
-export class RuncRuntime implements Runtime, HostAdmin, WarmPool {
+export class RuncRuntime implements Runtime, HostAdmin, WarmPool, RuntimeHealth {
   private readonly dataDir: string;
   private readonly sandboxesDir: string;
   private readonly collectsLayers: boolean;
@@ -1041,6 +1044,18 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool {
   }
 
   /** Also removes this data directory's parent cgroup when no sandbox of it is left. */
+  async health(): Promise<Record<string, HealthCheck>> {
+    const checks: Record<string, HealthCheck> = {};
+    try {
+      await access(this.sandboxesDir, constants.W_OK);
+      checks.runtime = this.closed ? { ok: false, detail: 'the runtime is closed' } : { ok: true, detail: `sandboxes in ${this.sandboxesDir}` };
+    } catch (err) {
+      checks.runtime = { ok: false, detail: `${this.sandboxesDir} is not writable: ${(err as Error).message}` };
+    }
+    if (this.networking) checks.network = this.networkReady ? this.networking.health() : { ok: false, detail: 'the sandbox network is not set up' };
+    return checks;
+  }
+
   async close(): Promise<void> {
     this.closed = true;
     clearInterval(this.initWatch);

@@ -174,12 +174,33 @@ export interface HostAdmin {
   removeEverything(): Promise<void>;
 }
 
+/** One part of a runtime's readiness, as a health check reports it. */
+export interface HealthCheck {
+  ok: boolean;
+  detail: string;
+}
+
+/** A runtime that can say whether it is able to make and run sandboxes now. */
+export interface RuntimeHealth {
+  /** Its parts by name (`runtime`, `network` ...); cheap enough for a probe every few seconds. */
+  health(): Promise<Record<string, HealthCheck>>;
+}
+
+export function hasHealth(runtime: Runtime): runtime is Runtime & RuntimeHealth {
+  return typeof (runtime as Partial<RuntimeHealth>).health === 'function';
+}
+
 /** A runtime that keeps booted sandboxes ready per template, claimed by create(). */
 export interface WarmPool {
   /** Resolves once every pooled template's pool is full, or a refill ended without filling it. */
   poolReady(): Promise<void>;
   /** The ids waiting in each template's pool. */
   pooled(): Record<string, string[]>;
+}
+
+export function isWarmPool(runtime: Runtime): runtime is Runtime & WarmPool {
+  const r = runtime as Partial<WarmPool>;
+  return typeof r.poolReady === 'function' && typeof r.pooled === 'function';
 }
 
 export function isHostAdmin(runtime: Runtime): runtime is Runtime & HostAdmin {

@@ -7,6 +7,7 @@
 // here: CIDR blocks and addresses go to nftables, and domain names (allowOut
 // only) make ports 80 and 443 go through the proxy, which reads the name a
 // connection is for.
+import { readFileSync } from 'node:fs';
 import { isIP } from 'node:net';
 import { EgressProxy, SandboxResolver, hostUpstreams, upstreamResolve, type EgressDecision, type EgressRules } from './egress/index.js';
 import { SandboxNetworks, type AddressRules, type PrepareResult, type SandboxNetwork } from './network/index.js';
@@ -199,6 +200,19 @@ export class SandboxNetworking {
     await this.stopServing();
     if (serving.get(this.stateDir) === this) serving.delete(this.stateDir);
     await this.nets.close();
+  }
+
+  /** Whether sandboxes can be networked now: the service interface is up and its resolver and proxy listen. */
+  health(): { ok: boolean; detail: string } {
+    const iface = this.nets.serviceInterface;
+    let state: string;
+    try {
+      state = readFileSync(`/sys/class/net/${iface}/operstate`, 'utf8').trim();
+    } catch {
+      return { ok: false, detail: `the service interface ${iface} is missing` };
+    }
+    if (!this.proxy || !this.resolver) return { ok: false, detail: `the resolver and egress proxy on ${this.nets.serviceAddress} are not running` };
+    return { ok: true, detail: `${iface} ${state}, resolver and egress proxy on ${this.nets.serviceAddress}` };
   }
 
   private async stopServing(): Promise<void> {

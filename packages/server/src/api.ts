@@ -12,10 +12,13 @@ import type { Socket } from 'node:net';
 import type { Readable } from 'node:stream';
 import type { control } from '@paddock/models';
 import type { ConnectionLimits } from './config.js';
+import { pathOf, requestId, withLog, type Logger } from './log.js';
 import { limitConnectionsPerAddress } from './connection-limit.js';
 import { ApiError, errorBody, toApiError } from './errors.js';
 import type { Operation } from './openapi.js';
 import { nextTokenHeader } from './pagination.js';
+import type { Health } from './health.js';
+import type { Metrics } from './metrics.js';
 import type { Sandboxes } from './sandboxes.js';
 import type { ApiKeyRecord, ApiKeyRepository } from './store/repositories.js';
 import { BUILDS_NOT_IMPLEMENTED, type Templates } from './templates.js';
@@ -28,11 +31,14 @@ type OpId = keyof Ops;
 type Params<K extends OpId> = Ops[K]['parameters'] extends { path?: infer P } ? (P extends undefined ? never : Exclude<P, undefined>) : never;
 type Query<K extends OpId> = Ops[K]['parameters'] extends { query?: infer Q } ? Exclude<Q, undefined> : never;
 type Body<K extends OpId> = Ops[K] extends { requestBody?: { content: { 'application/json': infer B } } } ? B : undefined;
-type SuccessCodes = 200 | 201 | 202 | 204;
+// 503 is an answer a handler gives, not an error, where its body is a document of its own (readiness).
+type SuccessCodes = 200 | 201 | 202 | 204 | 503;
 type Success<K extends OpId> = {
   [S in SuccessCodes & keyof Ops[K]['responses']]: Ops[K]['responses'][S] extends { content: { 'application/json': infer B } }
     ? { status: S; body: B; headers?: Record<string, string> }
-    : { status: S };
+    : Ops[K]['responses'][S] extends { content: { 'text/plain': infer B } }
+      ? { status: S; body: B; headers: { 'content-type': string } }
+      : { status: S };
 }[SuccessCodes & keyof Ops[K]['responses']];
 
 interface Call<K extends OpId> {
@@ -49,11 +55,17 @@ export interface ApiDeps {
   sandboxes: Sandboxes;
   templates: Templates;
   keys: ApiKeyRepository;
+  log: Logger;
+  metrics: Metrics;
+  health: Health;
 }
 
 const notImplemented = (): never => {
   throw new ApiError(501, BUILDS_NOT_IMPLEMENTED);
 };
+
+/** The credentials of `Authorization: Bearer {credentials}`. */
+const bearer = (header: string | undefined) => /^Bearer\s+(\S+)\s*$/i.exec(header ?? '')?.[1];
 
 const iso = (ms: number) => new Date(ms).toISOString();
 
@@ -67,9 +79,15 @@ const listedKey = (k: ApiKeyRecord) => ({
   lastUsed: k.lastUsedAt === null ? null : iso(k.lastUsedAt),
 });
 
-function handlers({ sandboxes, templates, keys }: ApiDeps): Handlers {
+function handlers({ sandboxes, templates, keys, metrics, health }: ApiDeps): Handlers {
   return {
     getHealth: () => ({ status: 204 }),
+    getHealthLive: () => ({ status: 200, body: { status: 'ok', checks: {} } }),
+    getHealthReady: async () => {
+      const report = await health.ready();
+      return report.status === 'ok' ? { status: 200, body: report } : { status: 503, body: report };
+    },
+    getMetrics: async () => ({ status: 200, body: await metrics.text(), headers: { 'content-type': metrics.contentType } }),
 
     getSandboxes: async ({ query }) => ({ status: 200, body: await sandboxes.listRunning(query.metadata) }),
     postSandboxes: async ({ body }) => ({ status: 201, body: await sandboxes.create(body) }),
@@ -224,7 +242,10 @@ export function createApi(operations: Operation[], deps: ApiDeps, limits: Connec
   // http options against one another.
   const requestTimeout = limits.headerTimeoutMs + limits.bodyTimeoutMs;
   const app = Fastify({
-    logger: false,
+    loggerInstance: deps.log,
+    // One line per request, written below: fastify's own would log the query, where signed URLs carry their signature.
+    disableRequestLogging: true,
+    genReqId: (req) => requestId(req.headers['x-request-id']),
     bodyLimit: 1024 * 1024,
     requestTimeout,
     keepAliveTimeout: limits.idleTimeoutMs,
@@ -239,11 +260,24 @@ export function createApi(operations: Operation[], deps: ApiDeps, limits: Connec
     void app.register(fastifyCors, {
       origin: limits.corsOrigins.includes('*') ? '*' : limits.corsOrigins,
       methods: ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE'],
-      // The SDKs page lists by it.
-      exposedHeaders: ['X-Next-Token'],
+      // The SDKs page lists by it; a page may quote a request's id.
+      exposedHeaders: ['X-Next-Token', 'X-Request-Id'],
       maxAge: 7200,
     });
   }
+
+  app.addHook('onRequest', async (req, reply) => {
+    reply.header('x-request-id', req.id);
+  });
+  // Which key made a request (its id, never the key), for its log line.
+  const keyOf = new WeakMap<FastifyRequest, string>();
+  app.addHook('onResponse', async (req, reply) => {
+    const keyID = keyOf.get(req);
+    req.log.info(
+      { method: req.method, path: pathOf(req.url), status: reply.statusCode, ms: Math.round(reply.elapsedTime * 10) / 10, ...(keyID ? { keyID } : {}) },
+      'request',
+    );
+  });
 
   // Query and path values arrive as strings and are coerced to the schema's
   // types; JSON bodies are checked exactly (`"templateID": 5` is an error).
@@ -272,7 +306,7 @@ export function createApi(operations: Operation[], deps: ApiDeps, limits: Connec
   app.setErrorHandler((err: FastifyError | ApiError, req: FastifyRequest, reply: FastifyReply) => {
     const e = toApiError(err);
     // An ApiError is an answer chosen on purpose (501, 503 while closing); anything else failing is worth a trace.
-    if (e.status >= 500 && !(err instanceof ApiError)) process.stderr.write(`paddock: ${req.method} ${req.url} failed: ${err.stack ?? err.message}\n`);
+    if (e.status >= 500 && !(err instanceof ApiError)) req.log.error({ err, method: req.method, path: pathOf(req.url) }, 'request failed');
     return sendError(reply, e);
   });
   app.setNotFoundHandler((req, reply) => sendError(reply, new ApiError(404, `no route for ${req.method} ${req.url.split('?')[0]}`)));
@@ -291,11 +325,12 @@ export function createApi(operations: Operation[], deps: ApiDeps, limits: Connec
       onRequest: async (req, reply) => {
         if (op.public) return;
         const header = req.headers['x-api-key'];
-        const key = Array.isArray(header) ? header[0] : header;
+        const key = (Array.isArray(header) ? header[0] : header) ?? (op.bearerKey ? bearer(req.headers.authorization) : undefined);
         if (!key) return unauthorized(reply, 'missing X-API-Key header');
         const id = await deps.keys.verify(key);
         if (!id) return unauthorized(reply, 'invalid API key');
         await deps.keys.touch(id);
+        keyOf.set(req, id);
         return undefined;
       },
       preValidation: async (req) => {
@@ -312,7 +347,7 @@ export function createApi(operations: Operation[], deps: ApiDeps, limits: Connec
         }
       },
       handler: async (req, reply) => {
-        const result = await handle({ params: req.params, query: req.query, body: req.body, origin: `${req.protocol}://${req.host}` });
+        const result = await withLog(req.log, () => handle({ params: req.params, query: req.query, body: req.body, origin: `${req.protocol}://${req.host}` }));
         if (result.headers) reply.headers(result.headers);
         reply.code(result.status);
         return 'body' in result ? reply.send(result.body) : reply.send();

@@ -3,6 +3,7 @@
 import { existsSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { LOG_LEVELS, type LogLevel } from './log.js';
 
 export interface ServerConfig {
   /** Data directory: the SQLite file, the runtime's templates and sandboxes. */
@@ -89,6 +90,10 @@ export interface ServerConfig {
   /** What the steps of template builds may reach, as a sandbox's allowOut and denyOut; default: the internet. */
   buildAllowOut: string[];
   buildDenyOut: string[];
+  /** The least severe log lines written: fatal, error, warn, info (the default), debug, trace, or silent. */
+  logLevel: LogLevel;
+  /** A file the JSON log lines are appended to; default standard output. */
+  logFile: string | undefined;
 }
 
 /**
@@ -123,6 +128,12 @@ function flag(name: string, fallback: boolean): boolean {
   if (['1', 'true', 'on'].includes(raw)) return true;
   if (['0', 'false', 'off'].includes(raw)) return false;
   throw new Error(`${name}='${process.env[name]}' is neither on (1, true, on) nor off (0, false, off)`);
+}
+
+function logLevel(raw: string): LogLevel {
+  const level = raw.trim().toLowerCase();
+  if (!(LOG_LEVELS as readonly string[]).includes(level)) throw new Error(`logLevel (PADDOCK_LOG_LEVEL) '${raw}' is not one of ${LOG_LEVELS.join(', ')}`);
+  return level as LogLevel;
 }
 
 /** The part of the configuration that bounds client connections. */
@@ -176,6 +187,8 @@ export function resolveServerConfig(options: Partial<ServerConfig> = {}): Server
     corsOrigins: options.corsOrigins ?? (process.env.PADDOCK_CORS_ORIGINS === undefined ? ['*'] : list('PADDOCK_CORS_ORIGINS')),
     buildAllowOut: options.buildAllowOut ?? list('PADDOCK_BUILD_ALLOW_OUT'),
     buildDenyOut: options.buildDenyOut ?? list('PADDOCK_BUILD_DENY_OUT'),
+    logLevel: logLevel(options.logLevel ?? (process.env.PADDOCK_LOG_LEVEL || 'info')),
+    logFile: options.logFile ?? (process.env.PADDOCK_LOG_FILE ? resolve(process.env.PADDOCK_LOG_FILE) : undefined),
   };
   if (config.defaultTimeoutSeconds > config.maxTimeoutSeconds) {
     throw new Error(`the default timeout (${config.defaultTimeoutSeconds} s) is longer than the maximum (${config.maxTimeoutSeconds} s)`);

@@ -3,3 +3,4 @@ export { defaultHome, resolveServerConfig, type ServerConfig } from './config.js
 export { serverNodeFlags } from './node-flags.js';
 export { newApiKey, type ApiKeyRecord, type ApiKeyRepository } from './store/repositories.js';
 export { inspectInstallation, uninstall, type Installation } from './uninstall.js';
+export { createLogger, LOG_LEVELS, type LogLevel, type Logger } from './log.js';

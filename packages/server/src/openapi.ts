@@ -22,6 +22,8 @@ export interface Operation {
   commaArrays: string[];
   /** Operations with `security: []` need no API key. */
   public: boolean;
+  /** Operations that also take the API key as `Authorization: Bearer` (ApiKeyBearerAuth). */
+  bearerKey: boolean;
 }
 
 /** Where the spec is: copied next to the build, or at the repository root when running from source. */
@@ -100,6 +102,7 @@ export function loadOperations(file = specPath()): Operation[] {
         bodyRequired: Boolean(body?.required),
         commaArrays,
         public: Array.isArray(op.security) && op.security.length === 0,
+        bearerKey: Array.isArray(op.security) && op.security.some((req) => isObject(req) && 'ApiKeyBearerAuth' in req),
       });
     }
   }

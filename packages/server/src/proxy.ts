@@ -24,7 +24,7 @@ import {
 } from '@paddock/protocol';
 import type { Runtime } from '@paddock/runtime';
 import { createHash, timingSafeEqual } from 'node:crypto';
-import { connect } from 'node:net';
+import { connect, type Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { ConnectionLimits } from './config.js';
 import { createRelay, type SandboxRelay } from './relay/index.js';
@@ -32,6 +32,8 @@ import { ProxyError, type Destination, type RequestView } from './relay/relay.js
 import type { Sandboxes } from './sandboxes.js';
 import type { SandboxRecord, SandboxRoute, SandboxRepository } from './store/repositories.js';
 import { CorsPolicy } from './cors.js';
+import { pathOf, type Logger } from './log.js';
+import type { Metrics } from './metrics.js';
 
 
 interface Target {
@@ -55,9 +57,11 @@ export interface ProxyDeps {
   runtime: Runtime;
   store: SandboxRepository;
   sandboxes: Sandboxes;
+  log: Logger;
+  metrics: Metrics;
 }
 
-export function createProxy({ runtime, store, sandboxes }: ProxyDeps, limits: ConnectionLimits & { proxyFastPath: boolean; corsOrigins: string[] }): SandboxRelay {
+export function createProxy({ runtime, store, sandboxes, log, metrics }: ProxyDeps, limits: ConnectionLimits & { proxyFastPath: boolean; corsOrigins: string[] }): SandboxRelay {
   const cors = new CorsPolicy(limits.corsOrigins);
   /** Finds a running sandbox whose envd token signed this /files URL. */
   async function bySignature(method: string, url: URL): Promise<SandboxRecord | undefined> {
@@ -172,12 +176,54 @@ export function createProxy({ runtime, store, sandboxes }: ProxyDeps, limits: Co
     }
   }
 
-  return createRelay({
+  /**
+   * Routes a request, counting and logging it: what was routed where, what
+   * the proxy refused itself, and every upstream that could not be reached
+   * (for envd: an envd that does not answer). Both relays route here, so
+   * both are counted alike.
+   */
+  async function observed(req: RequestView): Promise<Destination> {
+    const at = { method: req.method, path: pathOf(req.url) };
+    let dest: Destination;
+    try {
+      dest = await route(req);
+    } catch (err) {
+      const status = err instanceof ProxyError ? err.status : 502;
+      if (status >= 400) {
+        metrics.proxyErrors.inc({ status: String(status), target: 'none' });
+        log.info({ ...at, status, reason: (err as Error).message }, 'proxy refused a request');
+      }
+      throw err;
+    }
+    const target = dest.poolKey === undefined ? 'port' : 'envd';
+    metrics.proxyRequests.inc({ target });
+    log.debug({ ...at, to: dest.name }, 'proxy request');
+    const open = dest.open;
+    return {
+      ...dest,
+      open: () =>
+        open().catch((err: Error) => {
+          metrics.proxyErrors.inc({ status: '502', target });
+          log.warn({ ...at, to: dest.name, reason: err.message }, 'proxy could not reach the sandbox');
+          throw err;
+        }),
+    };
+  }
+
+  const relay = createRelay({
     fastPath: limits.proxyFastPath,
-    route,
+    route: observed,
     headTimeoutMs: limits.headerTimeoutMs,
     bodyTimeoutMs: limits.bodyTimeoutMs,
     idleTimeoutMs: limits.idleTimeoutMs,
     maxConnectionsPerAddress: limits.maxConnectionsPerAddress,
   });
+  // Bytes each way on client connections, headers included, counted as each connection closes.
+  relay.server.on('connection', (socket: Socket) =>
+    socket.once('close', () => {
+      metrics.proxyBytes.inc({ direction: 'in' }, socket.bytesRead);
+      metrics.proxyBytes.inc({ direction: 'out' }, socket.bytesWritten);
+    }),
+  );
+  return relay;
 }

@@ -8,6 +8,8 @@ import { randomBytes } from 'node:crypto';
 import { KeyedMutex, envdVersion, type EnvdInit, type Runtime } from '@paddock/runtime';
 import { isSandboxId } from '@paddock/protocol';
 import type { ServerConfig } from './config.js';
+import { logOf, type Logger } from './log.js';
+import type { Metrics } from './metrics.js';
 import { ApiError, badRequest, conflict, errorBody, notFound, toApiError } from './errors.js';
 import { parseMetadataFilter } from './metadata-filter.js';
 import { validateEgress, validateMaskRequestHost } from './network.js';
@@ -87,6 +89,7 @@ export class Sandboxes {
     private readonly runtime: Runtime,
     repositories: Pick<Repositories, 'sandboxes' | 'templates' | 'telemetry'>,
     private readonly templateApi: Pick<Templates, 'startable'>,
+    private readonly observe: { log: Logger; metrics: Metrics },
   ) {
     this.records = repositories.sandboxes;
     this.templates = repositories.templates;
@@ -152,12 +155,39 @@ export class Sandboxes {
 
   /** A failure of background work (expiry, sampling) that no request answers. */
   private report(what: string, err: unknown): void {
-    if (!this.closed) process.stderr.write(`paddock: ${what} failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+    if (!this.closed) this.observe.log.error({ err }, `${what} failed`);
+  }
+
+  /**
+   * An event of a sandbox's life: kept with the sandbox (its logs route)
+   * and written to the server's log, with the id of the request that
+   * caused it, if one did.
+   */
+  private async event(id: string, kind: string, level: 'info' | 'warn' | 'error', message: string, fields: Record<string, string> = {}): Promise<void> {
+    logOf(this.observe.log)[level]({ sandboxID: id, event: kind, ...fields }, message);
+    this.observe.metrics.lifecycle.inc({ event: kind });
+    await this.telemetry.log(id, level, message, fields);
   }
 
   // ---------------------------------------------------------------- create
 
   async create(req: CreateRequest): Promise<SandboxHandle> {
+    const { metrics } = this.observe;
+    const started = performance.now();
+    try {
+      const { handle, fromPool } = await this.createSandbox(req);
+      const pool = fromPool ? 'warm' : 'cold';
+      metrics.creates.inc({ pool, result: 'ok' });
+      metrics.createSeconds.observe({ pool }, (performance.now() - started) / 1000);
+      if (!fromPool) metrics.poolMisses.inc();
+      return handle;
+    } catch (err) {
+      metrics.creates.inc({ pool: 'none', result: err instanceof ApiError && err.status < 500 ? 'refused' : 'failed' });
+      throw err;
+    }
+  }
+
+  private async createSandbox(req: CreateRequest): Promise<{ handle: SandboxHandle; fromPool: boolean }> {
     const { template, build, runtimeTemplateId } = await this.templateApi.startable(req.templateID);
     const timeout = this.seconds(req.timeout);
     if (req.volumeMounts?.length) throw badRequest('volumeMounts are not supported by this server');
@@ -214,10 +244,10 @@ export class Sandboxes {
       throw err;
     }
     await this.templates.recordSpawn(template.id);
-    await this.telemetry.log(record.id, 'info', 'sandbox created', { templateID: template.id, fromPool: String(Boolean(info.fromPool)) });
+    await this.event(record.id, 'created', 'info', 'sandbox created', { templateID: template.id, fromPool: String(Boolean(info.fromPool)) });
     this.scheduleExpiry();
     void this.sample(record.id);
-    return this.handle(record);
+    return { handle: this.handle(record), fromPool: Boolean(info.fromPool) };
   }
 
   // ---------------------------------------------------------------- read
@@ -297,7 +327,7 @@ export class Sandboxes {
       // Recorded first: should the removal fail half-way, the next start
       // removes what is left of a sandbox the store calls killed.
       await this.records.transition(id, 'killed');
-      await this.telemetry.log(id, 'info', 'sandbox killed');
+      await this.event(id, 'killed', 'info', 'sandbox killed');
       await this.runtime.destroy(id).catch((err: unknown) => {
         throw toApiError(err);
       });
@@ -322,7 +352,7 @@ export class Sandboxes {
       throw toApiError(err);
     }
     await claim.complete({ pausedWithMemory: memory });
-    await this.telemetry.log(id, 'info', memory ? 'sandbox paused with its memory' : 'sandbox paused (filesystem only)');
+    await this.event(id, 'paused', 'info', memory ? 'sandbox paused with its memory' : 'sandbox paused (filesystem only)');
     this.scheduleExpiry();
   }
 
@@ -370,7 +400,7 @@ export class Sandboxes {
     }
     const resumed = await claim.complete({ extendTo: Date.now() + timeoutSeconds * 1000 });
     this.scheduleExpiry();
-    await this.telemetry.log(s.id, 'info', 'sandbox resumed');
+    await this.event(s.id, 'resumed', 'info', 'sandbox resumed');
     return resumed;
   }
 
@@ -413,7 +443,7 @@ export class Sandboxes {
         throw toApiError(err);
       });
       await this.records.update(id, () => ({ network, allowInternetAccess: body.allow_internet_access ?? null }));
-      await this.telemetry.log(id, 'info', 'network rules updated', { allowOut: (network.allowOut ?? []).join(','), denyOut: (network.denyOut ?? []).join(',') });
+      await this.event(id, 'network_updated', 'info', 'network rules updated', { allowOut: (network.allowOut ?? []).join(','), denyOut: (network.denyOut ?? []).join(',') });
     });
   }
 
@@ -449,15 +479,15 @@ export class Sandboxes {
           if (s.autoPause) {
             const claim = await this.records.claim(s.id, 'paused', { expiredBy: now });
             await this.doPause(claim, s.autoPauseMemory);
-            await this.telemetry.log(s.id, 'info', 'sandbox paused at its expiry');
+            await this.event(s.id, 'expired_paused', 'info', 'sandbox paused at its expiry');
           } else {
             await this.records.transition(s.id, 'killed', { expiredBy: now });
-            await this.telemetry.log(s.id, 'info', 'sandbox killed at its expiry');
+            await this.event(s.id, 'expired_killed', 'info', 'sandbox killed at its expiry');
             await this.runtime.destroy(s.id);
           }
         })
         .catch(async (err: unknown) => {
-          if (!refused(err)) await this.telemetry.log(s.id, 'error', `expiry failed: ${(err as Error).message}`);
+          if (!refused(err)) await this.event(s.id, 'expiry_failed', 'error', `expiry failed: ${(err as Error).message}`);
         });
     }
     this.scheduleExpiry();
@@ -470,7 +500,8 @@ export class Sandboxes {
     try {
       st = await this.runtime.stats(id);
     } catch {
-      // The sandbox went away between listing and sampling.
+      // Mostly a sandbox that went away between listing and sampling.
+      this.observe.metrics.sampleFailures.inc();
       return;
     }
     await this.telemetry
@@ -581,7 +612,7 @@ export class Sandboxes {
         await this.runtime.deleteTemplate(templateId).catch(() => undefined);
         throw err;
       }
-      await this.telemetry.log(s.id, 'info', 'snapshot taken', { snapshotID: templateId });
+      await this.event(s.id, 'snapshot', 'info', 'snapshot taken', { snapshotID: templateId });
       return template;
     });
   }
@@ -629,8 +660,8 @@ export class Sandboxes {
   async reconcile(): Promise<{ adopted: number; lost: number; removed: number }> {
     const onHost = new Map((await this.runtime.list()).map((s) => [s.id, s.status]));
     const found = await this.records.reconcile(onHost);
-    for (const id of found.lost) await this.telemetry.log(id, 'warn', 'sandbox vanished from the host while the server was down');
-    for (const { id, found: status } of found.markedPaused) await this.telemetry.log(id, 'warn', `sandbox found ${status} after a restart; marked paused`);
+    for (const id of found.lost) await this.event(id, 'lost', 'warn', 'sandbox vanished from the host while the server was down');
+    for (const { id, found: status } of found.markedPaused) await this.event(id, 'marked_paused', 'warn', `sandbox found ${status} after a restart; marked paused`);
     for (const id of found.toFreeze) await this.runtime.pause(id).catch(() => undefined);
     // On the host but unknown to the store: created while the server died.
     for (const id of found.strays) await this.runtime.destroy(id).catch(() => undefined);
@@ -652,11 +683,11 @@ export class Sandboxes {
       .run(id, async () => {
         // Refused when it is not running (a pause or kill ended it).
         await this.records.transition(id, 'paused', { pausedWithMemory: false });
-        await this.telemetry.log(id, 'warn', 'sandbox stopped by itself (its init exited); marked paused, its files kept');
+        await this.event(id, 'exited', 'warn', 'sandbox stopped by itself (its init exited); marked paused, its files kept');
         this.scheduleExpiry();
       })
       .catch(async (err: unknown) => {
-        if (!refused(err)) await this.telemetry.log(id, 'error', `recording the sandbox's end failed: ${(err as Error).message}`).catch(() => undefined);
+        if (!refused(err)) await this.event(id, 'error', 'error', `recording the sandbox's end failed: ${(err as Error).message}`).catch(() => undefined);
       });
   }
 

@@ -13,6 +13,9 @@ import { createProxy } from './proxy.js';
 import { Sandboxes } from './sandboxes.js';
 import type { ApiKeyRepository } from './store/repositories.js';
 import { openSqliteStore } from './store/sqlite.js';
+import { createLogger, type Logger } from './log.js';
+import { Metrics } from './metrics.js';
+import { Health } from './health.js';
 import { validateEgress } from './network.js';
 import { Templates } from './templates.js';
 
@@ -22,6 +25,8 @@ export interface StartOptions extends Partial<ServerConfig> {
   /** The API key to create when the store has none (default: a new random one). */
   initialApiKey?: string;
   onProgress?: (message: string) => void;
+  /** Where the server logs; default JSON lines at `logLevel` to `logFile` or standard output. */
+  logger?: Logger;
 }
 
 export interface PaddockServer {
@@ -32,6 +37,8 @@ export interface PaddockServer {
   createdApiKey?: string;
   keys: ApiKeyRepository;
   runtime: Runtime;
+  log: Logger;
+  metrics: Metrics;
   /** Stops serving; sandboxes keep running for the next start. */
   close(): Promise<void>;
 }
@@ -67,7 +74,17 @@ export async function startServer(options: StartOptions = {}): Promise<PaddockSe
   // the sandboxes' group may, without listing it.
   if (!options.runtime && process.getuid?.() === 0) sandboxPassable(config.home, DEFAULT_ID_SHIFT);
   const unlock = lockHome(config.home);
-  const store = openSqliteStore(join(config.home, 'paddock.db'));
+  const log = options.logger ?? createLogger({ level: config.logLevel, destination: config.logFile });
+  const metrics = new Metrics();
+  const opened = openSqliteStore(join(config.home, 'paddock.db'));
+  const store = {
+    close: () => opened.close(),
+    sandboxes: metrics.timed('sandboxes', opened.sandboxes),
+    templates: metrics.timed('templates', opened.templates),
+    telemetry: metrics.timed('telemetry', opened.telemetry),
+    apiKeys: metrics.timed('apiKeys', opened.apiKeys),
+    probe: (timeoutMs: number) => opened.probe(timeoutMs),
+  };
   const progress = options.onProgress ?? (() => undefined);
   try {
     const runtime =
@@ -102,11 +119,13 @@ export async function startServer(options: StartOptions = {}): Promise<PaddockSe
       timeoutMs: config.buildTimeoutMs,
       readyTimeoutMs: config.readyTimeoutMs,
       network: buildNetwork(config),
+      log,
+      metrics,
     });
     const interrupted = await builder.recover();
     if (interrupted.length) progress(`${interrupted.length} builds were under way when the server stopped; they failed`);
     templates.enableBuilds({ builder, files });
-    const sandboxes = new Sandboxes(config, runtime, store, templates);
+    const sandboxes = new Sandboxes(config, runtime, store, templates, { log, metrics });
     sandboxes.followRuntime();
     const found = await sandboxes.reconcile();
     if (found.adopted || found.lost || found.removed) {
@@ -114,11 +133,17 @@ export async function startServer(options: StartOptions = {}): Promise<PaddockSe
     }
     sandboxes.startSampling();
 
-    const proxy = createProxy({ runtime, store: store.sandboxes, sandboxes }, config);
+    const proxy = createProxy({ runtime, store: store.sandboxes, sandboxes, log, metrics }, config);
     const proxyAddr = await listen(proxy.server, config.proxyHost, config.proxyPort);
     // The default domain names the port the proxy really got.
     if (options.domain === undefined && !process.env.PADDOCK_DOMAIN) config.domain = `localhost:${proxyAddr.port}`;
-    const api = createApi(loadOperations(), { sandboxes, templates, keys }, config);
+    metrics.setSources({
+      runtime,
+      sandboxCounts: () => store.sandboxes.countByState(),
+      sandboxDiskUsed: () => store.telemetry.latestDiskUsed(),
+      dirs: { layers: config.imagesDir ?? join(config.home, 'runtime', 'layers'), sandboxes: join(config.home, 'runtime', 'sandboxes') },
+    });
+    const api = createApi(loadOperations(), { sandboxes, templates, keys, log, metrics, health: new Health(store, runtime, config.home) }, config);
     await api.listen({ host: config.apiHost, port: config.apiPort });
     const apiAddr = api.server.address() as AddressInfo;
     let closing: Promise<void> | undefined;
@@ -129,6 +154,8 @@ export async function startServer(options: StartOptions = {}): Promise<PaddockSe
       createdApiKey,
       keys,
       runtime,
+      log,
+      metrics,
       close() {
         closing ??= (async () => {
           sandboxes.close();

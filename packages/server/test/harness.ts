@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { Filesystem, Process } from '@paddock/models';
 import type { RuncRuntime } from '@paddock/runtime';
 import { startServer, type PaddockServer, type StartOptions } from '../src/index.js';
+import { auditLog, storedTokens } from '../../../tools/testing/log-audit.mjs';
 
 export const API_KEY = 'e2b_00000000000000000000000000000000000000aa';
 
@@ -23,7 +24,9 @@ export interface TestServer {
 
 export async function testServer(opts: StartOptions = {}): Promise<TestServer> {
   const home = opts.home ?? mkdtempSync(join(tmpdir(), 'paddock-srv-'));
-  const server = await startServer({ home, apiPort: 0, proxyPort: 0, warmPoolSize: 0, metricsIntervalMs: 500, initialApiKey: API_KEY, ...opts });
+  // Its log is read back at teardown: JSON lines, and no key or token in any.
+  const logFile = join(home, 'server.log');
+  const server = await startServer({ home, apiPort: 0, proxyPort: 0, warmPoolSize: 0, metricsIntervalMs: 500, initialApiKey: API_KEY, logFile, ...opts });
   const control = new ControlClient({ apiUrl: server.apiUrl, apiKey: API_KEY, retries: { maxRetries: 0 } });
   return {
     server,
@@ -34,6 +37,7 @@ export async function testServer(opts: StartOptions = {}): Promise<TestServer> {
       const runtime = server.runtime as RuncRuntime;
       await runtime.removeEverything();
       expect(await runtime.leftovers()).toEqual([]);
+      auditLog(server.config.logFile ?? logFile, [API_KEY, ...(await storedTokens(home))]);
       rmSync(home, { recursive: true, force: true });
     },
   };

@@ -14,7 +14,7 @@ import { copySource } from '../src/builds/steps.js';
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 
 test('allowOut takes CIDRs, IPs and domains with a leading wildcard; denyOut only CIDRs and IPs; each at most the configured number', () => {
   const max = 16;
@@ -107,10 +107,10 @@ test("one conversion of failures to API errors: ours, the store's, the runtime's
   expect(pairs(toApiError('thrown string'))).toEqual([500, 'internal error: thrown string']);
 });
 
-test('every operation of the spec becomes a route; `state` is a comma list; /health is public', () => {
+test('every operation of the spec becomes a route; `state` is a comma list; health is public; /metrics also takes a bearer key', () => {
   const ops = loadOperations();
-  expect(ops.length).toBe(41);
-  expect(new Set(ops.map((o) => o.operationId)).size).toBe(41);
+  expect(ops.length).toBe(44);
+  expect(new Set(ops.map((o) => o.operationId)).size).toBe(44);
   const list = ops.find((o) => o.operationId === 'getV2Sandboxes')!;
   expect(list).toMatchObject({ method: 'GET', routePath: '/v2/sandboxes', commaArrays: ['state'] });
   expect(list.schema.querystring?.properties).toHaveProperty('limit');
@@ -118,7 +118,8 @@ test('every operation of the spec becomes a route; `state` is a comma list; /hea
   expect(connect.routePath).toBe('/sandboxes/:sandboxID/connect');
   expect(connect.schema.body).toMatchObject({ type: 'object', required: ['timeout'] });
   expect(connect.bodyRequired).toBe(true);
-  expect(ops.filter((o) => o.public).map((o) => o.operationId)).toEqual(['getHealth']);
+  expect(ops.filter((o) => o.public).map((o) => o.operationId)).toEqual(['getHealth', 'getHealthLive', 'getHealthReady']);
+  expect(ops.filter((o) => o.bearerKey).map((o) => o.operationId)).toEqual(['getMetrics']);
   expect(ops.filter((o) => o.path.startsWith('/api-keys')).map((o) => `${o.method} ${o.routePath}`)).toEqual([
     'GET /api-keys',
     'POST /api-keys',
@@ -154,6 +155,23 @@ test('configuration: options over PADDOCK_* variables over defaults', () => {
     expect(() => resolveServerConfig()).toThrow("PADDOCK_API_PORT='many' is not a non-negative number");
     delete process.env.PADDOCK_API_PORT;
     expect(() => resolveServerConfig({ defaultTimeoutSeconds: 100, maxTimeoutSeconds: 10 })).toThrow('longer than the maximum');
+  } finally {
+    process.env = saved;
+  }
+});
+
+test('configuration: the log level and file, by option or PADDOCK_LOG_LEVEL / PADDOCK_LOG_FILE; an unknown level is refused by name', () => {
+  const saved = { ...process.env };
+  try {
+    delete process.env.PADDOCK_LOG_LEVEL;
+    delete process.env.PADDOCK_LOG_FILE;
+    expect(resolveServerConfig()).toMatchObject({ logLevel: 'info', logFile: undefined });
+    process.env.PADDOCK_LOG_LEVEL = 'DEBUG';
+    process.env.PADDOCK_LOG_FILE = 'paddock.log';
+    expect(resolveServerConfig()).toMatchObject({ logLevel: 'debug', logFile: resolve('paddock.log') });
+    expect(resolveServerConfig({ logLevel: 'warn' }).logLevel).toBe('warn');
+    process.env.PADDOCK_LOG_LEVEL = 'loud';
+    expect(() => resolveServerConfig()).toThrow("logLevel (PADDOCK_LOG_LEVEL) 'loud' is not one of fatal, error, warn, info, debug, trace, silent");
   } finally {
     process.env = saved;
   }

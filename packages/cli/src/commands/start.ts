@@ -1,7 +1,8 @@
 // `paddock start`: the whole service on this machine, with embedded
 // defaults, until Ctrl-C. Sandboxes outlive it and are adopted next time.
 import { execFileSync } from 'node:child_process';
-import { startServer } from '@paddock/server';
+import { createLogger, resolveServerConfig, startServer } from '@paddock/server';
+import pretty from 'pino-pretty';
 import { readCredentials, writeCredentials } from '../credentials.js';
 import { isDebianLike, runDoctor, type Check, type DoctorOptions } from '../doctor.js';
 import { CliError, EXIT, printJson, style } from '../output.js';
@@ -63,7 +64,15 @@ export async function start(flags: StartFlags): Promise<void> {
   if (failed.length) throw new CliError(`this machine cannot run Paddock yet:\n${failuresText(failed)}`, EXIT.prerequisite, 'fix the above, then run `paddock start` again (`paddock doctor` checks without starting)');
 
   log(style.dim(`starting Paddock in ${flags.home}`), flags.json);
+  // The server logs JSON lines; on a terminal, readable ones. With --json, stdout carries only the JSON object.
+  const to = flags.json ? process.stderr : process.stdout;
+  const { logLevel, logFile } = resolveServerConfig({ home: flags.home });
+  const logger =
+    !logFile && to.isTTY
+      ? createLogger({ level: logLevel, destination: pretty({ destination: to.fd, colorize: true, translateTime: 'SYS:HH:MM:ss', ignore: 'pid,hostname', sync: true }) })
+      : createLogger({ level: logLevel, destination: logFile ?? (flags.json ? 2 : 1) });
   const server = await startServer({
+    logger,
     home: flags.home,
     apiHost: flags.apiHost,
     apiPort: flags.apiPort,

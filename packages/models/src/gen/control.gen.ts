@@ -22,6 +22,76 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/health/live": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Liveness of the server process
+         * @description Answers 200 while the process serves requests at all: a failing
+         *     liveness probe means the process should be restarted. Needs no API key.
+         */
+        get: operations["getHealthLive"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/health/ready": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Readiness of the server, part by part
+         * @description Checks the parts a create needs: the store (its write lock can be
+         *     taken), the runtime (its sandbox directory), the disk of the data
+         *     directory (free space) and, when sandboxes are networked, the network
+         *     layer (the service interface, resolver and egress proxy). Answers 200
+         *     when every check passes and 503 with the same body when one fails.
+         *     Needs no API key.
+         */
+        get: operations["getHealthReady"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/metrics": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Prometheus metrics of the server
+         * @description The server's metrics in Prometheus' text exposition format (version
+         *     0.0.4): sandboxes by state and template, creates and their latency,
+         *     the warm pool, proxied requests, builds, store latency, disk used and
+         *     the process. Takes the API key as `X-API-Key` or, for scrapers that
+         *     only send bearer credentials, as `Authorization: Bearer {key}`.
+         */
+        get: operations["getMetrics"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/sandboxes": {
         parameters: {
             query?: never;
@@ -859,6 +929,21 @@ export interface paths {
 export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
+        /** @description One part's state. */
+        HealthCheck: {
+            ok: boolean;
+            /** @description What was checked and found, or why it failed. */
+            detail: string;
+        };
+        /** @description The server's health, part by part. */
+        HealthReport: {
+            /** @enum {string} */
+            status: "ok" | "unavailable";
+            /** @description The checks by part (`store`, `runtime`, `disk`, `network`); empty for liveness. */
+            checks: {
+                [key: string]: components["schemas"]["HealthCheck"];
+            };
+        };
         /** @description Body of every error answer. */
         Error: {
             /**
@@ -1951,6 +2036,76 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content?: never;
+            };
+            401: components["responses"]["401"];
+        };
+    };
+    getHealthLive: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The process is alive. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HealthReport"];
+                };
+            };
+        };
+    };
+    getHealthReady: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Every part is ready. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HealthReport"];
+                };
+            };
+            /** @description A part is not ready; its check says why. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HealthReport"];
+                };
+            };
+        };
+    };
+    getMetrics: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The metrics. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/plain": string;
+                };
             };
             401: components["responses"]["401"];
         };

@@ -9,12 +9,16 @@ import { envdToolCommand } from '@paddock/envd';
 import { withUser } from '@paddock/envd-client';
 import { KeyedMutex, RuntimeError, type Limits, type NetworkRules, type Runtime, type TemplateConfig } from '@paddock/runtime';
 import type { BuildFailure, BuildLogEntry, LogLevel, TemplateRepository } from '../store/repositories.js';
+import { logOf, type Logger } from '../log.js';
+import type { Metrics } from '../metrics.js';
 import type { BuildFiles } from './build-files.js';
 import { SandboxShell, startAndWaitReady, type OutputLine } from './sandbox-commands.js';
 import { cacheTemplateId, stepKey, type BuildPlan, type Step } from './steps.js';
 
 export interface BuildJob {
   buildId: string;
+  /** The logger of the request that asked for the build: its lines carry that request's id. */
+  log?: Logger;
   /** The template's id in the store. */
   templateId: string;
   plan: BuildPlan;
@@ -35,6 +39,8 @@ export interface BuilderOptions {
   readyTimeoutMs: number;
   /** What build containers may reach (the operator's; default: the internet). The ready check's sandbox is a user's and gets the defaults. */
   network?: NetworkRules;
+  log: Logger;
+  metrics: Metrics;
 }
 
 /** The most log entries one build keeps; a runaway command does not fill the store. */
@@ -120,7 +126,10 @@ export class Builder {
 
   enqueue(job: BuildJob): void {
     if (this.closed) throw new RuntimeError('unavailable', 'the server is shutting down');
-    this.queue.push(job);
+    const log = (job.log ?? logOf(this.opts.log)).child({ buildID: job.buildId, templateID: job.templateId });
+    log.info({ queued: this.queue.length }, 'build queued');
+    this.queue.push({ ...job, log });
+    this.opts.metrics.buildsQueued.set(this.queue.length);
     this.next();
   }
 
@@ -138,8 +147,11 @@ export class Builder {
     while (!this.closed && this.running < this.opts.concurrency && this.queue.length > 0) {
       const job = this.queue.shift()!;
       this.running++;
+      this.opts.metrics.buildsQueued.set(this.queue.length);
+      this.opts.metrics.buildsRunning.set(this.running);
       void this.run(job).finally(() => {
         this.running--;
+        this.opts.metrics.buildsRunning.set(this.running);
         this.next();
       });
     }
@@ -151,11 +163,15 @@ export class Builder {
     this.aborts.set(job.buildId, abort);
     const timer = setTimeout(() => abort.abort(new Error(`the build took longer than ${Math.round(this.opts.timeoutMs / 1000)} s`)), this.opts.timeoutMs);
     const started = Date.now();
+    const done = (status: 'ready' | 'error') => this.opts.metrics.buildSeconds.observe({ status }, (Date.now() - started) / 1000);
+    job.log?.info('build started');
     try {
       const made = job.plan.source.kind === 'base' ? await this.rebuildBase(log) : await this.steps(job, log, abort.signal);
       log.add('info', `Build finished in ${((Date.now() - started) / 1000).toFixed(1)} s`, 'finalize');
       await log.flush();
       await this.opts.records.finishBuild(job.buildId, { status: 'ready', runtimeTemplateId: made, startCmd: job.plan.startCmd, readyCmd: job.plan.readyCmd });
+      done('ready');
+      job.log?.info({ ms: Date.now() - started }, 'build finished');
     } catch (err) {
       const reason: BuildFailure =
         err instanceof StepFailed
@@ -164,6 +180,8 @@ export class Builder {
       log.add('error', `Build failed: ${reason.message}`, reason.step);
       await log.flush();
       await this.opts.records.finishBuild(job.buildId, { status: 'error', reason }).catch(() => undefined);
+      done('error');
+      job.log?.warn({ ms: Date.now() - started, step: reason.step, reason: reason.message }, 'build failed');
     } finally {
       clearTimeout(timer);
       this.aborts.delete(job.buildId);

@@ -151,6 +151,8 @@ export interface SandboxRepository {
   allLive(): Promise<SandboxRecord[]>;
   running(): Promise<SandboxRecord[]>;
   countRunning(): Promise<number>;
+  /** Sandboxes that are not killed, counted by state and template (its first name, else its id). */
+  countByState(): Promise<Array<{ state: string; template: string; count: number }>>;
   /** One window of sandboxes, ordered by start time then id. */
   list(filter: SandboxListFilter): Promise<SandboxRecord[]>;
   /** The earliest expiry of a running sandbox. */
@@ -408,6 +410,8 @@ export interface TelemetryRepository {
   logs(sandboxId: string, query: LogQuery): Promise<LogEntry[]>;
   /** Drops samples and logs older than `before`. */
   purge(before: number): Promise<void>;
+  /** Bytes in use inside the disks of running sandboxes, by each one's latest sample. */
+  latestDiskUsed(): Promise<number>;
 }
 
 // ---------------------------------------------------------------- all of them
@@ -417,5 +421,7 @@ export interface Repositories {
   templates: TemplateRepository;
   apiKeys: ApiKeyRepository;
   telemetry: TelemetryRepository;
+  /** Throws unless the store can be written now (within `timeoutMs`); nothing is changed. */
+  probe(timeoutMs: number): Promise<void>;
   close(): Promise<void>;
 }

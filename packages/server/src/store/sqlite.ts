@@ -51,6 +51,17 @@ export function openSqliteStore(file: string): Repositories {
     templates: new SqliteTemplateRepository(db),
     apiKeys: new SqliteApiKeyRepository(db),
     telemetry: new SqliteTelemetryRepository(db),
+    probe: async (timeoutMs) => {
+      // Taking the write lock is what every change needs; another process holding it, a full or read-only disk, fail here.
+      const usual = db.pragma('busy_timeout', { simple: true }) as number;
+      db.pragma(`busy_timeout = ${Math.max(0, Math.floor(timeoutMs))}`);
+      try {
+        db.prepare('BEGIN IMMEDIATE').run();
+        db.prepare('ROLLBACK').run();
+      } finally {
+        db.pragma(`busy_timeout = ${usual}`);
+      }
+    },
     close: async () => {
       db.close();
     },
@@ -235,6 +246,13 @@ export class SqliteSandboxRepository implements SandboxRepository {
 
   async countRunning(): Promise<number> {
     return (statement(this.db, "SELECT COUNT(*) AS n FROM sandboxes WHERE state = 'running'").get() as { n: number }).n;
+  }
+
+  async countByState(): Promise<Array<{ state: string; template: string; count: number }>> {
+    return statement(
+      this.db,
+      "SELECT state, COALESCE(alias, template_id) AS template, COUNT(*) AS count FROM sandboxes WHERE state != 'killed' GROUP BY state, COALESCE(alias, template_id)",
+    ).all() as Array<{ state: string; template: string; count: number }>;
   }
 
   async list(f: SandboxListFilter): Promise<SandboxRecord[]> {
@@ -881,6 +899,16 @@ export class SqliteTelemetryRepository implements TelemetryRepository {
     return (statement(this.db, 'SELECT * FROM metric_samples WHERE sandbox_id = ? AND ts >= ? AND ts <= ? ORDER BY ts').all(sandboxId, from, to) as SampleRow[]).map(
       sampleFromRow,
     );
+  }
+
+  async latestDiskUsed(): Promise<number> {
+    const r = statement(
+      this.db,
+      `SELECT COALESCE(SUM(m.disk_used), 0) AS used FROM metric_samples m
+       JOIN sandboxes s ON s.id = m.sandbox_id AND s.state = 'running'
+       WHERE m.ts = (SELECT MAX(ts) FROM metric_samples WHERE sandbox_id = m.sandbox_id)`,
+    ).get() as { used: number };
+    return r.used;
   }
 
   async latest(sandboxId: string): Promise<MetricSample | undefined> {
