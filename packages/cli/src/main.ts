@@ -2,6 +2,7 @@
 // paddock: runs the Paddock service on this machine and works with sandboxes.
 import { Command, CommanderError, InvalidArgumentError } from 'commander';
 import { resolveServerConfig } from '@paddock/server';
+import { showConfig } from './commands/config.js';
 import { doctor } from './commands/doctor.js';
 import { registerKeyCommands } from './commands/keys.js';
 import { registerSandboxCommands } from './commands/sandbox.js';
@@ -39,14 +40,21 @@ function program(): Command {
     .description('Run untrusted code in sandboxes on this machine.')
     .version(VERSION)
     .option('--home <dir>', 'data directory (default: $PADDOCK_HOME, else /var/lib/paddock for root, else ~/.paddock)')
+    .option('--config <file>', "the server's YAML configuration file (default: $PADDOCK_CONFIG); flags and PADDOCK_* variables override it")
     .showHelpAfterError('(run with --help for usage)')
     .exitOverride();
 
-  const home = () => paddockHome(root.opts<{ home?: string }>().home);
+  const configFile = () => root.opts<{ config?: string }>().config;
+  /** The data directory: --home, else $PADDOCK_HOME, else the configuration file's, else the default. */
+  const home = () => {
+    const flag = root.opts<{ home?: string }>().home;
+    return flag || process.env.PADDOCK_HOME || !configFile() ? paddockHome(flag) : resolveServerConfig({ configFile: configFile() }).home;
+  };
   const serverAddresses = (o: { apiHost?: string; apiPort?: number; proxyHost?: string; proxyPort?: number } & NetworkFlags) => {
     const { network, uplink, dns, allowPrivate, sandboxSubnet, ...addresses } = o;
     const c = resolveServerConfig({
       home: home(),
+      ...(configFile() ? { configFile: configFile() } : {}),
       ...Object.fromEntries(Object.entries(addresses).filter(([, v]) => v !== undefined)),
       ...(network === false ? { network: false } : {}),
       ...(uplink ? { uplink } : {}),
@@ -62,6 +70,7 @@ function program(): Command {
       proxyPort: c.proxyPort,
       network: { enabled: c.network, uplink: c.uplink, dns: c.dns, allowedPrivate: c.allowedPrivate, subnet: c.sandboxSubnet },
       sandboxDomain: c.domain,
+      configFile: c.configFile,
     };
   };
   /** The sandbox network's settings, on start and doctor alike (each also read from PADDOCK_*). */
@@ -84,13 +93,24 @@ function program(): Command {
     .option('--warm-pool <n>', 'ready sandboxes kept for fast creates (default 2, 0 disables)', count)
     .option('--base-image <ref>', 'make the base template from this image (registry/name:tag) instead of building Debian with mmdebstrap')
     .option('--insecure-registry <host:port...>', 'registries to reach over plain HTTP (loopback ones always are)')
+    .option('--log-level <level>', 'the least severe log lines written: fatal, error, warn, info, debug, trace, silent (default info)')
     .option('--json', 'print the addresses (and a new key) as JSON once ready');
   networkOptions(startCommand).action(
-    async (o: { apiHost?: string; apiPort?: number; proxyHost?: string; proxyPort?: number; domain?: string; warmPool?: number; baseImage?: string; insecureRegistry?: string[]; json?: boolean } & NetworkFlags) => {
-      const { domain, warmPool, baseImage, insecureRegistry, json, ...rest } = o;
-      await start({ ...serverAddresses(rest), domain, warmPool, baseImage, insecureRegistries: insecureRegistry, json });
+    async (
+      o: { apiHost?: string; apiPort?: number; proxyHost?: string; proxyPort?: number; domain?: string; warmPool?: number; baseImage?: string; insecureRegistry?: string[]; logLevel?: string; json?: boolean } & NetworkFlags,
+    ) => {
+      const { domain, warmPool, baseImage, insecureRegistry, logLevel, json, ...rest } = o;
+      await start({ ...serverAddresses(rest), domain, warmPool, baseImage, insecureRegistries: insecureRegistry, logLevel, json });
     },
   );
+
+  root
+    .command('config')
+    .description("Print the server's effective configuration and where each value comes from (flag, variable, file, default)")
+    .option('--json', 'print it as JSON')
+    .action((o: { json?: boolean }) => {
+      showConfig({ home: root.opts<{ home?: string }>().home ? home() : undefined, configFile: configFile(), json: o.json });
+    });
 
   const doctorCommand = root
     .command('doctor')

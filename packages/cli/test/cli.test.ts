@@ -241,6 +241,30 @@ test('shell without a terminal says what to use instead', () => {
   expect(res.stderr).toContain('shell needs a terminal');
 });
 
+test('config prints the effective settings with their sources: variable over file over default; a bad value is named', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'paddock-cli-config-'));
+  try {
+    const file = join(dir, 'paddock.yaml');
+    writeFileSync(file, 'api-port: 4100\nproxy-port: 4101\nwarm-pool: 0\n');
+    const res = paddock(['--config', file, 'config', '--json'], { PADDOCK_PROXY_PORT: '4201' });
+    expect(res.code).toBe(0);
+    const out = JSON.parse(res.stdout) as { configFile: string; settings: Array<{ key: string; value: unknown; source: string }> };
+    const by = Object.fromEntries(out.settings.map((s) => [s.key, s]));
+    expect(out.configFile).toBe(file);
+    expect(by['api-port']).toEqual({ key: 'api-port', value: 4100, source: 'file' });
+    expect(by['proxy-port']).toEqual({ key: 'proxy-port', value: 4201, source: 'PADDOCK_PROXY_PORT' });
+    expect(by['domain']).toEqual({ key: 'domain', value: 'localhost:4201', source: 'default' });
+    expect(by['warm-pool']).toMatchObject({ value: 0, source: 'file' });
+
+    writeFileSync(file, 'warm-pool: lots\n');
+    const bad = paddock(['--config', file, 'config']);
+    expect(bad.code).not.toBe(0);
+    expect(bad.stderr).toContain(`warm-pool: "lots" in ${file} is not a non-negative number`);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
 test('doctor reports a missing runc with the command that fixes it', () => {
   // A PATH with the tools Paddock needs, but no runc.
   const bin = join(home, 'fake-bin');

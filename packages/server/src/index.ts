@@ -1,5 +1,5 @@
 export { startServer, type PaddockServer, type StartOptions } from './server.js';
-export { defaultHome, resolveServerConfig, type ServerConfig } from './config.js';
+export { CONFIG_KEYS, configTable, defaultHome, explainServerConfig, fileKey, resolveServerConfig, type ConfigKey, type ConfigSource, type ServerConfig } from './config.js';
 export { serverNodeFlags } from './node-flags.js';
 export { newApiKey, type ApiKeyRecord, type ApiKeyRepository } from './store/repositories.js';
 export { inspectInstallation, uninstall, type Installation } from './uninstall.js';

@@ -6,7 +6,7 @@ import { ApiError, toApiError } from '../src/errors.js';
 import { parseMetadataFilter } from '../src/metadata-filter.js';
 import { decodePageToken, encodePageToken, readPage, windowOf } from '../src/pagination.js';
 import { loadOperations } from '../src/openapi.js';
-import { resolveServerConfig } from '../src/config.js';
+import { CONFIG_KEYS, configTable, explainServerConfig, resolveServerConfig } from '../src/config.js';
 import { newApiKey, StoreError } from '../src/store/repositories.js';
 import { lockHome } from '../src/home-lock.js';
 import { withVars } from '../src/builds/builder.js';
@@ -177,6 +177,61 @@ test('configuration: the log level and file, by option or PADDOCK_LOG_LEVEL / PA
   }
 });
 
+test('configuration file: YAML keys spelled as the flags, under variables and options; bad values and unknown keys refused by name', () => {
+  const saved = { ...process.env };
+  const dir = mkdtempSync(join(tmpdir(), 'paddock-config-'));
+  try {
+    for (const k of Object.keys(process.env)) if (k.startsWith('PADDOCK_')) delete process.env[k];
+    const file = join(dir, 'paddock.yaml');
+    writeFileSync(file, ['api-port: 4100', 'proxy-port: 4101', 'warm-pool: 0', 'dns: [192.0.2.53, 192.0.2.54]', 'cors-origins: https://a.example, https://b.example', 'network: off', 'log-level: warn', 'home: data'].join('\n'));
+    process.env.PADDOCK_CONFIG = file;
+    process.env.PADDOCK_PROXY_PORT = '4201';
+    const { config, sources } = explainServerConfig({ warmPoolSize: 3 });
+    expect(config).toMatchObject({
+      configFile: file,
+      apiPort: 4100,
+      proxyPort: 4201,
+      domain: 'localhost:4201',
+      warmPoolSize: 3,
+      dns: ['192.0.2.53', '192.0.2.54'],
+      corsOrigins: ['https://a.example', 'https://b.example'],
+      network: false,
+      logLevel: 'warn',
+      home: resolve('data'),
+      apiHost: '127.0.0.1',
+    });
+    expect(sources).toMatchObject({ apiPort: 'file', proxyPort: 'env', warmPoolSize: 'option', apiHost: 'default', domain: 'default', configFile: 'env' });
+    // An option names the file over the variable.
+    const other = join(dir, 'other.yaml');
+    writeFileSync(other, 'api-port: 4300\n');
+    expect(resolveServerConfig({ configFile: other }).apiPort).toBe(4300);
+
+    writeFileSync(file, 'api-port: many\n');
+    expect(() => resolveServerConfig()).toThrow(`api-port: "many" in ${file} is not a non-negative number`);
+    writeFileSync(file, 'max-connections-per-address: 0\n');
+    expect(() => resolveServerConfig()).toThrow(`maxConnectionsPerAddress (max-connections-per-address in ${file}) is 0; it must be at least 1`);
+    writeFileSync(file, 'apiPort: 1\n');
+    expect(() => resolveServerConfig()).toThrow(`the configuration file ${file} has an unknown key 'apiPort'; the keys are home, api-host, api-port`);
+    writeFileSync(file, 'dns: {a: 1}\n');
+    expect(() => resolveServerConfig()).toThrow(`dns: {"a":1} in ${file} is not a list of strings`);
+    writeFileSync(file, '- a\n- b\n');
+    expect(() => resolveServerConfig()).toThrow(`the configuration file ${file} must be a mapping of keys to values`);
+    writeFileSync(file, 'api-port: [\n');
+    expect(() => resolveServerConfig()).toThrow(`the configuration file ${file} is not valid YAML`);
+    process.env.PADDOCK_CONFIG = join(dir, 'missing.yaml');
+    expect(() => resolveServerConfig()).toThrow(`the configuration file ${join(dir, 'missing.yaml')} cannot be read`);
+  } finally {
+    process.env = saved;
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test("the README's configuration table is every setting's row", () => {
+  const readme = readFileSync(join(import.meta.dirname, '../../../README.md'), 'utf8');
+  expect(readme).toContain(configTable());
+  expect(CONFIG_KEYS.map((k) => k.key).sort()).toEqual(Object.keys(resolveServerConfig()).filter((k) => k !== 'configFile').sort());
+});
+
 test("configuration: the proxy's fast path, on by default, switched by option or PADDOCK_PROXY_FAST_PATH", () => {
   const saved = { ...process.env };
   try {
@@ -206,7 +261,7 @@ test('configuration: limits on client connections, by option, PADDOCK_* variable
     expect(resolveServerConfig({ idleTimeoutMs: 8000 })).toMatchObject({ headerTimeoutMs: 5000, bodyTimeoutMs: 6000, idleTimeoutMs: 8000, maxConnectionsPerAddress: 64 });
     process.env.PADDOCK_MAX_CONNECTIONS_PER_ADDRESS = '0';
     expect(() => resolveServerConfig()).toThrow('maxConnectionsPerAddress (PADDOCK_MAX_CONNECTIONS_PER_ADDRESS) is 0; it must be at least 1');
-    expect(() => resolveServerConfig({ maxConnectionsPerAddress: 1, bodyTimeoutMs: 0 })).toThrow('bodyTimeoutMs (PADDOCK_BODY_TIMEOUT_MS) is 0; it must be at least 1');
+    expect(() => resolveServerConfig({ maxConnectionsPerAddress: 1, bodyTimeoutMs: 0 })).toThrow('bodyTimeoutMs (option) is 0; it must be at least 1');
   } finally {
     process.env = saved;
   }

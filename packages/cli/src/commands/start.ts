@@ -1,7 +1,7 @@
 // `paddock start`: the whole service on this machine, with embedded
 // defaults, until Ctrl-C. Sandboxes outlive it and are adopted next time.
 import { execFileSync } from 'node:child_process';
-import { createLogger, resolveServerConfig, startServer } from '@paddock/server';
+import { createLogger, resolveServerConfig, startServer, type LogLevel } from '@paddock/server';
 import pretty from 'pino-pretty';
 import { readCredentials, writeCredentials } from '../credentials.js';
 import { isDebianLike, runDoctor, type Check, type DoctorOptions } from '../doctor.js';
@@ -13,6 +13,9 @@ export interface StartFlags extends DoctorOptions {
   warmPool?: number;
   baseImage?: string;
   insecureRegistries?: string[];
+  logLevel?: string;
+  /** The server's configuration file, under the flags and PADDOCK_* variables. */
+  configFile?: string;
   json?: boolean;
 }
 
@@ -66,13 +69,14 @@ export async function start(flags: StartFlags): Promise<void> {
   log(style.dim(`starting Paddock in ${flags.home}`), flags.json);
   // The server logs JSON lines; on a terminal, readable ones. With --json, stdout carries only the JSON object.
   const to = flags.json ? process.stderr : process.stdout;
-  const { logLevel, logFile } = resolveServerConfig({ home: flags.home });
+  const { logLevel, logFile } = resolveServerConfig({ home: flags.home, configFile: flags.configFile, ...(flags.logLevel ? { logLevel: flags.logLevel as LogLevel } : {}) });
   const logger =
     !logFile && to.isTTY
       ? createLogger({ level: logLevel, destination: pretty({ destination: to.fd, colorize: true, translateTime: 'SYS:HH:MM:ss', ignore: 'pid,hostname', sync: true }) })
       : createLogger({ level: logLevel, destination: logFile ?? (flags.json ? 2 : 1) });
   const server = await startServer({
     logger,
+    ...(flags.configFile ? { configFile: flags.configFile } : {}),
     home: flags.home,
     apiHost: flags.apiHost,
     apiPort: flags.apiPort,
