@@ -6,7 +6,7 @@
 import { Ajv, type Options } from 'ajv';
 import ajvFormatsModule from 'ajv-formats';
 import fastifyCors from '@fastify/cors';
-import Fastify, { type ConnectionError, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import Fastify, { LogController, type ConnectionError, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
 import type { Readable } from 'node:stream';
@@ -78,6 +78,29 @@ const listedKey = (k: ApiKeyRecord) => ({
   createdBy: null,
   lastUsed: k.lastUsedAt === null ? null : iso(k.lastUsedAt),
 });
+
+/** Which key made a request (its id, never the key), for its log line. */
+const keyOfRequest = new WeakMap<FastifyRequest, string>();
+
+/**
+ * The API's own lines about requests: one when each is answered, with its
+ * path but never its query (signed URLs carry their signature there), its
+ * status, time and key id. fastify's would log the whole URL.
+ */
+class AccessLog extends LogController {
+  override incomingRequest(): void {}
+
+  override requestCompleted(error: Error | null | undefined, req: FastifyRequest, reply: FastifyReply): void {
+    const keyID = keyOfRequest.get(req);
+    const line = { method: req.method, path: pathOf(req.url), status: reply.statusCode, ms: Math.round(reply.elapsedTime * 10) / 10, ...(keyID ? { keyID } : {}) };
+    if (error) req.log.error({ ...line, err: error }, 'request ended in error');
+    else req.log.info(line, 'request');
+  }
+
+  override defaultErrorLog(error: Error, req: FastifyRequest, reply: FastifyReply): void {
+    req.log[reply.statusCode >= 500 ? 'error' : 'info']({ method: req.method, path: pathOf(req.url), status: reply.statusCode, err: error }, error.message);
+  }
+}
 
 function handlers({ sandboxes, templates, keys, metrics, health }: ApiDeps): Handlers {
   return {
@@ -243,8 +266,7 @@ export function createApi(operations: Operation[], deps: ApiDeps, limits: Connec
   const requestTimeout = limits.headerTimeoutMs + limits.bodyTimeoutMs;
   const app = Fastify({
     loggerInstance: deps.log,
-    // One line per request, written below: fastify's own would log the query, where signed URLs carry their signature.
-    disableRequestLogging: true,
+    logController: new AccessLog(),
     genReqId: (req) => requestId(req.headers['x-request-id']),
     bodyLimit: 1024 * 1024,
     requestTimeout,
@@ -269,16 +291,6 @@ export function createApi(operations: Operation[], deps: ApiDeps, limits: Connec
   app.addHook('onRequest', async (req, reply) => {
     reply.header('x-request-id', req.id);
   });
-  // Which key made a request (its id, never the key), for its log line.
-  const keyOf = new WeakMap<FastifyRequest, string>();
-  app.addHook('onResponse', async (req, reply) => {
-    const keyID = keyOf.get(req);
-    req.log.info(
-      { method: req.method, path: pathOf(req.url), status: reply.statusCode, ms: Math.round(reply.elapsedTime * 10) / 10, ...(keyID ? { keyID } : {}) },
-      'request',
-    );
-  });
-
   // Query and path values arrive as strings and are coerced to the schema's
   // types; JSON bodies are checked exactly (`"templateID": 5` is an error).
   const ajvOptions: Options = {
@@ -330,7 +342,7 @@ export function createApi(operations: Operation[], deps: ApiDeps, limits: Connec
         const id = await deps.keys.verify(key);
         if (!id) return unauthorized(reply, 'invalid API key');
         await deps.keys.touch(id);
-        keyOf.set(req, id);
+        keyOfRequest.set(req, id);
         return undefined;
       },
       preValidation: async (req) => {
