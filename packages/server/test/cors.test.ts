@@ -42,7 +42,7 @@ describe.each([
     expect(pre.headers['access-control-allow-methods']).toContain('POST');
     const list = await call(`${t.server.apiUrl}/v2/sandboxes`, { headers: { origin: ORIGIN, 'x-api-key': API_KEY } });
     expect(list.status).toBe(200);
-    expect(list.headers).toMatchObject({ 'access-control-allow-origin': '*', 'access-control-expose-headers': 'X-Next-Token' });
+    expect(list.headers).toMatchObject({ 'access-control-allow-origin': '*', 'access-control-expose-headers': 'X-Next-Token, X-Request-Id' });
   });
 
   test("the proxy answers envd's preflights itself, and envd's answers and its own refusals carry the fields a page needs", async () => {
