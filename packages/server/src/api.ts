@@ -47,6 +47,8 @@ interface Call<K extends OpId> {
   body: Body<K>;
   /** `scheme://host` the client reached the API at: the base of URLs the API hands out. */
   origin: string;
+  /** The id of the API key the request was made with (none on public routes). */
+  apiKeyId?: string;
 }
 
 type Handlers = { [K in OpId]: (call: Call<K>) => Promise<Success<K>> | Success<K> };
@@ -113,8 +115,8 @@ function handlers({ sandboxes, templates, keys, metrics, health }: ApiDeps): Han
     getMetrics: async () => ({ status: 200, body: await metrics.text(), headers: { 'content-type': metrics.contentType } }),
 
     getSandboxes: async ({ query }) => ({ status: 200, body: await sandboxes.listRunning(query.metadata) }),
-    postSandboxes: async ({ body }) => ({ status: 201, body: await sandboxes.create(body) }),
-    postV2Sandboxes: async ({ body }) => ({ status: 201, body: await sandboxes.create(body) }),
+    postSandboxes: async ({ body, apiKeyId }) => ({ status: 201, body: await sandboxes.create(body, apiKeyId) }),
+    postV2Sandboxes: async ({ body, apiKeyId }) => ({ status: 201, body: await sandboxes.create(body, apiKeyId) }),
     getV2Sandboxes: async ({ query }) => {
       const page = await sandboxes.list(query);
       return { status: 200, body: page.items, headers: { 'X-Total-Running': String(page.totalRunning), ...nextTokenHeader(page) } };
@@ -156,9 +158,9 @@ function handlers({ sandboxes, templates, keys, metrics, health }: ApiDeps): Han
       await sandboxes.refresh(params.sandboxID, body?.duration);
       return { status: 204 };
     },
-    postSandboxesSandboxIDFork: async ({ params, body }) => ({
+    postSandboxesSandboxIDFork: async ({ params, body, apiKeyId }) => ({
       status: 201,
-      body: await sandboxes.fork(params.sandboxID, body?.count ?? 1, body?.timeout),
+      body: await sandboxes.fork(params.sandboxID, body?.count ?? 1, body?.timeout, apiKeyId),
     }),
     postSandboxesSandboxIDSnapshots: async ({ params, body }) => {
       const t = await sandboxes.snapshot(params.sandboxID, body.name);
@@ -218,7 +220,7 @@ function handlers({ sandboxes, templates, keys, metrics, health }: ApiDeps): Han
 }
 
 function sendError(reply: FastifyReply, e: ApiError): FastifyReply {
-  return reply.code(e.status).type('application/json').send(errorBody(e));
+  return reply.code(e.status).headers(e.headers).type('application/json').send(errorBody(e));
 }
 
 /**
@@ -326,7 +328,7 @@ export function createApi(operations: Operation[], deps: ApiDeps, limits: Connec
   // Each handler was checked against its own operation above; here they are
   // only dispatched by operationId.
   type Result = { status: number; body?: unknown; headers?: Record<string, string> };
-  const table = handlers(deps) as unknown as Record<string, (call: { params: unknown; query: unknown; body: unknown; origin: string }) => Promise<Result> | Result>;
+  const table = handlers(deps) as unknown as Record<string, (call: { params: unknown; query: unknown; body: unknown; origin: string; apiKeyId?: string }) => Promise<Result> | Result>;
   for (const op of operations) {
     const handle = table[op.operationId];
     if (!handle) throw new Error(`no handler for operation '${op.operationId}' of the spec`);
@@ -359,7 +361,9 @@ export function createApi(operations: Operation[], deps: ApiDeps, limits: Connec
         }
       },
       handler: async (req, reply) => {
-        const result = await withLog(req.log, () => handle({ params: req.params, query: req.query, body: req.body, origin: `${req.protocol}://${req.host}` }));
+        const result = await withLog(req.log, () =>
+          handle({ params: req.params, query: req.query, body: req.body, origin: `${req.protocol}://${req.host}`, apiKeyId: keyOfRequest.get(req) }),
+        );
         if (result.headers) reply.headers(result.headers);
         reply.code(result.status);
         return 'body' in result ? reply.send(result.body) : reply.send();

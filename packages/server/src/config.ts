@@ -96,6 +96,12 @@ export interface ServerConfig {
   logLevel: LogLevel;
   /** A file the JSON log lines are appended to; default standard output. */
   logFile: string | undefined;
+  /** Running sandboxes one API key may have at once; 0: no limit. */
+  maxSandboxesPerKey: number;
+  /** Creates (and forks) one API key may make a second, on average; 0: no limit. */
+  createRate: number;
+  /** Creates one API key may make at once above the rate, after a quiet while. */
+  createBurst: number;
   /** The configuration file the rest was read from (under options and variables), if any. */
   configFile: string | undefined;
 }
@@ -173,6 +179,9 @@ export const CONFIG_KEYS: ConfigKey[] = [
   { key: 'corsOrigins', env: 'PADDOCK_CORS_ORIGINS', kind: 'list', fallback: () => ['*'], doc: 'origins of web pages that may call the API and envd (CORS); `*` any, empty none' },
   { key: 'buildAllowOut', env: 'PADDOCK_BUILD_ALLOW_OUT', kind: 'list', fallback: () => [], doc: 'what build steps may reach, as a sandbox\'s allowOut' },
   { key: 'buildDenyOut', env: 'PADDOCK_BUILD_DENY_OUT', kind: 'list', fallback: () => [], doc: 'what build steps may not reach, as a sandbox\'s denyOut' },
+  { key: 'maxSandboxesPerKey', env: 'PADDOCK_MAX_SANDBOXES_PER_KEY', kind: 'number', fallback: () => 0, doc: 'running sandboxes one API key may have at once (429 beyond); 0: no limit' },
+  { key: 'createRate', env: 'PADDOCK_CREATE_RATE', kind: 'number', fallback: () => 0, doc: 'creates and forks per second one API key may make (429 with Retry-After beyond); 0: no limit' },
+  { key: 'createBurst', env: 'PADDOCK_CREATE_BURST', kind: 'number', fallback: (c) => Math.max(1, Math.ceil(c.createRate ?? 0)), min: 1, doc: 'creates one API key may make at once above the rate (default: the rate, at least 1)' },
   { key: 'logLevel', env: 'PADDOCK_LOG_LEVEL', flag: '--log-level', kind: 'level', fallback: () => 'info', doc: `the least severe log lines written: ${LOG_LEVELS.join(', ')}` },
   { key: 'logFile', env: 'PADDOCK_LOG_FILE', kind: 'path', fallback: () => undefined, doc: 'a file the JSON log lines are appended to; default standard output' },
 ];

@@ -8,6 +8,8 @@ export class ApiError extends Error {
   constructor(
     readonly status: number,
     message: string,
+    /** Fields of the answer besides the body: `Retry-After` of a 429. */
+    readonly headers: Record<string, string> = {},
   ) {
     super(message);
     this.name = 'ApiError';

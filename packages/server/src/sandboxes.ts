@@ -9,6 +9,7 @@ import { KeyedMutex, envdVersion, type EnvdInit, type Runtime } from '@paddock/r
 import { isSandboxId } from '@paddock/protocol';
 import type { ServerConfig } from './config.js';
 import { logOf, type Logger } from './log.js';
+import { RateLimiter } from './rate-limit.js';
 import type { Metrics } from './metrics.js';
 import { ApiError, badRequest, conflict, errorBody, notFound, toApiError } from './errors.js';
 import { parseMetadataFilter } from './metadata-filter.js';
@@ -83,6 +84,9 @@ export class Sandboxes {
   private samplerTimer: NodeJS.Timeout | undefined;
   private stopFollowing: (() => void) | undefined;
   private closed = false;
+  private readonly createLimiter: RateLimiter;
+  /** Creates under way per API key, counted against its limit of running sandboxes until they are recorded. */
+  private readonly makingByKey = new Map<string, number>();
 
   constructor(
     private readonly config: ServerConfig,
@@ -94,6 +98,7 @@ export class Sandboxes {
     this.records = repositories.sandboxes;
     this.templates = repositories.templates;
     this.telemetry = repositories.telemetry;
+    this.createLimiter = new RateLimiter(config.createRate, config.createBurst);
   }
 
   // ---------------------------------------------------------------- helpers
@@ -171,11 +176,12 @@ export class Sandboxes {
 
   // ---------------------------------------------------------------- create
 
-  async create(req: CreateRequest): Promise<SandboxHandle> {
+  /** Makes a sandbox; `apiKeyId`, the key that asked, is held to the per-key limits and recorded. */
+  async create(req: CreateRequest, apiKeyId?: string): Promise<SandboxHandle> {
     const { metrics } = this.observe;
     const started = performance.now();
     try {
-      const { handle, fromPool } = await this.createSandbox(req);
+      const { handle, fromPool } = await this.admitted(apiKeyId, () => this.createSandbox(req, apiKeyId));
       const pool = fromPool ? 'warm' : 'cold';
       metrics.creates.inc({ pool, result: 'ok' });
       metrics.createSeconds.observe({ pool }, (performance.now() - started) / 1000);
@@ -187,7 +193,39 @@ export class Sandboxes {
     }
   }
 
-  private async createSandbox(req: CreateRequest): Promise<{ handle: SandboxHandle; fromPool: boolean }> {
+  /**
+   * Runs `make` if the key is within its limits: creates a second (429 with
+   * Retry-After beyond) and running sandboxes at once, counting those being
+   * made (429 beyond; one must end first, so no Retry-After).
+   */
+  private async admitted<T>(apiKeyId: string | undefined, make: () => Promise<T>): Promise<T> {
+    if (apiKeyId === undefined) return make();
+    const wait = this.createLimiter.take(apiKeyId);
+    if (wait > 0) {
+      const seconds = Math.ceil(wait / 1000);
+      throw new ApiError(429, `API key '${apiKeyId}' creates sandboxes faster than this server allows (${this.config.createRate} a second, PADDOCK_CREATE_RATE); retry in ${seconds} s`, {
+        'retry-after': String(seconds),
+      });
+    }
+    const max = this.config.maxSandboxesPerKey;
+    if (max > 0) {
+      const making = this.makingByKey.get(apiKeyId) ?? 0;
+      const running = await this.records.countRunningByKey(apiKeyId);
+      if (running + making >= max) {
+        throw new ApiError(429, `API key '${apiKeyId}' has ${running + making} running sandboxes, the most this server allows one key (PADDOCK_MAX_SANDBOXES_PER_KEY); kill or pause one first`);
+      }
+    }
+    this.makingByKey.set(apiKeyId, (this.makingByKey.get(apiKeyId) ?? 0) + 1);
+    try {
+      return await make();
+    } finally {
+      const left = (this.makingByKey.get(apiKeyId) ?? 1) - 1;
+      if (left > 0) this.makingByKey.set(apiKeyId, left);
+      else this.makingByKey.delete(apiKeyId);
+    }
+  }
+
+  private async createSandbox(req: CreateRequest, apiKeyId?: string): Promise<{ handle: SandboxHandle; fromPool: boolean }> {
     const { template, build, runtimeTemplateId } = await this.templateApi.startable(req.templateID);
     const timeout = this.seconds(req.timeout);
     if (req.volumeMounts?.length) throw badRequest('volumeMounts are not supported by this server');
@@ -236,6 +274,7 @@ export class Sandboxes {
         allowInternetAccess: req.allow_internet_access ?? null,
         network,
         buildId: build.id,
+        apiKeyId: apiKeyId ?? null,
       });
       await this.startCommands(info.id, build, accessToken);
     } catch (err) {
@@ -621,7 +660,7 @@ export class Sandboxes {
    * Fork: a snapshot of the sandbox's filesystem, then `count` new sandboxes
    * from it. Processes and memory are not copied.
    */
-  async fork(id: string, count = 1, timeout?: number): Promise<Array<{ sandbox?: SandboxHandle; error?: { code: number; message: string } }>> {
+  async fork(id: string, count = 1, timeout?: number, apiKeyId?: string): Promise<Array<{ sandbox?: SandboxHandle; error?: { code: number; message: string } }>> {
     const source = await this.require(id);
     this.seconds(timeout);
     const template = await this.snapshot(source.id, undefined);
@@ -641,7 +680,7 @@ export class Sandboxes {
             // A fork is bound by the rules of what it copies: a locked-down sandbox's forks stay locked down.
             network: source.network,
             ...(source.allowInternetAccess !== null ? { allow_internet_access: source.allowInternetAccess } : {}),
-          }),
+          }, apiKeyId),
         });
       } catch (err) {
         results.push({ error: errorBody(toApiError(err)) });

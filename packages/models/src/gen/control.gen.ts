@@ -1952,6 +1952,21 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
+        /**
+         * @description The API key is over a limit of the server: its creates a second
+         *     (`Retry-After` says when to try again) or its running sandboxes at
+         *     once (one must end first).
+         */
+        429: {
+            headers: {
+                /** @description Seconds until a retry can succeed; sent when waiting is what it takes. */
+                "Retry-After"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
         /** @description Unexpected server failure. */
         500: {
             headers: {
@@ -2166,6 +2181,7 @@ export interface operations {
             400: components["responses"]["400"];
             401: components["responses"]["401"];
             404: components["responses"]["404"];
+            429: components["responses"]["429"];
             500: components["responses"]["500"];
             503: components["responses"]["503"];
             504: components["responses"]["504"];
@@ -2241,6 +2257,7 @@ export interface operations {
             400: components["responses"]["400"];
             401: components["responses"]["401"];
             404: components["responses"]["404"];
+            429: components["responses"]["429"];
             500: components["responses"]["500"];
             503: components["responses"]["503"];
             504: components["responses"]["504"];

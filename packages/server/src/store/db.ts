@@ -159,6 +159,11 @@ const MIGRATIONS: Migration[] = [
   `
   ALTER TABLE sandboxes ADD COLUMN build_id TEXT;
   `,
+  // 5: the API key that made a sandbox (per-key limits); null for older records and for forks of those
+  `
+  ALTER TABLE sandboxes ADD COLUMN api_key_id TEXT;
+  CREATE INDEX sandboxes_key_state ON sandboxes(api_key_id, state);
+  `,
 ];
 
 const prepared = new WeakMap<Db, Map<string, Database.Statement>>();

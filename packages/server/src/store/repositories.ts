@@ -64,10 +64,15 @@ export interface SandboxRecord {
   network: NetworkRules;
   /** The build of its template it was made from (its start and ready commands); null for records older than builds. */
   buildId: string | null;
+  /** The id of the API key that made it; null for records older than per-key limits. */
+  apiKeyId: string | null;
 }
 
 /** A new sandbox: running, with no change under way. */
-export type NewSandboxRecord = Omit<SandboxRecord, 'state' | 'pendingChange' | 'pausedWithMemory' | 'endedAt' | 'buildId'> & { buildId?: string | null };
+export type NewSandboxRecord = Omit<SandboxRecord, 'state' | 'pendingChange' | 'pausedWithMemory' | 'endedAt' | 'buildId' | 'apiKeyId'> & {
+  buildId?: string | null;
+  apiKeyId?: string | null;
+};
 
 /** The part of a sandbox's record that routes requests to it. */
 export type SandboxRoute = Pick<SandboxRecord, 'id' | 'state' | 'autoResume' | 'trafficAccessToken'> & {
@@ -151,6 +156,8 @@ export interface SandboxRepository {
   allLive(): Promise<SandboxRecord[]>;
   running(): Promise<SandboxRecord[]>;
   countRunning(): Promise<number>;
+  /** Running sandboxes made with this API key. */
+  countRunningByKey(apiKeyId: string): Promise<number>;
   /** Sandboxes that are not killed, counted by state and template (its first name, else its id). */
   countByState(): Promise<Array<{ state: string; template: string; count: number }>>;
   /** One window of sandboxes, ordered by start time then id. */

@@ -97,6 +97,7 @@ interface SandboxRow {
   allow_internet_access: number | null;
   network: string;
   build_id: string | null;
+  api_key_id: string | null;
 }
 
 function sandboxFromRow(r: SandboxRow): SandboxRecord {
@@ -124,6 +125,7 @@ function sandboxFromRow(r: SandboxRow): SandboxRecord {
     allowInternetAccess: r.allow_internet_access === null ? null : r.allow_internet_access === 1,
     network: JSON.parse(r.network) as NetworkRules,
     buildId: r.build_id,
+    apiKeyId: r.api_key_id,
   };
 }
 
@@ -177,10 +179,10 @@ export class SqliteSandboxRepository implements SandboxRepository {
       this.db,
       `INSERT INTO sandboxes (id, template_id, alias, state, paused_with_memory, started_at, end_at, cpu_count, memory_mb,
            disk_size_mb, envd_version, metadata, env_vars, envd_access_token, traffic_access_token, auto_pause, auto_pause_memory,
-           auto_resume, allow_internet_access, network, build_id)
+           auto_resume, allow_internet_access, network, build_id, api_key_id)
          VALUES (@id, @templateId, @alias, 'running', 0, @startedAt, @endAt, @cpuCount, @memoryMB,
            @diskSizeMB, @envdVersion, @metadata, @envVars, @envdAccessToken, @trafficAccessToken, @autoPause, @autoPauseMemory,
-           @autoResume, @allowInternetAccess, @network, @buildId)`,
+           @autoResume, @allowInternetAccess, @network, @buildId, @apiKeyId)`,
     ).run({
       id: s.id,
       templateId: s.templateId,
@@ -201,6 +203,7 @@ export class SqliteSandboxRepository implements SandboxRepository {
       allowInternetAccess: optionalFlag(s.allowInternetAccess),
       network: JSON.stringify(s.network),
       buildId: s.buildId ?? null,
+      apiKeyId: s.apiKeyId ?? null,
     });
     this.routes.delete(s.id);
     return sandboxFromRow(this.row(s.id)!);
@@ -246,6 +249,10 @@ export class SqliteSandboxRepository implements SandboxRepository {
 
   async countRunning(): Promise<number> {
     return (statement(this.db, "SELECT COUNT(*) AS n FROM sandboxes WHERE state = 'running'").get() as { n: number }).n;
+  }
+
+  async countRunningByKey(apiKeyId: string): Promise<number> {
+    return (statement(this.db, "SELECT COUNT(*) AS n FROM sandboxes WHERE api_key_id = ? AND state = 'running'").get(apiKeyId) as { n: number }).n;
   }
 
   async countByState(): Promise<Array<{ state: string; template: string; count: number }>> {
