@@ -94,13 +94,28 @@ function program(): Command {
     .option('--base-image <ref>', 'make the base template from this image (registry/name:tag) instead of building Debian with mmdebstrap')
     .option('--insecure-registry <host:port...>', 'registries to reach over plain HTTP (loopback ones always are)')
     .option('--log-level <level>', 'the least severe log lines written: fatal, error, warn, info, debug, trace, silent (default info)')
+    .option('--tls-cert <file>', 'serve the API and the proxy over TLS with this PEM certificate (chain), for api.<domain> and *.<domain>; SIGHUP reads it again')
+    .option('--tls-key <file>', "the certificate's PEM private key")
     .option('--json', 'print the addresses (and a new key) as JSON once ready');
   networkOptions(startCommand).action(
     async (
-      o: { apiHost?: string; apiPort?: number; proxyHost?: string; proxyPort?: number; domain?: string; warmPool?: number; baseImage?: string; insecureRegistry?: string[]; logLevel?: string; json?: boolean } & NetworkFlags,
+      o: {
+        apiHost?: string;
+        apiPort?: number;
+        proxyHost?: string;
+        proxyPort?: number;
+        domain?: string;
+        warmPool?: number;
+        baseImage?: string;
+        insecureRegistry?: string[];
+        logLevel?: string;
+        tlsCert?: string;
+        tlsKey?: string;
+        json?: boolean;
+      } & NetworkFlags,
     ) => {
-      const { domain, warmPool, baseImage, insecureRegistry, logLevel, json, ...rest } = o;
-      await start({ ...serverAddresses(rest), domain, warmPool, baseImage, insecureRegistries: insecureRegistry, logLevel, json });
+      const { domain, warmPool, baseImage, insecureRegistry, logLevel, tlsCert, tlsKey, json, ...rest } = o;
+      await start({ ...serverAddresses(rest), domain, warmPool, baseImage, insecureRegistries: insecureRegistry, logLevel, tlsCert, tlsKey, json });
     },
   );
 

@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import * as pty from 'node-pty';
 import { RuncRuntime } from '@paddock/runtime';
+import { CONFIG_KEYS } from '@paddock/server';
 
 const main = join(import.meta.dirname, '../dist/main.js');
 const repo = join(import.meta.dirname, '../../..');
@@ -263,6 +264,14 @@ test('config prints the effective settings with their sources: variable over fil
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
+});
+
+test('every setting the configuration table gives a flag is a flag of start', () => {
+  const help = paddock(['start', '--help']);
+  expect(help.code).toBe(0);
+  const flags = CONFIG_KEYS.filter((k) => k.flag && k.key !== 'home').map((k) => k.flag!);
+  expect(flags.filter((f) => !help.stdout.includes(f))).toEqual([]);
+  expect(paddock(['--help']).stdout).toContain('--home');
 });
 
 test('doctor reports a missing runc with the command that fixes it', () => {

@@ -6,9 +6,10 @@
 import { Ajv, type Options } from 'ajv';
 import ajvFormatsModule from 'ajv-formats';
 import fastifyCors from '@fastify/cors';
-import Fastify, { LogController, type ConnectionError, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
-import { STATUS_CODES } from 'node:http';
+import Fastify, { LogController, type FastifyHttpOptions, type ConnectionError, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import { STATUS_CODES, type Server as HttpServer } from 'node:http';
 import type { Socket } from 'node:net';
+import type { SecureContextOptions } from 'node:tls';
 import type { Readable } from 'node:stream';
 import type { control } from '@paddock/models';
 import type { ConnectionLimits } from './config.js';
@@ -259,14 +260,16 @@ function clientErrorHandler(limits: ConnectionLimits, requestTimeout: number) {
   };
 }
 
-export function createApi(operations: Operation[], deps: ApiDeps, limits: ConnectionLimits & { corsOrigins: string[] }): FastifyInstance {
+export function createApi(operations: Operation[], deps: ApiDeps, limits: ConnectionLimits & { corsOrigins: string[]; tls?: SecureContextOptions }): FastifyInstance {
   // Receiving a request is timed, answering it is not: a fork or a snapshot
   // may take long, and nothing cuts it off. The bodies are small JSON, so the
   // whole request has one deadline: Node's requestTimeout, which fastify sets
   // from its own option (0 would turn it off), after Node has checked its
   // http options against one another.
   const requestTimeout = limits.headerTimeoutMs + limits.bodyTimeoutMs;
-  const app = Fastify({
+  // Over TLS, Node's https server (fastify's types follow the server's kind; the routes do not care which).
+  const app = (Fastify as unknown as (opts: FastifyHttpOptions<HttpServer, Logger> & { https?: SecureContextOptions }) => FastifyInstance)({
+    ...(limits.tls ? { https: limits.tls } : {}),
     loggerInstance: deps.log,
     logController: new AccessLog(),
     genReqId: (req) => requestId(req.headers['x-request-id']),

@@ -96,6 +96,13 @@ export interface ServerConfig {
   logLevel: LogLevel;
   /** A file the JSON log lines are appended to; default standard output. */
   logFile: string | undefined;
+  /**
+   * PEM certificate (chain) and key served by the control API and the proxy
+   * over TLS; unset: plain HTTP. One wildcard certificate for `api.{domain}`
+   * and `*.{domain}` serves both. Read again on SIGHUP.
+   */
+  tlsCert: string | undefined;
+  tlsKey: string | undefined;
   /** Running sandboxes one API key may have at once; 0: no limit. */
   maxSandboxesPerKey: number;
   /** Creates (and forks) one API key may make a second, on average; 0: no limit. */
@@ -179,6 +186,8 @@ export const CONFIG_KEYS: ConfigKey[] = [
   { key: 'corsOrigins', env: 'PADDOCK_CORS_ORIGINS', kind: 'list', fallback: () => ['*'], doc: 'origins of web pages that may call the API and envd (CORS); `*` any, empty none' },
   { key: 'buildAllowOut', env: 'PADDOCK_BUILD_ALLOW_OUT', kind: 'list', fallback: () => [], doc: 'what build steps may reach, as a sandbox\'s allowOut' },
   { key: 'buildDenyOut', env: 'PADDOCK_BUILD_DENY_OUT', kind: 'list', fallback: () => [], doc: 'what build steps may not reach, as a sandbox\'s denyOut' },
+  { key: 'tlsCert', env: 'PADDOCK_TLS_CERT', flag: '--tls-cert', kind: 'path', fallback: () => undefined, doc: 'PEM certificate (chain) the API and the proxy serve over TLS; with `tls-key`; read again on SIGHUP' },
+  { key: 'tlsKey', env: 'PADDOCK_TLS_KEY', flag: '--tls-key', kind: 'path', fallback: () => undefined, doc: "the certificate's PEM private key" },
   { key: 'maxSandboxesPerKey', env: 'PADDOCK_MAX_SANDBOXES_PER_KEY', kind: 'number', fallback: () => 0, doc: 'running sandboxes one API key may have at once (429 beyond); 0: no limit' },
   { key: 'createRate', env: 'PADDOCK_CREATE_RATE', kind: 'number', fallback: () => 0, doc: 'creates and forks per second one API key may make (429 with Retry-After beyond); 0: no limit' },
   { key: 'createBurst', env: 'PADDOCK_CREATE_BURST', kind: 'number', fallback: (c) => Math.max(1, Math.ceil(c.createRate ?? 0)), min: 1, doc: 'creates one API key may make at once above the rate (default: the rate, at least 1)' },
@@ -293,6 +302,9 @@ export function explainServerConfig(options: Partial<ServerConfig> = {}): Explai
     sources[spec.key] = source;
   }
   const config = { ...resolved, configFile } as ServerConfig;
+  if ((config.tlsCert === undefined) !== (config.tlsKey === undefined)) {
+    throw new Error(`TLS needs both a certificate and its key: tlsCert (PADDOCK_TLS_CERT) is ${config.tlsCert ?? 'unset'}, tlsKey (PADDOCK_TLS_KEY) is ${config.tlsKey ?? 'unset'}`);
+  }
   if (config.defaultTimeoutSeconds > config.maxTimeoutSeconds) {
     throw new Error(`the default timeout (${config.defaultTimeoutSeconds} s) is longer than the maximum (${config.maxTimeoutSeconds} s)`);
   }

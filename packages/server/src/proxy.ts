@@ -25,6 +25,7 @@ import {
 import type { Runtime } from '@paddock/runtime';
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { connect, type Socket } from 'node:net';
+import type { SecureContextOptions } from 'node:tls';
 import type { Duplex } from 'node:stream';
 import type { ConnectionLimits } from './config.js';
 import { createRelay, type SandboxRelay } from './relay/index.js';
@@ -61,7 +62,7 @@ export interface ProxyDeps {
   metrics: Metrics;
 }
 
-export function createProxy({ runtime, store, sandboxes, log, metrics }: ProxyDeps, limits: ConnectionLimits & { proxyFastPath: boolean; corsOrigins: string[] }): SandboxRelay {
+export function createProxy({ runtime, store, sandboxes, log, metrics }: ProxyDeps, limits: ConnectionLimits & { proxyFastPath: boolean; corsOrigins: string[]; tls?: SecureContextOptions }): SandboxRelay {
   const cors = new CorsPolicy(limits.corsOrigins);
   /** Finds a running sandbox whose envd token signed this /files URL. */
   async function bySignature(method: string, url: URL): Promise<SandboxRecord | undefined> {
@@ -217,6 +218,7 @@ export function createProxy({ runtime, store, sandboxes, log, metrics }: ProxyDe
     bodyTimeoutMs: limits.bodyTimeoutMs,
     idleTimeoutMs: limits.idleTimeoutMs,
     maxConnectionsPerAddress: limits.maxConnectionsPerAddress,
+    ...(limits.tls ? { tls: limits.tls } : {}),
   });
   // Bytes each way on client connections, headers included, counted as each connection closes.
   relay.server.on('connection', (socket: Socket) =>

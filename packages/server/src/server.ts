@@ -16,6 +16,7 @@ import { openSqliteStore } from './store/sqlite.js';
 import { createLogger, type Logger } from './log.js';
 import { Metrics } from './metrics.js';
 import { Health } from './health.js';
+import { readTls, type SecureServer } from './tls.js';
 import { validateEgress } from './network.js';
 import { Templates } from './templates.js';
 
@@ -39,6 +40,12 @@ export interface PaddockServer {
   runtime: Runtime;
   log: Logger;
   metrics: Metrics;
+  /**
+   * Reads the TLS certificate and key again and serves them to new
+   * connections (`paddock start` calls it on SIGHUP). Throws, keeping the
+   * one served, when they cannot be read or do not make a pair.
+   */
+  reloadTls(): void;
   /** Stops serving; sandboxes keep running for the next start. */
   close(): Promise<void>;
 }
@@ -64,7 +71,7 @@ function buildNetwork(config: ServerConfig): { allowOut?: string[]; denyOut?: st
   }
 }
 
-const urlOf = (a: AddressInfo) => `http://${a.family === 'IPv6' ? `[${a.address}]` : a.address}:${a.port}`;
+const urlOf = (a: AddressInfo, secure: boolean) => `${secure ? 'https' : 'http'}://${a.family === 'IPv6' ? `[${a.address}]` : a.address}:${a.port}`;
 
 export async function startServer(options: StartOptions = {}): Promise<PaddockServer> {
   const config = resolveServerConfig(options);
@@ -133,7 +140,10 @@ export async function startServer(options: StartOptions = {}): Promise<PaddockSe
     }
     sandboxes.startSampling();
 
-    const proxy = createProxy({ runtime, store: store.sandboxes, sandboxes, log, metrics }, config);
+    const tlsFiles = config.tlsCert && config.tlsKey ? { cert: config.tlsCert, key: config.tlsKey } : undefined;
+    const tls = tlsFiles ? readTls(tlsFiles) : undefined;
+    if (tls && config.proxyFastPath) log.info('over TLS the proxy relays through the library path; its fast path moves plain bytes only');
+    const proxy = createProxy({ runtime, store: store.sandboxes, sandboxes, log, metrics }, { ...config, ...(tls ? { tls } : {}) });
     const proxyAddr = await listen(proxy.server, config.proxyHost, config.proxyPort);
     // The default domain names the port the proxy really got.
     if (options.domain === undefined && !process.env.PADDOCK_DOMAIN) config.domain = `localhost:${proxyAddr.port}`;
@@ -143,19 +153,25 @@ export async function startServer(options: StartOptions = {}): Promise<PaddockSe
       sandboxDiskUsed: () => store.telemetry.latestDiskUsed(),
       dirs: { layers: config.imagesDir ?? join(config.home, 'runtime', 'layers'), sandboxes: join(config.home, 'runtime', 'sandboxes') },
     });
-    const api = createApi(loadOperations(), { sandboxes, templates, keys, log, metrics, health: new Health(store, runtime, config.home) }, config);
+    const api = createApi(loadOperations(), { sandboxes, templates, keys, log, metrics, health: new Health(store, runtime, config.home) }, { ...config, ...(tls ? { tls } : {}) });
     await api.listen({ host: config.apiHost, port: config.apiPort });
     const apiAddr = api.server.address() as AddressInfo;
     let closing: Promise<void> | undefined;
     return {
       config: { ...config, apiPort: apiAddr.port, proxyPort: proxyAddr.port },
-      apiUrl: urlOf(apiAddr),
-      proxyUrl: urlOf(proxyAddr),
+      apiUrl: urlOf(apiAddr, Boolean(tls)),
+      proxyUrl: urlOf(proxyAddr, Boolean(tls)),
       createdApiKey,
       keys,
       runtime,
       log,
       metrics,
+      reloadTls() {
+        if (!tlsFiles) throw new Error('the server serves plain HTTP: no TLS certificate is configured (PADDOCK_TLS_CERT, PADDOCK_TLS_KEY)');
+        const pair = readTls(tlsFiles);
+        for (const s of [api.server, proxy.server] as unknown as SecureServer[]) s.setSecureContext(pair);
+        log.info({ cert: tlsFiles.cert }, 'TLS certificate reloaded');
+      },
       close() {
         closing ??= (async () => {
           sandboxes.close();

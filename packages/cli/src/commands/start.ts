@@ -14,6 +14,8 @@ export interface StartFlags extends DoctorOptions {
   baseImage?: string;
   insecureRegistries?: string[];
   logLevel?: string;
+  tlsCert?: string;
+  tlsKey?: string;
   /** The server's configuration file, under the flags and PADDOCK_* variables. */
   configFile?: string;
   json?: boolean;
@@ -77,6 +79,9 @@ export async function start(flags: StartFlags): Promise<void> {
   const server = await startServer({
     logger,
     ...(flags.configFile ? { configFile: flags.configFile } : {}),
+    ...(flags.logLevel ? { logLevel: flags.logLevel as LogLevel } : {}),
+    ...(flags.tlsCert ? { tlsCert: flags.tlsCert } : {}),
+    ...(flags.tlsKey ? { tlsKey: flags.tlsKey } : {}),
     home: flags.home,
     apiHost: flags.apiHost,
     apiPort: flags.apiPort,
@@ -128,6 +133,14 @@ export async function start(flags: StartFlags): Promise<void> {
       log(style.dim(`\n${signal}: stopping the server; sandboxes keep running`), flags.json);
       void server.close().then(resolve);
     };
+    // A renewed certificate is served from the next connection on; one that cannot be used keeps the old.
+    process.on('SIGHUP', () => {
+      try {
+        server.reloadTls();
+      } catch (err) {
+        server.log.error({ err }, 'SIGHUP: the TLS certificate was not reloaded');
+      }
+    });
     process.once('SIGINT', () => stop('SIGINT'));
     process.once('SIGTERM', () => stop('SIGTERM'));
   });

@@ -5,7 +5,9 @@
 // as slow, and so is any relay that moves the bytes through JavaScript, a
 // plain byte pipe included (tools/bench/proxy.mjs measures them side by
 // side). Both take the same options and pass the same tests
-// (test/relay.test.ts runs every case through each).
+// (test/relay.test.ts runs every case through each). Over TLS only the
+// library relay serves: the pump moves bytes between file descriptors, and
+// TLS bytes are made in user space.
 import type { Server } from 'node:net';
 import { FastRelay } from './fast/relay.js';
 import { Relay, type RelayOptions } from './relay.js';
@@ -18,5 +20,5 @@ export interface SandboxRelay {
 }
 
 export function createRelay({ fastPath, ...options }: RelayOptions & { fastPath: boolean }): SandboxRelay {
-  return fastPath ? new FastRelay(options) : new Relay(options);
+  return fastPath && !options.tls ? new FastRelay(options) : new Relay(options);
 }

@@ -21,6 +21,8 @@
 // what the client still sends for a few seconds, so that a client still
 // writing its request reads the answer rather than a reset.
 import { STATUS_CODES, createServer, type IncomingHttpHeaders, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer as createHttpsServer } from 'node:https';
+import type { SecureContextOptions } from 'node:tls';
 import type { Socket } from 'node:net';
 import { PassThrough, finished, type Duplex } from 'node:stream';
 import { limitConnectionsPerAddress } from '../connection-limit.js';
@@ -91,6 +93,8 @@ export interface RelayOptions {
   maxConnectionsPerAddress?: number;
   /** A kept upstream connection is closed after this long unused (30 s; envd keeps its side 65 s). */
   poolIdleMs?: number;
+  /** Serve HTTPS with this certificate and key (the library relay only: the fast path's kernel pump moves plain bytes). */
+  tls?: SecureContextOptions;
 }
 
 /** How long a connection being closed is still read from, at most. */
@@ -172,14 +176,15 @@ export class Relay {
     this.headTimeoutMs = options.headTimeoutMs ?? 20_000;
     this.bodyTimeoutMs = options.bodyTimeoutMs ?? 30_000;
     this.upstreams = new Upstreams(options.poolIdleMs ?? 30_000);
-    this.server = createServer({
+    const serverOptions = {
       noDelay: true,
       maxHeaderSize: MAX_HEAD,
       // Node looks for heads past their timeout this often.
       connectionsCheckingInterval: Math.min(1_000, this.headTimeoutMs),
       // Checked by the relay, which says what is wrong.
       requireHostHeader: false,
-    });
+    };
+    this.server = options.tls ? createHttpsServer({ ...serverOptions, ...options.tls }) : createServer(serverOptions);
     this.server.headersTimeout = this.headTimeoutMs;
     // Bodies are timed byte by byte below: an upload may be large, and take long as a whole.
     this.server.requestTimeout = 0;
