@@ -6,6 +6,7 @@ import { showConfig } from './commands/config.js';
 import { doctor } from './commands/doctor.js';
 import { registerKeyCommands } from './commands/keys.js';
 import { registerSandboxCommands } from './commands/sandbox.js';
+import { registerServiceCommands } from './commands/service.js';
 import { start } from './commands/start.js';
 import { registerTemplateCommands } from './commands/template.js';
 import { uninstall } from './commands/uninstall.js';
@@ -139,6 +140,7 @@ function program(): Command {
   });
 
   registerKeyCommands(root, home);
+  registerServiceCommands(root, home, configFile);
   registerSandboxCommands(root, home);
   registerTemplateCommands(root, home);
 

@@ -274,6 +274,36 @@ test('every setting the configuration table gives a flag is a flag of start', ()
   expect(paddock(['--help']).stdout).toContain('--home');
 });
 
+test('service install writes a unit systemd accepts, running start with the data directory and configuration file; uninstall removes only its own', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'paddock-units-'));
+  try {
+    const config = join(dir, 'paddock.yaml');
+    writeFileSync(config, 'warm-pool: 1\n');
+    const installed = paddock(['--home', '/srv/paddock data', '--config', config, 'service', 'install', '--unit-dir', dir, '--json']);
+    expect(installed.code).toBe(0);
+    const unit = join(dir, 'paddock.service');
+    expect(JSON.parse(installed.stdout)).toMatchObject({ unit, done: [`wrote ${unit}`] });
+    const text = readFileSync(unit, 'utf8');
+    expect(text).toContain(`ExecStart=${process.execPath} --initial-old-space-size=64 ${main} --home "/srv/paddock data" --config ${config} start\n`);
+    expect(text).toContain('ExecReload=/bin/kill -HUP $MAINPID');
+    // systemd's own check of the unit: its syntax, and that what ExecStart runs exists.
+    const verify = spawnSync('systemd-analyze', ['verify', unit], { encoding: 'utf8' });
+    expect(verify.stderr.split('\n').filter((l) => l.includes('paddock.service'))).toEqual([]);
+
+    const removed = paddock(['service', 'uninstall', '--unit-dir', dir, '--json']);
+    expect(removed.code).toBe(0);
+    expect(existsSync(unit)).toBe(false);
+    writeFileSync(unit, '[Unit]\nDescription=someone else\'s\n');
+    const foreign = paddock(['service', 'install', '--unit-dir', dir]);
+    expect(foreign.code).toBe(2);
+    expect(foreign.stderr).toContain('was not written by paddock service install');
+    expect(paddock(['service', 'uninstall', '--unit-dir', dir]).code).toBe(2);
+    expect(readFileSync(unit, 'utf8')).toContain('someone else');
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
 test('doctor reports a missing runc with the command that fixes it', () => {
   // A PATH with the tools Paddock needs, but no runc.
   const bin = join(home, 'fake-bin');
