@@ -18,7 +18,7 @@ export interface CompatServer {
 export async function startForE2b(options: StartOptions = {}): Promise<CompatServer> {
   const home = mkdtempSync(join(tmpdir(), 'paddock-compat-'));
   const logFile = join(home, 'server.log');
-  const server = await startServer({ home, apiPort: 0, proxyPort: 0, warmPoolSize: 1, metricsIntervalMs: 500, initialApiKey: API_KEY, logFile, ...options });
+  const server = await startServer({ home, apiPort: 0, proxyPort: 0, warmPoolSize: 1, metricsIntervalMs: 500, initialApiKey: API_KEY, logFile, shutdownGraceMs: 1_000, ...options });
   process.env.E2B_API_URL = server.apiUrl;
   process.env.E2B_SANDBOX_URL = server.proxyUrl;
   process.env.E2B_API_KEY = API_KEY;

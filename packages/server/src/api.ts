@@ -61,6 +61,8 @@ export interface ApiDeps {
   log: Logger;
   metrics: Metrics;
   health: Health;
+  /** True once the server is stopping: new requests are refused with 503, those under way finish. */
+  stopping(): boolean;
 }
 
 const notImplemented = (): never => {
@@ -278,7 +280,10 @@ export function createApi(operations: Operation[], deps: ApiDeps, limits: Connec
     keepAliveTimeout: limits.idleTimeoutMs,
     http: { headersTimeout: limits.headerTimeoutMs, requestTimeout, connectionsCheckingInterval: TIMEOUT_CHECK_MS },
     clientErrorHandler: clientErrorHandler(limits, requestTimeout),
-    forceCloseConnections: true,
+    // Closing waits for requests under way (the server cuts them at its deadline); idle connections go at once.
+    forceCloseConnections: 'idle',
+    // Refused below, with the API's error body.
+    return503OnClosing: false,
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: 500 },
   });
   limitConnectionsPerAddress(app.server, limits.maxConnectionsPerAddress);
@@ -295,6 +300,8 @@ export function createApi(operations: Operation[], deps: ApiDeps, limits: Connec
 
   app.addHook('onRequest', async (req, reply) => {
     reply.header('x-request-id', req.id);
+    if (deps.stopping()) return sendError(reply.header('connection', 'close'), new ApiError(503, 'the server is shutting down; retry once it is back'));
+    return undefined;
   });
   // Query and path values arrive as strings and are coerced to the schema's
   // types; JSON bodies are checked exactly (`"templateID": 5` is an error).

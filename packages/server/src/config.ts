@@ -103,6 +103,8 @@ export interface ServerConfig {
    */
   tlsCert: string | undefined;
   tlsKey: string | undefined;
+  /** How long a stopping server lets requests and streams under way finish before it cuts them, ms. */
+  shutdownGraceMs: number;
   /** Running sandboxes one API key may have at once; 0: no limit. */
   maxSandboxesPerKey: number;
   /** Creates (and forks) one API key may make a second, on average; 0: no limit. */
@@ -188,6 +190,7 @@ export const CONFIG_KEYS: ConfigKey[] = [
   { key: 'buildDenyOut', env: 'PADDOCK_BUILD_DENY_OUT', kind: 'list', fallback: () => [], doc: 'what build steps may not reach, as a sandbox\'s denyOut' },
   { key: 'tlsCert', env: 'PADDOCK_TLS_CERT', flag: '--tls-cert', kind: 'path', fallback: () => undefined, doc: 'PEM certificate (chain) the API and the proxy serve over TLS; with `tls-key`; read again on SIGHUP' },
   { key: 'tlsKey', env: 'PADDOCK_TLS_KEY', flag: '--tls-key', kind: 'path', fallback: () => undefined, doc: "the certificate's PEM private key" },
+  { key: 'shutdownGraceMs', env: 'PADDOCK_SHUTDOWN_GRACE_MS', kind: 'number', fallback: () => 10_000, doc: 'how long a stopping server lets requests and streams under way finish before it cuts them, ms' },
   { key: 'maxSandboxesPerKey', env: 'PADDOCK_MAX_SANDBOXES_PER_KEY', kind: 'number', fallback: () => 0, doc: 'running sandboxes one API key may have at once (429 beyond); 0: no limit' },
   { key: 'createRate', env: 'PADDOCK_CREATE_RATE', kind: 'number', fallback: () => 0, doc: 'creates and forks per second one API key may make (429 with Retry-After beyond); 0: no limit' },
   { key: 'createBurst', env: 'PADDOCK_CREATE_BURST', kind: 'number', fallback: (c) => Math.max(1, Math.ceil(c.createRate ?? 0)), min: 1, doc: 'creates one API key may make at once above the rate (default: the rate, at least 1)' },

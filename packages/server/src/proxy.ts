@@ -62,7 +62,16 @@ export interface ProxyDeps {
   metrics: Metrics;
 }
 
-export function createProxy({ runtime, store, sandboxes, log, metrics }: ProxyDeps, limits: ConnectionLimits & { proxyFastPath: boolean; corsOrigins: string[]; tls?: SecureContextOptions }): SandboxRelay {
+/** The proxy: its relay, and the switch that refuses new requests while the server stops. */
+export interface SandboxProxy extends SandboxRelay {
+  refuseNew(): void;
+}
+
+export function createProxy(
+  { runtime, store, sandboxes, log, metrics }: ProxyDeps,
+  limits: ConnectionLimits & { proxyFastPath: boolean; corsOrigins: string[]; tls?: SecureContextOptions },
+): SandboxProxy {
+  let stopping = false;
   const cors = new CorsPolicy(limits.corsOrigins);
   /** Finds a running sandbox whose envd token signed this /files URL. */
   async function bySignature(method: string, url: URL): Promise<SandboxRecord | undefined> {
@@ -187,6 +196,7 @@ export function createProxy({ runtime, store, sandboxes, log, metrics }: ProxyDe
     const at = { method: req.method, path: pathOf(req.url) };
     let dest: Destination;
     try {
+      if (stopping) throw new ProxyError(503, 'the server is shutting down; retry once it is back');
       dest = await route(req);
     } catch (err) {
       const status = err instanceof ProxyError ? err.status : 502;
@@ -227,5 +237,9 @@ export function createProxy({ runtime, store, sandboxes, log, metrics }: ProxyDe
       metrics.proxyBytes.inc({ direction: 'out' }, socket.bytesWritten);
     }),
   );
-  return relay;
+  return Object.assign(relay, {
+    refuseNew() {
+      stopping = true;
+    },
+  });
 }

@@ -153,7 +153,8 @@ export async function startServer(options: StartOptions = {}): Promise<PaddockSe
       sandboxDiskUsed: () => store.telemetry.latestDiskUsed(),
       dirs: { layers: config.imagesDir ?? join(config.home, 'runtime', 'layers'), sandboxes: join(config.home, 'runtime', 'sandboxes') },
     });
-    const api = createApi(loadOperations(), { sandboxes, templates, keys, log, metrics, health: new Health(store, runtime, config.home) }, { ...config, ...(tls ? { tls } : {}) });
+    let stopping = false;
+    const api = createApi(loadOperations(), { sandboxes, templates, keys, log, metrics, health: new Health(store, runtime, config.home), stopping: () => stopping }, { ...config, ...(tls ? { tls } : {}) });
     await api.listen({ host: config.apiHost, port: config.apiPort });
     const apiAddr = api.server.address() as AddressInfo;
     let closing: Promise<void> | undefined;
@@ -174,12 +175,27 @@ export async function startServer(options: StartOptions = {}): Promise<PaddockSe
       },
       close() {
         closing ??= (async () => {
-          sandboxes.close();
+          // New requests are refused (503, saying why); those under way, streams included, may finish until the deadline.
+          stopping = true;
+          proxy.refuseNew();
           await builder.close();
-          // Streams (process output, watches, tunnels) would hold close() open forever.
+          const deadline = Date.now() + config.shutdownGraceMs;
           const proxyClosed = new Promise<void>((r) => proxy.server.close(() => r()));
+          let apiDone = false;
+          const apiClosed = api.close().then(() => {
+            apiDone = true;
+          });
+          let busy = proxy.closeIdle();
+          while ((busy > 0 || !apiDone) && Date.now() < deadline) {
+            await new Promise((r) => setTimeout(r, 50));
+            busy = proxy.closeIdle();
+          }
+          if (busy > 0 || !apiDone) log.warn({ proxyConnections: busy, apiRequests: !apiDone, graceMs: config.shutdownGraceMs }, 'shutting down: what was still under way at the deadline is cut');
+          sandboxes.close();
+          // Streams (process output, watches, tunnels) would hold the close open forever.
           proxy.destroyConnections();
-          await Promise.all([api.close(), proxyClosed]);
+          api.server.closeAllConnections();
+          await Promise.all([apiClosed, proxyClosed]);
           await runtime.close();
           await store.close();
           unlock();

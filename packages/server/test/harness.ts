@@ -26,7 +26,7 @@ export async function testServer(opts: StartOptions = {}): Promise<TestServer> {
   const home = opts.home ?? mkdtempSync(join(tmpdir(), 'paddock-srv-'));
   // Its log is read back at teardown: JSON lines, and no key or token in any.
   const logFile = join(home, 'server.log');
-  const server = await startServer({ home, apiPort: 0, proxyPort: 0, warmPoolSize: 0, metricsIntervalMs: 500, initialApiKey: API_KEY, logFile, ...opts });
+  const server = await startServer({ home, apiPort: 0, proxyPort: 0, warmPoolSize: 0, metricsIntervalMs: 500, initialApiKey: API_KEY, logFile, shutdownGraceMs: 1_000, ...opts });
   const control = new ControlClient({ apiUrl: server.apiUrl, apiKey: API_KEY, retries: { maxRetries: 0 } });
   return {
     server,

@@ -17,6 +17,8 @@ export interface SandboxRelay {
   readonly server: Server;
   /** Closes every client connection, streams and upgraded ones included. */
   destroyConnections(): void;
+  /** Closes the client connections between requests; how many remain, busy with a request, a stream or an upgrade. */
+  closeIdle(): number;
 }
 
 export function createRelay({ fastPath, ...options }: RelayOptions & { fastPath: boolean }): SandboxRelay {

@@ -214,6 +214,14 @@ export class Relay {
     for (const s of this.sockets) s.destroy();
   }
 
+  closeIdle(): number {
+    // Node's server knows which of its connections wait for a request; upgraded ones it has let go are busy.
+    this.server.closeIdleConnections();
+    let busy = 0;
+    for (const s of this.sockets) if (!s.destroyed) busy++;
+    return busy;
+  }
+
   /** Runs `serve` once the answers to the connection's earlier requests are over. */
   private inTurn(socket: Duplex, res: ServerResponse | undefined, serve: () => Promise<void>): void {
     const before = this.turns.get(socket);

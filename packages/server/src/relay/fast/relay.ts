@@ -167,7 +167,7 @@ interface Exchange {
 
 export class FastRelay {
   readonly server: Server;
-  private readonly clients = new Set<Socket>();
+  private readonly clients = new Map<Socket, ClientConnection>();
   private readonly pool: Pool;
   readonly idleTimeoutMs: number;
   readonly headTimeoutMs: number;
@@ -183,9 +183,8 @@ export class FastRelay {
     this.bodyTimeoutMs = options.bodyTimeoutMs ?? 30_000;
     this.pool = new Pool(options.poolIdleMs ?? 30_000);
     this.server = createServer({ noDelay: true }, (socket) => {
-      this.clients.add(socket);
+      this.clients.set(socket, new ClientConnection(socket, this, this.pool));
       socket.once('close', () => this.clients.delete(socket));
-      new ClientConnection(socket, this, this.pool);
     });
     this.server.on('close', () => this.pool.destroy());
     if (options.maxConnectionsPerAddress !== undefined) limitConnectionsPerAddress(this.server, options.maxConnectionsPerAddress);
@@ -193,7 +192,16 @@ export class FastRelay {
 
   /** Closes every client connection, streams and upgraded ones included. */
   destroyConnections(): void {
-    for (const s of this.clients) s.destroy();
+    for (const s of this.clients.keys()) s.destroy();
+  }
+
+  closeIdle(): number {
+    let busy = 0;
+    for (const [socket, conn] of this.clients) {
+      if (conn.idle) socket.destroy();
+      else busy++;
+    }
+    return busy;
   }
 }
 
@@ -269,6 +277,11 @@ class ClientConnection {
       this.ex = undefined;
       if (ex) this.release(ex, false);
     });
+  }
+
+  /** Between requests: no exchange, nothing of a next request arrived, not upgraded. */
+  get idle(): boolean {
+    return !this.ex && !this.upgraded && this.queued === 0 && this.head.size === 0;
   }
 
   private drive(): void {
