@@ -11,9 +11,9 @@
 // `@paddock/models/control` and the like need.
 //
 //   node tools/packaging/build-cjs.mjs      (in the package's directory)
-import { build } from 'esbuild';
+import { transform } from 'esbuild';
 import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { dirname, join, relative, resolve } from 'node:path';
+import { basename, dirname, join, relative, resolve } from 'node:path';
 
 const pkgDir = process.cwd();
 const src = join(pkgDir, 'src');
@@ -27,23 +27,35 @@ function filesUnder(dir, keep) {
 }
 
 rmSync(out, { recursive: true, force: true });
-const result = await build({
-  entryPoints: filesUnder(src, (n) => n.endsWith('.ts') && !n.endsWith('.d.ts')),
-  outdir: out,
-  outbase: src,
-  bundle: false,
-  format: 'cjs',
-  platform: 'neutral',
-  target: 'es2022',
-  sourcemap: true,
-  logLevel: 'silent',
-});
-// A warning here (`import.meta` in CommonJS, say) would be a broken module at run time.
-const problems = [...result.errors, ...result.warnings];
-if (problems.length > 0) {
-  for (const p of problems) console.error(`${p.location?.file ?? ''}:${p.location?.line ?? ''}: ${p.text}`);
-  process.exit(1);
+// esbuild's transform, one file at a time, rather than its build: the build
+// knows the package is `type: module` and gives a default import Node's ESM
+// meaning (the whole `module.exports`), which is wrong once the importer is
+// itself CommonJS (openapi-fetch's `exports.default`, say).
+let failed = false;
+for (const file of filesUnder(src, (n) => n.endsWith('.ts') && !n.endsWith('.d.ts'))) {
+  const target = join(out, relative(src, file)).replace(/\.ts$/, '.js');
+  mkdirSync(dirname(target), { recursive: true });
+  const result = await transform(readFileSync(file, 'utf8'), {
+    loader: 'ts',
+    format: 'cjs',
+    platform: 'neutral',
+    target: 'es2022',
+    sourcemap: 'external',
+    // The sources ship in the tarball beside dist.
+    sourcesContent: false,
+    sourcefile: relative(dirname(target), file),
+    logLevel: 'silent',
+  });
+  // A warning here (`import.meta` in CommonJS, say) would be a broken module at run time.
+  for (const w of result.warnings) {
+    console.error(`${file}:${w.location?.line ?? ''}: ${w.text}`);
+    failed = true;
+  }
+  const name = basename(target);
+  writeFileSync(target, `${result.code}//# sourceMappingURL=${name}.map\n`);
+  writeFileSync(`${target}.map`, result.map);
 }
+if (failed) process.exit(1);
 writeFileSync(join(out, 'package.json'), '{\n  "type": "commonjs"\n}\n');
 
 // The ESM declarations serve CommonJS as they are; only their maps' paths move one level down.
