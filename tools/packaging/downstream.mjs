@@ -143,6 +143,11 @@ try {
     // The browser builds, not Node's: no undici, no connect-node anywhere in the bundle.
     const nodeOnly = Object.keys(out.metafile.inputs).filter((p) => /node_modules\/(undici|@connectrpc\/connect-node)\//.test(p) || p.includes('/dist/node.js'));
     if (nodeOnly.length > 0) throw new Error(`the browser bundle holds Node-only modules: ${nodeOnly.join(', ')}`);
+    for (const pkg of ['envd-client', 'control-client']) {
+      if (!Object.keys(out.metafile.inputs).some((p) => p.endsWith(`node_modules/@paddock/${pkg}/dist/browser.js`))) {
+        throw new Error(`the browser bundle does not hold @paddock/${pkg}'s browser build`);
+      }
+    }
     bundle = out.outputFiles[0].text;
   });
 

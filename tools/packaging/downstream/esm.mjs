@@ -7,6 +7,9 @@ import { Filesystem } from '@paddock/models';
 import { ENVD_PORT } from '@paddock/protocol';
 import assert from 'node:assert/strict';
 
+// The ES module builds, by the `node` conditions.
+assert.match(import.meta.resolve('@paddock/sdk'), /\/dist\/index\.js$/);
+assert.match(import.meta.resolve('@paddock/envd-client'), /\/dist\/index\.js$/);
 assert.equal(typeof EnvdClient, 'function');
 assert.equal(typeof ControlClient, 'function');
 assert.equal(Filesystem.typeName, 'filesystem.Filesystem');
