@@ -6,7 +6,7 @@
 //
 //   node tools/check-generated.mjs [--gen-dir DIR]   (DIR defaults to the repo's gen dir)
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { generate, genDir, repoRoot } from './generate.mjs';
@@ -22,6 +22,14 @@ try {
     ['diff', '--no-index', '--no-color', '--stat', '--patch', expected, actual],
     { encoding: 'utf8' },
   );
+  // `buf generate` run by hand (the design's own command) must not take the OpenAPI types with it.
+  const env = { ...process.env, PATH: `${join(repoRoot, 'node_modules/.bin')}:${process.env.PATH ?? ''}` };
+  const bare = spawnSync('buf', ['generate', '--output', scratch], { cwd: repoRoot, env, encoding: 'utf8' });
+  const lost = ['control.gen.ts', 'envd.gen.ts'].filter((f) => !existsSync(join(expected, f)));
+  if (bare.status !== 0 || lost.length > 0) {
+    console.error(`a bare \`buf generate\` ${bare.status !== 0 ? `failed: ${bare.stderr}` : `deleted ${lost.join(', ')}`}`);
+    code = 1;
+  }
   if (diff.status === 0) {
     console.log('generated code is up to date');
   } else if (diff.status === 1) {

@@ -7,7 +7,7 @@
 //   node tools/generate.mjs --out DIR  writes into DIR/packages/models/src/gen
 //                                      (used by check-generated.mjs)
 import { spawnSync } from 'node:child_process';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 
@@ -34,10 +34,13 @@ function run(cmd, args) {
 
 export async function generate(outBase = repoRoot) {
   const base = resolve(outBase);
-  // buf.gen.yaml has `clean: true`, so this empties the gen directory first.
+  const target = join(base, genDir);
+  // What buf made before goes first, so that a deleted .proto leaves no file behind.
+  for (const f of existsSync(target) ? readdirSync(target, { recursive: true }) : []) {
+    if (String(f).endsWith('_pb.ts')) rmSync(join(target, String(f)));
+  }
   run('buf', ['generate', '--output', base]);
   const { default: openapiTS, astToString } = await import('openapi-typescript');
-  const target = join(base, genDir);
   mkdirSync(target, { recursive: true });
   for (const { spec, out } of openapiSpecs) {
     // Defaults are server-side: a field with a default is still optional to send.

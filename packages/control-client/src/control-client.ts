@@ -1,5 +1,4 @@
-import { openAsBlob } from 'node:fs';
-import { Readable } from 'node:stream';
+import type { Readable } from 'node:stream';
 import createClient, { type Client } from 'openapi-fetch';
 import type { paths } from '@paddock/models/control';
 import { ControlApiError, errorFromFailure, errorFromResponse } from './errors.js';
@@ -448,16 +447,24 @@ export class ControlClient {
   }
 
   /**
+   * The archive as fetch sends it. This build (the browser's) takes a Blob or
+   * a Web stream; the Node build's client adds a path and a Node `Readable`.
+   */
+  protected async archiveBody(files: TemplateFilesBody): Promise<Blob | ReadableStream<Uint8Array>> {
+    if (files instanceof Blob || (typeof files === 'object' && typeof (files as ReadableStream).getReader === 'function')) {
+      return files as Blob | ReadableStream<Uint8Array>;
+    }
+    throw new TypeError('uploadTemplateFiles takes a path or a Node Readable only in Node; in a browser pass a Blob or a ReadableStream');
+  }
+
+  /**
    * PUTs a tar archive (gzip-compressed or not) to the upload URL that
    * `templateFileUpload` gave, with its Content-Length. The URL carries its
    * own signature, so neither the API key nor the client's headers go with
    * it (only this call's `headers`). `size` is required for a stream.
    */
   async uploadTemplateFiles(url: string, files: TemplateFilesBody, size?: number, options?: CallOptions): Promise<void> {
-    let body: Blob | ReadableStream<Uint8Array>;
-    if (typeof files === 'string') body = await openAsBlob(files);
-    else if (files instanceof Blob) body = files;
-    else body = files instanceof Readable ? (Readable.toWeb(files) as ReadableStream<Uint8Array>) : files;
+    const body = await this.archiveBody(files);
     const length = body instanceof Blob ? body.size : size;
     if (length === undefined || !Number.isSafeInteger(length) || length < 0) {
       throw new TypeError('uploadTemplateFiles needs the size of a stream, in bytes');

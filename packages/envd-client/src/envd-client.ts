@@ -1,14 +1,12 @@
-import { Agent as NodeAgent } from 'node:http';
 import type { Readable } from 'node:stream';
 import { createClient, type Client, type Interceptor, type Transport } from '@connectrpc/connect';
-import { Http2SessionManager } from '@connectrpc/connect-node';
+import { createConnectTransport as createWebTransport } from '@connectrpc/connect-web';
 import { Filesystem, Process, type envd } from '@paddock/models';
 import type { Dispatcher } from 'undici';
 import { EnvdArgumentError, EnvdHttpError, errorFromFailure, errorFromResponse } from './errors.js';
 import { connectionHeaders, envdInterceptor, type EnvdHeaderConfig } from './headers.js';
-import { defaultDispatcher, fetchSender, socketDispatcher, undiciSender, type FetchFunction, type HttpAnswer, type Send } from './http.js';
+import { fetchSender, type FetchFunction, type HttpAnswer, type Send } from './http.js';
 import { metadataHeaders } from './metadata.js';
-import { createNodeTransport, http2SocketOptions } from './node-transport.js';
 import { endpointUrl, fileUrl, filesQuery } from './signature.js';
 import { bytesBody, isInMemory, multipartBody, newBoundary, octetStreamBody, type RequestBody, type UploadData } from './upload-body.js';
 
@@ -39,22 +37,23 @@ export interface EnvdClientOptions extends EnvdHeaderConfig {
   envdUrl: string;
   /** Connect binary format instead of JSON (the default, as the e2b SDK uses). */
   useBinaryFormat?: boolean;
-  /** HTTP version of the default Connect transport: `1.1` (the default) or `2`. */
+  /** HTTP version of the default Connect transport in Node: `1.1` (the default) or `2`. */
   httpVersion?: '1.1' | '2';
   /**
-   * Builds the Connect transport, e.g. connect-web's `createConnectTransport`
-   * in a browser. Default: `createNodeTransport` (connect-node).
+   * Builds the Connect transport. Default: `createNodeTransport`
+   * (connect-node) in Node, connect-web's over `fetch` in a browser.
    */
   createTransport?: (options: TransportOptions) => Transport;
   /**
-   * fetch for the HTTP routes (`/files`, `/health`, `/metrics`, `/init`), e.g.
-   * a browser's. Default: undici, through `dispatcher`.
+   * fetch for the HTTP routes (`/files`, `/health`, `/metrics`, `/init`), and
+   * in a browser for the Connect calls too. Default: undici, through
+   * `dispatcher`, in Node; the global fetch in a browser.
    */
   fetch?: FetchFunction;
-  /** undici dispatcher for the HTTP routes when no `fetch` is given (a `ProxyAgent`, say). Default: one agent all clients share. */
+  /** Node: undici dispatcher for the HTTP routes when no `fetch` is given (a `ProxyAgent`, say). Default: one agent all clients share. */
   dispatcher?: Dispatcher;
   /**
-   * A unix socket that envd listens on, to connect to instead of the URL's
+   * Node: a unix socket that envd listens on, to connect to instead of the URL's
    * host (the host's own link to a sandbox); `envdUrl` still gives the path
    * and the Host header. The client then owns its connections: `close()` them.
    */
@@ -110,6 +109,13 @@ export interface FileUrlRequest {
   expiresInSeconds?: number;
 }
 
+/** What `connect` gives a client: its HTTP sender, its Connect transport, and the connections it owns (which `close()` closes). */
+export interface EnvdLink {
+  send: Send;
+  transport: Transport;
+  owned: { close(): Promise<void> }[];
+}
+
 /**
  * Client of one sandbox's envd. `filesystem` and `process` are Connect
  * clients of envd's services (their errors are `ConnectError`s); the other
@@ -139,29 +145,32 @@ export class EnvdClient {
     this.#user = options.user;
     this.#headers = connectionHeaders(options);
     this.#timeoutMs = options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
-    const { socketPath } = options;
-    let dispatcher = options.dispatcher;
-    if (socketPath !== undefined && dispatcher === undefined && options.fetch === undefined) {
-      dispatcher = socketDispatcher(socketPath);
-      this.#owned.push(dispatcher);
-    }
-    this.#send = options.fetch ? fetchSender(options.fetch) : undiciSender(dispatcher ?? defaultDispatcher());
     const transportOptions = { baseUrl: options.envdUrl, useBinaryFormat: options.useBinaryFormat ?? false, interceptors: [envdInterceptor(options)] };
-    if (options.createTransport) {
-      this.transport = options.createTransport(transportOptions);
-    } else if (options.httpVersion === '2') {
-      // A connection of the client's own, which `close()` ends.
-      const sessionManager = new Http2SessionManager(options.envdUrl, {}, http2SocketOptions(socketPath));
-      this.#owned.push({ close: async () => sessionManager.abort() });
-      this.transport = createNodeTransport({ ...transportOptions, httpVersion: '2', socketPath, sessionManager });
-    } else {
-      // Connections to a socket are the client's own; others are shared through node:http's global agent.
-      const agent = socketPath === undefined ? undefined : new NodeAgent({ keepAlive: true });
-      if (agent) this.#owned.push({ close: async () => agent.destroy() });
-      this.transport = createNodeTransport({ ...transportOptions, socketPath, agent });
-    }
+    const link = this.connect(options, transportOptions);
+    this.#send = link.send;
+    this.transport = link.transport;
+    this.#owned.push(...link.owned);
     this.filesystem = createClient(Filesystem, this.transport);
     this.process = createClient(Process, this.transport);
+  }
+
+  /**
+   * How this client reaches envd. This build (the browser's) uses fetch and
+   * connect-web; the Node build's client overrides it with undici and
+   * connect-node. Called once, from the constructor.
+   */
+  protected connect(options: EnvdClientOptions, transportOptions: TransportOptions): EnvdLink {
+    for (const name of ['socketPath', 'dispatcher'] as const) {
+      if (options[name] !== undefined) throw new EnvdArgumentError(name, `${name} needs Node; this is the browser build of @paddock/envd-client`);
+    }
+    if (options.httpVersion === '2') {
+      throw new EnvdArgumentError('httpVersion', "httpVersion '2' needs Node; in a browser, fetch picks the HTTP version");
+    }
+    const fetchFn: FetchFunction = options.fetch ?? ((input, init) => fetch(input, init));
+    const transport =
+      options.createTransport?.(transportOptions) ??
+      createWebTransport({ ...transportOptions, fetch: (input, init) => fetchFn(input instanceof Request ? input.url : String(input), init) });
+    return { send: fetchSender(fetchFn), transport, owned: [] };
   }
 
   /** `GET /files`: the file at `path`. An empty file gives an empty result. */
@@ -193,6 +202,10 @@ export class EnvdClient {
           call.stopTimer();
           return answer.webStream();
         case 'node-stream':
+          if (!answer.nodeStream) {
+            await answer.discard();
+            throw new EnvdArgumentError('format', "'node-stream' needs Node; use 'stream' (a Web ReadableStream) in a browser");
+          }
           call.stopTimer();
           return await answer.nodeStream();
         case 'bytes':

@@ -1,14 +1,9 @@
-// envd's plain HTTP routes (/files, /health, /metrics, /init) go over
-// undici, Node's own HTTP client (kept connections per origin, a dispatcher
-// of the caller's for proxies), or over a fetch the caller gives (a
-// browser's). Both give an `HttpAnswer`, so the client reads either alike.
-import { Readable, pipeline, type Transform } from 'node:stream';
-import { blob, text } from 'node:stream/consumers';
-import { createBrotliDecompress, createGunzip, createInflate } from 'node:zlib';
-import { Agent, request, type Dispatcher } from 'undici';
-import { joinBytes } from './bytes.js';
-import { EnvdHttpError } from './errors.js';
-import { partsLength, pullStream, type RequestBody } from './upload-body.js';
+// envd's plain HTTP routes (/files, /health, /metrics, /init) go over a
+// fetch (the platform's or the caller's) or, in Node, over undici
+// (http-node.ts). Both give an `HttpAnswer`, so the client reads either alike.
+// Nothing here needs Node: this module is part of the browser build.
+import type { Readable } from 'node:stream';
+import { pullStream, type RequestBody } from './upload-body.js';
 
 export type FetchFunction = (input: string, init?: RequestInit) => Promise<Response>;
 
@@ -32,7 +27,8 @@ export interface HttpAnswer {
   bytes(): Promise<Uint8Array>;
   blob(): Promise<Blob>;
   webStream(): ReadableStream<Uint8Array>;
-  nodeStream(): Promise<Readable>;
+  /** Absent where there is no Node (a browser). */
+  nodeStream?(): Promise<Readable>;
   /** Reads and drops the body (so that its connection can be used again). */
   discard(): Promise<void>;
 }
@@ -40,92 +36,10 @@ export interface HttpAnswer {
 export type Send = (req: HttpRequest) => Promise<HttpAnswer>;
 
 /**
- * Deadlines are the client's (its signal): undici's own would end a slow
- * stream, or a wait with `requestTimeoutMs: 0`, after five minutes.
+ * Requests through `fetch`, the caller's or the platform's. `toNodeStream`,
+ * given in Node, lets a download be read as a Node `Readable`.
  */
-const AGENT_OPTIONS = { headersTimeout: 0, bodyTimeout: 0 };
-
-let sharedAgent: Agent | undefined;
-
-/** The agent clients share when they have no dispatcher of their own: one pool of connections per origin. */
-export function defaultDispatcher(): Dispatcher {
-  return (sharedAgent ??= new Agent(AGENT_OPTIONS));
-}
-
-/** An agent whose every connection goes to the unix socket at `socketPath`. */
-export function socketDispatcher(socketPath: string): Agent {
-  return new Agent({ ...AGENT_OPTIONS, connect: { socketPath } });
-}
-
-/** Requests over an undici dispatcher. */
-export function undiciSender(dispatcher: Dispatcher): Send {
-  return async ({ method, url, route, headers, body, signal }) => {
-    let payload: Uint8Array | Readable | undefined;
-    if (body) {
-      const [only] = body.parts ?? [];
-      if (body.parts?.length === 1 && ArrayBuffer.isView(only)) {
-        payload = only;
-      } else {
-        // Streamed, with its length declared when it is all in memory.
-        if (body.parts) headers = { ...headers, 'content-length': String(partsLength(body.parts)) };
-        payload = Readable.from(body.chunks(), { objectMode: false });
-      }
-    }
-    const res = await request(url, { method, headers, body: payload, signal, dispatcher });
-    return undiciAnswer(res, method, route);
-  };
-}
-
-type Decoder = () => Transform;
-
-/** The content codings undone, as fetch undoes them. */
-const DECODERS: Record<string, Decoder> = { gzip: createGunzip, 'x-gzip': createGunzip, deflate: createInflate, br: createBrotliDecompress };
-
-function undiciAnswer(res: Dispatcher.ResponseData, method: string, route: string): HttpAnswer {
-  const header = (name: string): string | undefined => {
-    const value = res.headers[name];
-    return Array.isArray(value) ? value.join(', ') : value;
-  };
-  const coding = header('content-encoding')?.trim().toLowerCase();
-  let body: Readable = res.body;
-  if (coding && coding !== 'identity' && res.statusCode >= 200 && res.statusCode < 300) {
-    const decoder = DECODERS[coding];
-    if (!decoder) {
-      // Not read: its connection is closed.
-      res.body.on('error', () => {}).destroy();
-      throw new EnvdHttpError(`${method} ${route} answered ${res.statusCode} with Content-Encoding '${coding}', which this client cannot decode`, {
-        kind: 'invalid_response',
-        method,
-        path: route,
-        status: res.statusCode,
-      });
-    }
-    // A failure on either side (the signal's abort among them) destroys both, and reaches the reader through the decoder.
-    body = pipeline(res.body, decoder(), () => {});
-  }
-  return {
-    status: res.statusCode,
-    statusText: res.statusText ?? '',
-    header,
-    text: () => text(body),
-    bytes: async () => {
-      const chunks: Uint8Array[] = [];
-      for await (const chunk of body) chunks.push(chunk as Uint8Array);
-      return joinBytes(chunks);
-    },
-    blob: () => blob(body),
-    webStream: () => Readable.toWeb(body) as ReadableStream<Uint8Array>,
-    nodeStream: () => Promise.resolve(body),
-    discard: async () => {
-      for await (const _ of body) {
-        // dropped
-      }
-    },
-  };
-}
-
-/** Requests through `fetch`, the caller's or the platform's. */
-export function fetchSender(fetchFn: FetchFunction): Send {
+export function fetchSender(fetchFn: FetchFunction, toNodeStream?: (body: ReadableStream<Uint8Array>) => Readable): Send {
   return async ({ method, url, headers, body, signal }) => {
     const init: RequestInit = { method, headers, signal };
     if (body?.parts) {
@@ -136,11 +50,11 @@ export function fetchSender(fetchFn: FetchFunction): Send {
       init.body = pullStream(body.chunks());
       init.duplex = 'half';
     }
-    return fetchAnswer(await fetchFn(url, init));
+    return fetchAnswer(await fetchFn(url, init), toNodeStream);
   };
 }
 
-function fetchAnswer(response: Response): HttpAnswer {
+function fetchAnswer(response: Response, toNodeStream: ((body: ReadableStream<Uint8Array>) => Readable) | undefined): HttpAnswer {
   const body = (): ReadableStream<Uint8Array> =>
     response.body ?? new ReadableStream<Uint8Array>({ start: (controller) => controller.close() });
   return {
@@ -151,7 +65,7 @@ function fetchAnswer(response: Response): HttpAnswer {
     bytes: async () => new Uint8Array(await response.arrayBuffer()),
     blob: () => response.blob(),
     webStream: body,
-    nodeStream: () => Promise.resolve(Readable.fromWeb(body() as Parameters<typeof Readable.fromWeb>[0])),
+    nodeStream: toNodeStream && (() => Promise.resolve(toNodeStream(body()))),
     discard: async () => {
       await response.body?.cancel();
     },

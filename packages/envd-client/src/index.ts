@@ -1,37 +1,4 @@
-export {
-  DEFAULT_REQUEST_TIMEOUT_MS,
-  EnvdClient,
-  type CallOptions,
-  type DownloadFormat,
-  type DownloadOptions,
-  type EntryInfo,
-  type EnvdClientOptions,
-  type FetchFunction,
-  type FileUrlRequest,
-  type InitRequest,
-  type Metrics,
-  type TransportOptions,
-  type UploadEntry,
-  type UploadOptions,
-} from './envd-client.js';
-export {
-  EnvdArgumentError,
-  EnvdError,
-  EnvdHttpError,
-  type EnvdErrorKind,
-  type EnvdHttpErrorDetails,
-} from './errors.js';
-export {
-  DEFAULT_KEEPALIVE_PING_INTERVAL_SEC,
-  ENVD_PORT,
-  basicAuthorization,
-  connectionHeaders,
-  envdInterceptor,
-  envdUserKey,
-  withUser,
-  type EnvdHeaderConfig,
-} from './headers.js';
+// The Node build (the `node` and `default` conditions of package.json).
+export * from './common.js';
+export { EnvdClient } from './node.js';
 export { createNodeTransport, type NodeTransportOptions } from './node-transport.js';
-export { MAX_METADATA_BYTES, MAX_METADATA_KEY_BYTES, metadataHeaders } from './metadata.js';
-export { fileSignature, fileUrl, type FileOperation, type FileSignatureInput, type FileUrlOptions } from './signature.js';
-export { isInMemory, type UploadData } from './upload-body.js';
