@@ -203,7 +203,8 @@ async function stopWatch() {
 
 const roles = {
   async server(options) {
-    const server = await (await import('@paddock/server')).startServer(options);
+    // A bench measures the server, not its terminal: only warnings and errors are logged (to the bench's output).
+    const server = await (await import('@paddock/server')).startServer({ logLevel: 'warn', ...options });
     return {
       value: { apiUrl: server.apiUrl, proxyUrl: server.proxyUrl },
       poolReady: () => server.runtime.poolReady(),

@@ -17,6 +17,7 @@
 // after `npm test`, which makes the base image).
 //
 //   node tools/packaging/downstream.mjs [--keep]   (--keep leaves the directory for a look)
+import { auditLog, storedTokens } from '../testing/log-audit.mjs';
 import { spawn, spawnSync } from 'node:child_process';
 import { chmodSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
@@ -160,6 +161,8 @@ try {
     warmPoolSize: 0,
     initialApiKey: API_KEY,
     corsOrigins: [site.origin],
+    // Its log goes to a file, read back at the end: JSON lines, none with a key or token.
+    logFile: join(work, 'server.log'),
   });
   const env = { ...process.env, PADDOCK_API_URL: server.apiUrl, PADDOCK_SANDBOX_URL: server.proxyUrl, PADDOCK_API_KEY: API_KEY };
 
@@ -213,6 +216,13 @@ try {
   if (server) {
     await server.close();
     await server.runtime.removeEverything?.();
+    try {
+      auditLog(join(work, 'server.log'), [API_KEY, ...(await storedTokens(join(work, 'home')))]);
+      results.push({ name: "the server's log", ok: true });
+    } catch (err) {
+      results.push({ name: "the server's log", ok: false });
+      console.error(err.message);
+    }
   }
   if (keep) console.log(`left ${work}`);
   else rmSync(work, { recursive: true, force: true });
