@@ -47,6 +47,8 @@ export interface CgroupUsage {
   memUsage: number;
   memInactiveFile: number;
   memCache: number;
+  /** Processes the kernel killed in the cgroup for want of memory, since it was made. */
+  oomKills: number;
 }
 
 export function readUsage(layout: CgroupLayout, cgroupPath: string): CgroupUsage | undefined {
@@ -56,13 +58,26 @@ export function readUsage(layout: CgroupLayout, cgroupPath: string): CgroupUsage
     const mem = read(join(dir, 'memory.current'));
     if (usec === undefined || mem === undefined) return undefined;
     const stat = read(join(dir, 'memory.stat'));
-    return { cpuNs: usec * 1000, memUsage: Number(mem), memInactiveFile: field(stat, 'inactive_file') ?? 0, memCache: field(stat, 'file') ?? 0 };
+    return {
+      cpuNs: usec * 1000,
+      memUsage: Number(mem),
+      memInactiveFile: field(stat, 'inactive_file') ?? 0,
+      memCache: field(stat, 'file') ?? 0,
+      oomKills: field(read(join(dir, 'memory.events')), 'oom_kill') ?? 0,
+    };
   }
   const cpu = read(join(ROOT, 'cpuacct', cgroupPath, 'cpuacct.usage')) ?? read(join(ROOT, 'cpu,cpuacct', cgroupPath, 'cpuacct.usage'));
   const mem = read(join(ROOT, 'memory', cgroupPath, 'memory.usage_in_bytes'));
   if (cpu === undefined || mem === undefined) return undefined;
   const stat = read(join(ROOT, 'memory', cgroupPath, 'memory.stat'));
-  return { cpuNs: Number(cpu), memUsage: Number(mem), memInactiveFile: field(stat, 'total_inactive_file') ?? 0, memCache: field(stat, 'total_cache') ?? 0 };
+  return {
+    cpuNs: Number(cpu),
+    memUsage: Number(mem),
+    memInactiveFile: field(stat, 'total_inactive_file') ?? 0,
+    memCache: field(stat, 'total_cache') ?? 0,
+    // memory.oom_control counts them since Linux 4.13.
+    oomKills: field(read(join(ROOT, 'memory', cgroupPath, 'memory.oom_control')), 'oom_kill') ?? 0,
+  };
 }
 
 /**

@@ -174,7 +174,7 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool, RuntimeHealth 
   private readonly lastCpu = new Map<string, { ns: number; at: number }>();
   /** The init of each sandbox whose container runs (or is paused), watched for exits. */
   private readonly inits = new Map<string, InitProcess>();
-  private readonly exitListeners = new Set<(id: string) => void>();
+  private readonly exitListeners = new Set<(id: string, oomKilled: boolean) => void>();
   private initWatch: NodeJS.Timeout | undefined;
   private readonly pool = new Map<string, string[]>();
   private poolFilling: Promise<void> | undefined;
@@ -717,7 +717,7 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool, RuntimeHealth 
     this.lastCpu.delete(id);
   }
 
-  onExit(listener: (id: string) => void): () => void {
+  onExit(listener: (id: string, oomKilled: boolean) => void): () => void {
     this.exitListeners.add(listener);
     return () => this.exitListeners.delete(listener);
   }
@@ -737,6 +737,7 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool, RuntimeHealth 
 
   private async initExited(id: string, init: InitProcess): Promise<void> {
     let stopped = false;
+    let oomKilled = false;
     try {
       stopped = await this.mutex.run(id, async () => {
         // Stopped, destroyed or started anew meanwhile: nothing to do.
@@ -748,13 +749,15 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool, RuntimeHealth 
           await this.removeSandbox(id);
           return false;
         }
+        // Read before the stop removes its cgroup.
+        oomKilled = (readUsage(this.cgroups, this.cgroupPath(id))?.oomKills ?? 0) > 0;
         await this.stopContainer(id);
         return true;
       });
     } catch (err) {
       process.emitWarning(`sandbox '${id}' ended by itself and could not be stopped: ${(err as Error).message}`);
     }
-    if (stopped) for (const listener of this.exitListeners) listener(id);
+    if (stopped) for (const listener of this.exitListeners) listener(id, oomKilled);
   }
 
   async destroy(id: string): Promise<void> {
@@ -863,6 +866,7 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool, RuntimeHealth 
       memCache: usage?.memCache ?? 0,
       diskUsed: disk.used,
       diskTotal: disk.total,
+      oomKills: usage?.oomKills ?? 0,
     };
   }
 

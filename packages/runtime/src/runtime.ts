@@ -65,6 +65,8 @@ export interface SandboxStats {
   memCache: number;
   diskUsed: number;
   diskTotal: number;
+  /** Processes the kernel killed in the sandbox for want of memory since it last started. */
+  oomKills: number;
 }
 
 /** How to reach a sandbox's envd over HTTP: a unix socket or a TCP address. */
@@ -156,9 +158,10 @@ export interface Runtime {
    * themselves (its init exited: `kill 1` inside, a crash): the runtime
    * noticed within seconds and stopped it, keeping its files, so that
    * start() runs it again. Not for sandboxes that stop() or destroy() ended.
-   * Returns what removes the listener.
+   * `oomKilled`: the kernel had killed processes in it for want of memory
+   * (its init among them, most likely). Returns what removes the listener.
    */
-  onExit(listener: (id: string) => void): () => void;
+  onExit(listener: (id: string, oomKilled: boolean) => void): () => void;
   /** Stops background work (the warm pool, watching for exits); leaves sandboxes running. */
   close(): Promise<void>;
 }

@@ -85,6 +85,8 @@ export class Sandboxes {
   private stopFollowing: (() => void) | undefined;
   private closed = false;
   private readonly createLimiter: RateLimiter;
+  /** Out-of-memory kills in each running sandbox as last sampled; more at the next sample are an event. */
+  private readonly oomSeen = new Map<string, number>();
   /** Creates under way per API key, counted against its limit of running sandboxes until they are recorded. */
   private readonly makingByKey = new Map<string, number>();
 
@@ -543,6 +545,14 @@ export class Sandboxes {
       this.observe.metrics.sampleFailures.inc();
       return;
     }
+    const seen = this.oomSeen.get(id) ?? 0;
+    this.oomSeen.set(id, st.oomKills);
+    if (st.oomKills > seen) {
+      const n = st.oomKills - seen;
+      await this.event(id, 'oom_kill', 'warn', `the kernel killed ${n} process${n === 1 ? '' : 'es'} in the sandbox for want of memory (its limit is ${Math.round(st.memTotal / 1024 ** 2)} MiB)`, {
+        oomKills: String(st.oomKills),
+      }).catch((err: unknown) => this.report(`recording an out-of-memory kill in sandbox '${id}'`, err));
+    }
     await this.telemetry
       .addSample(id, {
         ts: st.timestamp.getTime(),
@@ -714,15 +724,17 @@ export class Sandboxes {
    * so that connect and resume start it again.
    */
   followRuntime(): void {
-    this.stopFollowing ??= this.runtime.onExit((id) => void this.exited(id));
+    this.stopFollowing ??= this.runtime.onExit((id, oomKilled) => void this.exited(id, oomKilled));
   }
 
-  private exited(id: string): Promise<void> {
+  private exited(id: string, oomKilled: boolean): Promise<void> {
     return this.mutex
       .run(id, async () => {
         // Refused when it is not running (a pause or kill ended it).
         await this.records.transition(id, 'paused', { pausedWithMemory: false });
-        await this.event(id, 'exited', 'warn', 'sandbox stopped by itself (its init exited); marked paused, its files kept');
+        if (oomKilled) await this.event(id, 'oom_killed', 'warn', 'sandbox stopped: its init was killed for want of memory (out of memory); marked paused, its files kept');
+        else await this.event(id, 'exited', 'warn', 'sandbox stopped by itself (its init exited); marked paused, its files kept');
+        this.oomSeen.delete(id);
         this.scheduleExpiry();
       })
       .catch(async (err: unknown) => {

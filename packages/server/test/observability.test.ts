@@ -166,3 +166,23 @@ test('readiness reports each part, and turns unready while another process holds
   }
   expect((await fetch(`${t.server.apiUrl}/health/ready`)).status).toBe(200);
 });
+
+test('a process killed inside a sandbox for want of memory is an event of the sandbox, in its logs, the log and the metrics', async () => {
+  const o = await testServer();
+  try {
+    const s = await o.control.createSandbox({ templateID: 'base' });
+    // tail keeps a line's worth of bytes; a stream of zeros with no newline is one line as long as the memory it can get.
+    const r = await run(o.server, s.sandboxID, s.envdAccessToken!, 'head -c 4000M /dev/zero | tail > /dev/null; echo "tail: $?"');
+    expect(r.stdout).toBe('tail: 137\n');
+    await settled(() =>
+      expect(auditLog(o.server.config.logFile!)).toEqual(
+        expect.arrayContaining([expect.objectContaining({ level: 40, event: 'oom_kill', sandboxID: s.sandboxID, msg: expect.stringMatching(/^the kernel killed 1 process in the sandbox for want of memory \(its limit is \d+ MiB\)$/) })]),
+      ),
+    );
+    const logs = (await (await fetch(`${o.server.apiUrl}/v2/sandboxes/${s.sandboxID}/logs`, { headers: { 'x-api-key': API_KEY } })).json()) as { logs: Array<{ message: string }> };
+    expect(logs.logs.map((l) => l.message)).toEqual(expect.arrayContaining([expect.stringMatching(/^the kernel killed 1 process/)]));
+    expect(await o.server.metrics.text()).toMatch(/^paddock_sandbox_events_total\{event="oom_kill"\} 1$/m);
+  } finally {
+    await o.teardown();
+  }
+});

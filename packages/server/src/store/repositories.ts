@@ -387,7 +387,7 @@ export interface ApiKeyRepository {
 // ---------------------------------------------------------------- telemetry
 
 /** The runtime's stats of one moment, as stored: its time in milliseconds since the epoch. */
-export type MetricSample = Omit<SandboxStats, 'timestamp'> & { ts: number };
+export type MetricSample = Omit<SandboxStats, 'timestamp' | 'oomKills'> & { ts: number };
 
 export type LogLevel = 'debug' | 'info' | 'warn' | 'error';
 
