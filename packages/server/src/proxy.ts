@@ -33,7 +33,8 @@ import { ProxyError, type Destination, type RequestView } from './relay/relay.js
 import type { Sandboxes } from './sandboxes.js';
 import type { SandboxRecord, SandboxRoute, SandboxRepository } from './store/repositories.js';
 import { CorsPolicy } from './cors.js';
-import { pathOf, type Logger } from './log.js';
+import { pathOf, requestId, type Logger } from './log.js';
+import { REQUEST_ID } from './relay/headers.js';
 import type { Metrics } from './metrics.js';
 
 
@@ -193,7 +194,9 @@ export function createProxy(
    * both are counted alike.
    */
   async function observed(req: RequestView): Promise<Destination> {
-    const at = { method: req.method, path: pathOf(req.url) };
+    // The client's id (a plain token) or a new one: sent on to the sandbox, answered, and on the proxy's lines.
+    const reqId = requestId(req.headers[REQUEST_ID]);
+    const at = { reqId, method: req.method, path: pathOf(req.url) };
     let dest: Destination;
     try {
       if (stopping) throw new ProxyError(503, 'the server is shutting down; retry once it is back');
@@ -204,6 +207,7 @@ export function createProxy(
         metrics.proxyErrors.inc({ status: String(status), target: 'none' });
         log.info({ ...at, status, reason: (err as Error).message }, 'proxy refused a request');
       }
+      if (err instanceof ProxyError) throw new ProxyError(err.status, err.message, err.fields, { ...err.headers, [REQUEST_ID]: reqId });
       throw err;
     }
     const target = dest.poolKey === undefined ? 'port' : 'envd';
@@ -212,6 +216,8 @@ export function createProxy(
     const open = dest.open;
     return {
       ...dest,
+      requestId: reqId,
+      responseHeaders: { ...dest.responseHeaders, [REQUEST_ID]: reqId },
       open: () =>
         open().catch((err: Error) => {
           metrics.proxyErrors.inc({ status: '502', target });

@@ -69,10 +69,12 @@ async function route(req: RequestView): Promise<Destination> {
   const u = upstreams.get(to);
   if (!u) throw new ProxyError(502, `no upstream '${to}'`);
   const mask = req.headers['x-mask'];
+  const id = req.headers['x-give-id'];
   return {
     name: `upstream '${to}'`,
     poolKey: u.pooled ? to : undefined,
     ...(typeof mask === 'string' ? { host: mask } : {}),
+    ...(typeof id === 'string' ? { requestId: id } : {}),
     open: () =>
       new Promise((resolve, reject) => {
         const sock = connect(u.port, '127.0.0.1');
@@ -378,6 +380,28 @@ describe.each([
       );
       const r = await raw('GET /ws HTTP/1.1\r\nHost: client.example\r\nx-to: ws\r\nx-mask: app-3000.internal.example\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n');
       expect(r.text).toMatch(/^HTTP\/1\.1 101 Switching Protocols\r\n[^]*x-host: app-3000\.internal\.example\r\nx-upgrade: echo\r\n/);
+    });
+
+    test("a destination's request id is the one X-Request-Id sent upstream, in requests and in upgrades", async () => {
+      await echoUpstream('a');
+      const given = await send('/', { to: 'a', headers: { 'x-request-id': 'from-client', 'x-give-id': 'req-1' } });
+      const fields = JSON.parse(given.headers['x-headers'] as string) as Record<string, string>;
+      expect(fields['x-request-id']).toBe('req-1');
+      const plain = await send('/', { to: 'a', headers: { 'x-request-id': 'from-client' } });
+      expect(JSON.parse(plain.headers['x-headers'] as string)['x-request-id']).toBe('from-client');
+      await rawUpstream(
+        'ws',
+        (sock) => {
+          let head = '';
+          sock.on('data', (d: Buffer) => {
+            head += d.toString();
+            if (head.includes('\r\n\r\n')) sock.end(`HTTP/1.1 101 Switching Protocols\r\nUpgrade: echo\r\nConnection: Upgrade\r\nx-ids: ${[...head.matchAll(/\r\nx-request-id: ([^\r]*)/gi)].map((m) => m[1]).join(',')}\r\n\r\n`);
+          });
+        },
+        false,
+      );
+      const r = await raw('GET /ws HTTP/1.1\r\nHost: client.example\r\nx-to: ws\r\nx-request-id: from-client\r\nx-give-id: req-2\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n');
+      expect(r.text).toMatch(/^HTTP\/1\.1 101 Switching Protocols\r\n[^]*x-ids: req-2\r\n/);
     });
 
     test('an HTTP/1.0 request is answered and its connection closed', async () => {

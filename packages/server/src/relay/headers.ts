@@ -40,16 +40,21 @@ export function dropped(connection: string | string[] | undefined): (lowerName: 
  * The request's fields for the upstream, as sent (order, case and repeats
  * kept), as undici takes them; `host` replaces the Host field's value.
  */
-export function requestFields(req: IncomingMessage, host?: string): string[] {
+export function requestFields(req: IncomingMessage, host?: string, requestId?: string): string[] {
   const drop = dropped(req.headers.connection);
   const raw = req.rawHeaders;
   const out: string[] = [];
   for (let i = 0; i < raw.length; i += 2) {
     const lower = raw[i]!.toLowerCase();
-    if (!drop(lower)) out.push(raw[i]!, host !== undefined && lower === 'host' ? host : raw[i + 1]!);
+    if (drop(lower) || (requestId !== undefined && lower === REQUEST_ID)) continue;
+    out.push(raw[i]!, host !== undefined && lower === 'host' ? host : raw[i + 1]!);
   }
+  if (requestId !== undefined) out.push(REQUEST_ID, requestId);
   return out;
 }
+
+/** The field that carries a request's id upstream. */
+export const REQUEST_ID = 'x-request-id';
 
 /** The response's fields for the client; Node's server adds its own framing and connection fields. */
 export function responseFields(headers: IncomingHttpHeaders | Record<string, string | string[] | undefined>): OutgoingHttpHeaders {

@@ -253,7 +253,7 @@ export class Relay {
     });
     const { dispatcher, done } = this.upstreams.take(dest);
     dispatcher.stream(
-      { path: req.url!, method: req.method!, headers: requestFields(req, dest.host), body: this.bodyOf(req), reset: dest.poolKey === undefined },
+      { path: req.url!, method: req.method!, headers: requestFields(req, dest.host, dest.requestId), body: this.bodyOf(req), reset: dest.poolKey === undefined },
       ({ statusCode, headers }) => {
         const te = tokens(headers['transfer-encoding']);
         if (te.some((t) => t !== 'chunked')) throw new ProxyError(502, `${dest.name} sent transfer-encoding '${te.join(', ')}', which the proxy does not pass on`);
@@ -313,7 +313,7 @@ export class Relay {
     let answered = false;
     const framing = new Set(['content-length', 'transfer-encoding', 'connection', 'keep-alive']);
     dispatcher.dispatch(
-      { path: req.url!, method: req.method!, headers: requestFields(req, dest.host), upgrade: req.headers.upgrade!, body: null },
+      { path: req.url!, method: req.method!, headers: requestFields(req, dest.host, dest.requestId), upgrade: req.headers.upgrade!, body: null },
       {
         onConnect: () => undefined,
         onUpgrade: (statusCode, raw, up) => {

@@ -16,6 +16,8 @@ export interface Destination {
   host?: string;
   /** Fields added to the response where the upstream sent none of that name (CORS for a browser's requests to envd). */
   responseHeaders?: Record<string, string>;
+  /** The request's id, sent upstream as its only X-Request-Id field (a client's own is replaced). */
+  requestId?: string;
   open(): Promise<Duplex>;
 }
 

@@ -41,7 +41,7 @@ import {
 } from './http1.js';
 import { loadPump, pumpable, startPump, type Pump, type PumpResult } from './pump.js';
 import { limitConnectionsPerAddress } from '../../connection-limit.js';
-import { dropped, hostFault } from '../headers.js';
+import { REQUEST_ID, dropped, hostFault } from '../headers.js';
 import { ownResponse, ProxyError, type RelayOptions, type RequestView } from '../relay.js';
 import { MAX_HEAD, type Destination } from '../upstreams.js';
 
@@ -76,9 +76,12 @@ function viewOf(head: RequestHead): RequestView {
 }
 
 /** The head for the upstream; `host` replaces the Host field's value. An upgrade's keeps its hop-by-hop fields. */
-function requestHeadText(h: RequestHead, close: boolean, host?: string, upgrade = false): string {
+function requestHeadText(h: RequestHead, close: boolean, host?: string, upgrade = false, requestId?: string): string {
   let s = `${h.method} ${h.target} HTTP/1.${h.minor}\r\n`;
-  for (const f of upgrade ? h.fields : passedOn(h.fields)) s += `${f.name}: ${host !== undefined && f.lower === 'host' ? host : f.value}\r\n`;
+  for (const f of upgrade ? h.fields : passedOn(h.fields)) {
+    if (requestId === undefined || f.lower !== REQUEST_ID) s += `${f.name}: ${host !== undefined && f.lower === 'host' ? host : f.value}\r\n`;
+  }
+  if (requestId !== undefined) s += `${REQUEST_ID}: ${requestId}\r\n`;
   return s + (close && !upgrade ? 'connection: close\r\n\r\n' : '\r\n');
 }
 
@@ -497,8 +500,8 @@ class ClientConnection {
     (up as Socket).setNoDelay?.(true);
     // The head and the body bytes already here leave in one write. An upgrade's head goes as it came.
     (up as Socket).cork?.();
-    if (ex.upgrade && dest.host === undefined) up.write(ex.rawHead);
-    else up.write(requestHeadText(ex.head, !dest.poolKey, dest.host, ex.upgrade), 'latin1');
+    if (ex.upgrade && dest.host === undefined && dest.requestId === undefined) up.write(ex.rawHead);
+    else up.write(requestHeadText(ex.head, !dest.poolKey, dest.host, ex.upgrade, dest.requestId), 'latin1');
     this.drive();
     (up as Socket).uncork?.();
     // Now that the head has left, the rest of a large body can go through the pump.
