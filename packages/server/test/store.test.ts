@@ -75,9 +75,12 @@ async function refusal(p: Promise<unknown>): Promise<{ kind: string; message: st
 
 describe('sandboxes', () => {
   test('insert records a running sandbox with every field as given', async () => {
-    const given = sandbox('new1', { metadata: { k: 'v' }, network: { allowOut: ['10.0.0.0/8'] }, allowInternetAccess: false, autoResume: true, buildId: 'build-1' });
+    const given = sandbox('new1', { metadata: { k: 'v' }, network: { allowOut: ['10.0.0.0/8'] }, allowInternetAccess: false, autoResume: true, buildId: 'build-1', apiKeyId: 'key-1' });
     const r = await store.sandboxes.insert(given);
     expect(r).toEqual({ ...given, state: 'running', pendingChange: null, pausedWithMemory: false, endedAt: null });
+    expect(await store.sandboxes.countRunningByKey('key-1')).toBe(1);
+    expect(await store.sandboxes.countRunningByKey('key-2')).toBe(0);
+    expect((await store.sandboxes.insert(sandbox('new2'))).apiKeyId).toBeNull();
     expect(await store.sandboxes.get('new1')).toEqual(r);
     expect(await store.sandboxes.live('new1')).toEqual(r);
     expect(await store.sandboxes.get('nosuch')).toBeUndefined();
@@ -415,7 +418,7 @@ describe('an existing database of the first schema', () => {
       },
     ]);
     const v = new Database(file, { readonly: true });
-    expect(v.pragma('user_version', { simple: true })).toBe(4);
+    expect(v.pragma('user_version', { simple: true })).toBe(5);
     v.close();
   });
 
@@ -457,7 +460,7 @@ describe('an existing database of the first schema', () => {
     const db = new Database(file);
     db.pragma('user_version = 99');
     db.close();
-    expect(() => openSqliteStore(file)).toThrow('the database is at schema version 99, newer than this server knows (4); upgrade Paddock');
+    expect(() => openSqliteStore(file)).toThrow('the database is at schema version 99, newer than this server knows (5); upgrade Paddock');
     removeFile();
     store = another();
   });
