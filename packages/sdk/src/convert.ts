@@ -10,6 +10,7 @@ import type {
   SandboxDetail,
   SandboxMetric,
   SandboxNetworkUpdateConfig,
+  SnapshotInfo as WireSnapshotInfo,
 } from '@paddock/control-client';
 import type { EntryInfo as UploadedEntry } from '@paddock/envd-client';
 import {
@@ -41,6 +42,7 @@ import {
   type SandboxNetworkInfo,
   type SandboxNetworkOpts,
   type SandboxNetworkUpdate,
+  type SnapshotInfo,
   type WriteInfo,
 } from './types.js';
 
@@ -119,6 +121,10 @@ export function toConnectionInfo(record: SandboxRecord): SandboxConnectionInfo {
     trafficAccessToken: record.trafficAccessToken || undefined,
     sandboxDomain: record.domain || undefined,
   };
+}
+
+export function toSnapshotInfo(snapshot: WireSnapshotInfo): SnapshotInfo {
+  return { snapshotId: snapshot.snapshotID, names: [...snapshot.names] };
 }
 
 export function toSandboxInfo(sandbox: SandboxDetail | ListedSandbox): SandboxInfo {
