@@ -30,13 +30,10 @@ export const DEBUG_ENVD_URL = `http://localhost:${ENVD_PORT}`;
  * `debug` / `info`, failures at `error`. `console` is one.
  */
 export interface Logger {
-  // The logger is the caller's; what its methods take is theirs to say.
-  /* eslint-disable @typescript-eslint/no-explicit-any */
-  debug?: (...args: any[]) => void;
-  info?: (...args: any[]) => void;
-  warn?: (...args: any[]) => void;
-  error?: (...args: any[]) => void;
-  /* eslint-enable @typescript-eslint/no-explicit-any */
+  debug?: (...args: unknown[]) => void;
+  info?: (...args: unknown[]) => void;
+  warn?: (...args: unknown[]) => void;
+  error?: (...args: unknown[]) => void;
 }
 
 /** How to reach the service. Every field falls back to its environment variable, then to a default. */

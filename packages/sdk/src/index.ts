@@ -67,3 +67,28 @@ export type { Pty, PtyConnectOpts, PtyCreateOpts } from './pty.js';
 // Everything in types.ts and errors.ts is public: they hold the API's own shapes and its errors.
 export * from './types.js';
 export * from './errors.js';
+export {
+  ReadyCmd,
+  Template,
+  TemplateBase,
+  waitForFile,
+  waitForPort,
+  waitForProcess,
+  waitForTimeout,
+  waitForURL,
+} from './template.js';
+export type {
+  BasicBuildOptions,
+  BuildOptions,
+  CallableTemplate,
+  CopyItem,
+  GetBuildStatusOptions,
+  TemplateBuilder,
+  TemplateClass,
+  TemplateFinal,
+  TemplateFromImage,
+  TemplateOptions,
+} from './template.js';
+export { LogEntry, LogEntryEnd, LogEntryStart, defaultBuildLogger } from './build-log.js';
+export type { BuildStatusReason, LogEntryLevel, TemplateBuildStatus, TemplateBuildStatusResponse } from './build-log.js';
+export type { BuildInfo, TemplateTag, TemplateTagInfo } from './template-build.js';

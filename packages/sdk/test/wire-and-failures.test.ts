@@ -224,13 +224,14 @@ describe('isRunning', () => {
     expect(await envd.sandbox().isRunning()).toBe(true);
   });
 
-  test('a dead sandbox behind the proxy makes files and commands fail as not running', async () => {
+  test('a dead sandbox behind the proxy: files (HTTP and RPC) and commands all throw SandboxNotFoundError', async () => {
     api.answer((req, res) =>
       req.url.pathname === '/v2/sandboxes' ? reply(res, 201, record('sbx-dead')) : reply(res, 502, { code: 502, message: 'sandbox sbx-dead is not running' }),
     );
     const sbx = await Sandbox.create({ ...opts(), sandboxUrl: api.url });
-    await expect(sbx.files.read('/etc/hosts')).rejects.toBeInstanceOf(TimeoutError);
-    await expect(sbx.files.exists('/etc/hosts')).rejects.toBeInstanceOf(TimeoutError);
+    await expect(sbx.files.read('/etc/hosts')).rejects.toBeInstanceOf(SandboxNotFoundError);
+    await expect(sbx.files.exists('/etc/hosts')).rejects.toBeInstanceOf(SandboxNotFoundError);
+    await expect(sbx.files.list('/')).rejects.toBeInstanceOf(SandboxNotFoundError);
     await expect(sbx.commands.run('true')).rejects.toBeInstanceOf(SandboxNotFoundError);
   });
 });
