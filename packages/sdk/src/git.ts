@@ -184,7 +184,7 @@ export class Git {
   }
 
   /** Makes a new repository at `path`. */
-  init(path: string, opts: GitInitOpts = {}): Promise<CommandResult> {
+  async init(path: string, opts: GitInitOpts = {}): Promise<CommandResult> {
     const { bare, initialBranch, ...rest } = opts;
     const args = ['init'];
     if (initialBranch) args.push('--initial-branch', initialBranch);
@@ -230,27 +230,27 @@ export class Git {
   }
 
   /** Creates a branch and checks it out. */
-  createBranch(path: string, branch: string, opts: GitRequestOpts = {}): Promise<CommandResult> {
+  async createBranch(path: string, branch: string, opts: GitRequestOpts = {}): Promise<CommandResult> {
     return this.#git(['checkout', '-b', branch], path, opts);
   }
 
-  checkoutBranch(path: string, branch: string, opts: GitRequestOpts = {}): Promise<CommandResult> {
+  async checkoutBranch(path: string, branch: string, opts: GitRequestOpts = {}): Promise<CommandResult> {
     return this.#git(['checkout', branch], path, opts);
   }
 
-  deleteBranch(path: string, branch: string, opts: GitDeleteBranchOpts = {}): Promise<CommandResult> {
+  async deleteBranch(path: string, branch: string, opts: GitDeleteBranchOpts = {}): Promise<CommandResult> {
     const { force, ...rest } = opts;
     return this.#git(['branch', force ? '-D' : '-d', branch], path, rest);
   }
 
   /** Stages `files`, or every change. */
-  add(path: string, opts: GitAddOpts = {}): Promise<CommandResult> {
+  async add(path: string, opts: GitAddOpts = {}): Promise<CommandResult> {
     const { files, all = true, ...rest } = opts;
     const args = files && files.length > 0 ? ['--', ...files] : [all ? '-A' : '.'];
     return this.#git(['add', ...args], path, rest);
   }
 
-  commit(path: string, message: string, opts: GitCommitOpts = {}): Promise<CommandResult> {
+  async commit(path: string, message: string, opts: GitCommitOpts = {}): Promise<CommandResult> {
     const { authorName, authorEmail, allowEmpty, ...rest } = opts;
     const identity: string[] = [];
     if (authorName) identity.push('-c', `user.name=${authorName}`);
@@ -258,7 +258,7 @@ export class Git {
     return this.#git([...identity, 'commit', '-m', message, ...(allowEmpty ? ['--allow-empty'] : [])], path, rest);
   }
 
-  reset(path: string, opts: GitResetOpts = {}): Promise<CommandResult> {
+  async reset(path: string, opts: GitResetOpts = {}): Promise<CommandResult> {
     const { mode, target, paths, ...rest } = opts;
     if (mode !== undefined && !RESET_MODES.includes(mode)) {
       throw new InvalidArgumentError(`reset mode must be one of ${RESET_MODES.join(', ')}; got '${String(mode)}'`);
@@ -271,7 +271,7 @@ export class Git {
   }
 
   /** Restores files in the working tree (default) and/or the index. */
-  restore(path: string, opts: GitRestoreOpts): Promise<CommandResult> {
+  async restore(path: string, opts: GitRestoreOpts): Promise<CommandResult> {
     const { paths, staged, worktree, source, ...rest } = opts;
     if (!paths || paths.length === 0) throw new InvalidArgumentError("restore needs at least one path (['.'] for all)");
     // Naming one side only restores that side; naming neither restores the working tree.
@@ -288,14 +288,14 @@ export class Git {
   /** Pushes; with `username`/`password`, they are used for this push only. */
   async push(path: string, opts: GitPushOpts = {}): Promise<CommandResult> {
     const { remote, branch, setUpstream = true, username, password, ...rest } = opts;
-    const args = async (name: string | undefined): Promise<string[]> => {
+    const args = (name: string | undefined): string[] => {
       const out = ['push'];
       if (setUpstream && name) out.push('--set-upstream');
       if (name) out.push(name);
       if (branch) out.push(branch);
       return out;
     };
-    return this.#withRemote('push', path, remote, username, password, rest, async (name) => this.#git(await args(name), path, rest));
+    return this.#withRemote('push', path, remote, username, password, rest, (name) => this.#git(args(name), path, rest));
   }
 
   /** Pulls; without `remote` and `branch`, from the upstream branch, which must exist. */
@@ -309,14 +309,14 @@ export class Git {
     );
   }
 
-  setConfig(key: string, value: string, opts: GitConfigOpts = {}): Promise<CommandResult> {
+  async setConfig(key: string, value: string, opts: GitConfigOpts = {}): Promise<CommandResult> {
     if (!key) throw new InvalidArgumentError('setConfig needs a key');
     const { scope, repo, rest } = configScope(opts);
     return this.#git(['config', scope, key, value], repo, rest);
   }
 
   /** A config value; undefined when it is not set in that scope. */
-  getConfig(key: string, opts: GitConfigOpts = {}): Promise<string | undefined> {
+  async getConfig(key: string, opts: GitConfigOpts = {}): Promise<string | undefined> {
     if (!key) throw new InvalidArgumentError('getConfig needs a key');
     const { scope, repo, rest } = configScope(opts);
     return this.#optional(['config', scope, '--get', key], repo, rest);
