@@ -103,4 +103,9 @@ test('the check can fail: a program using what neither has is refused against bo
     expect(ok).toBe(false);
     expect(output).toMatch(/wrong\.ts\(2,\d+\): error TS2339: Property 'noSuchMethod' does not exist/);
   }
-}, 120_000);
+  // And what e2b has and the SDK has not (volumes: the server has none) tells the two apart.
+  const volumes = { 'volumes.ts': "import { Volume } from 'e2b';\nexport const v = Volume;\n" };
+  expect((await compile('volumes-e2b', 'e2b', volumes)).ok).toBe(true);
+  const paddock = await compile('volumes-paddock', '@paddock/sdk', volumes);
+  expect(paddock.output).toMatch(/volumes\.ts\(1,10\): error TS\d+: Module '"@paddock\/sdk"' has no exported member 'Volume'/);
+}, 180_000);
