@@ -5,7 +5,8 @@ import type { CommandStartOpts, Commands } from './commands.js';
 import { CommandExitError, GitAuthError, GitUpstreamError, InvalidArgumentError, type CommandResult } from './errors.js';
 import { shellCommand } from './shell.js';
 
-export interface GitRequestOpts extends Partial<Pick<CommandStartOpts, 'envs' | 'user' | 'cwd' | 'timeoutMs' | 'requestTimeoutMs'>> {}
+/** What every git method takes: how its command runs. */
+export type GitRequestOpts = Partial<Pick<CommandStartOpts, 'envs' | 'user' | 'cwd' | 'timeoutMs' | 'requestTimeoutMs'>>;
 
 export interface GitCloneOpts extends GitRequestOpts {
   /** Where to clone to; git's default (the repository's name, in `cwd`) when omitted. */

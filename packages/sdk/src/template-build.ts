@@ -4,7 +4,7 @@
 import { ControlApiError, type ControlClient } from '@paddock/control-client';
 import type { RequestOpts } from './config.js';
 import { fromControlError } from './error-mapping.js';
-import { BuildError, SandboxError } from './errors.js';
+import { BuildError, type SandboxError } from './errors.js';
 import type { LogEntry, TemplateBuildStatusResponse } from './build-log.js';
 import { toBuildStatus } from './convert.js';
 

@@ -11,6 +11,7 @@ import { BuildError, FileUploadError, InvalidArgumentError, NotFoundError } from
 import { controlClient } from './sandbox-api.js';
 import { shellCommand, shellQuote } from './shell.js';
 import { buildCall, buildStatus, waitForBuild, type BuildInfo, type TemplateTag, type TemplateTagInfo } from './template-build.js';
+import type * as TemplateFiles from './template-files.js';
 import type { CopyFiles } from './template-files.js';
 
 /** A command whose success means a sandbox of the template is ready. */
@@ -171,9 +172,9 @@ function octal(mode: number): string {
 }
 
 /** What the Node-only files module is loaded as; undefined until a template with a COPY is built. */
-let filesModule: Promise<typeof import('./template-files.js')> | undefined;
+let filesModule: Promise<typeof TemplateFiles> | undefined;
 
-function templateFiles(): Promise<typeof import('./template-files.js')> {
+function templateFiles(): Promise<typeof TemplateFiles> {
   filesModule ??= import('./template-files.js').catch((err: unknown) => {
     filesModule = undefined;
     throw new FileUploadError(`copy needs Node's filesystem, which this runtime lacks: ${(err as Error).message}`, { cause: err });
