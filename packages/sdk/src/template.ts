@@ -177,7 +177,7 @@ let filesModule: Promise<typeof TemplateFiles> | undefined;
 function templateFiles(): Promise<typeof TemplateFiles> {
   filesModule ??= import('./template-files.js').catch((err: unknown) => {
     filesModule = undefined;
-    throw new FileUploadError(`copy needs Node's filesystem, which this runtime lacks: ${(err as Error).message}`, { cause: err });
+    throw new FileUploadError(`the module that packs a COPY's files could not be loaded: ${(err as Error).message}`, { cause: err });
   });
   return filesModule;
 }
