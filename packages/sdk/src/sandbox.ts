@@ -244,6 +244,11 @@ export class Sandbox {
     return getSandboxInfo(resolveConfig(opts), sandboxId, opts);
   }
 
+  /** @deprecated E2B's former name of `getInfo`. */
+  static getFullInfo(sandboxId: string, opts: SandboxApiOpts = {}): Promise<SandboxInfo> {
+    return Sandbox.getInfo(sandboxId, opts);
+  }
+
   static getMetrics(sandboxId: string, opts: SandboxMetricsOpts = {}): Promise<SandboxMetrics[]> {
     return getSandboxMetrics(resolveConfig(opts), sandboxId, metricsRange(opts), opts);
   }
@@ -258,6 +263,11 @@ export class Sandbox {
   /** Pauses a sandbox; `Sandbox.connect` resumes it. False when it was not running. */
   static pause(sandboxId: string, opts: SandboxPauseOpts = {}): Promise<boolean> {
     return pauseSandbox(resolveConfig(opts), sandboxId, opts.keepMemory, opts);
+  }
+
+  /** @deprecated E2B's former name of `pause`. */
+  static betaPause(sandboxId: string, opts: SandboxPauseOpts = {}): Promise<boolean> {
+    return Sandbox.pause(sandboxId, opts);
   }
 
   static updateNetwork(sandboxId: string, network: SandboxNetworkUpdate, opts: SandboxApiOpts = {}): Promise<void> {
@@ -375,6 +385,11 @@ export class Sandbox {
   /** Pauses the sandbox; `connect` resumes it. False when it was not running. */
   pause(opts: RequestOpts & { keepMemory?: boolean } = {}): Promise<boolean> {
     return pauseSandbox(this.#config, this.sandboxId, opts.keepMemory, opts);
+  }
+
+  /** @deprecated E2B's former name of `pause`. */
+  betaPause(opts: RequestOpts & { keepMemory?: boolean } = {}): Promise<boolean> {
+    return this.pause(opts);
   }
 
   updateNetwork(network: SandboxNetworkUpdate, opts: RequestOpts = {}): Promise<void> {

@@ -105,6 +105,15 @@ test('fork: static and instance; each fork has the files and runs on its own', a
   await expect(Sandbox.fork(sbx.sandboxId, opts)).rejects.toBeInstanceOf(SandboxNotFoundError);
 }, 120_000);
 
+test("e2b's deprecated names: getFullInfo is getInfo, betaPause is pause", async () => {
+  const sbx = await Sandbox.create('base', opts);
+  expect(await Sandbox.getFullInfo(sbx.sandboxId, opts)).toEqual(await Sandbox.getInfo(sbx.sandboxId, opts));
+  expect(await sbx.betaPause()).toBe(true);
+  expect((await sbx.getInfo()).state).toBe('paused');
+  expect(await Sandbox.betaPause(sbx.sandboxId, opts)).toBe(false);
+  await sbx.kill();
+});
+
 test('files.writeFiles writes every file and reports each', async () => {
   const sbx = await Sandbox.create('base', opts);
   const written = await sbx.files.writeFiles([
