@@ -1,6 +1,7 @@
 // Where the SDK finds the service: options first, then environment
 // variables, then the defaults of a local `paddock start`.
 import { ENVD_PORT, sandboxHost } from '@paddock/protocol';
+import { InvalidArgumentError } from './errors.js';
 
 export const DEFAULT_API_URL = 'http://127.0.0.1:3000';
 export const DEFAULT_SANDBOX_URL = 'http://127.0.0.1:3001';
@@ -15,7 +16,25 @@ export const ENV = {
   apiKey: 'PADDOCK_API_KEY',
   domain: 'PADDOCK_DOMAIN',
   sandboxUrl: 'PADDOCK_SANDBOX_URL',
+  debug: 'PADDOCK_DEBUG',
 } as const;
+
+/** Retries of a control API call after a 429, 502 or 503 (and of an idempotent one after a reset connection). */
+export const DEFAULT_RETRIES = 3;
+
+/** Where `debug` finds envd when no `sandboxUrl` is given: envd's own port on this machine. */
+export const DEBUG_ENVD_URL = `http://localhost:${ENVD_PORT}`;
+
+/**
+ * Receives what the SDK logs: each control API call and its outcome at
+ * `debug` / `info`, failures at `error`. `console` is one.
+ */
+export interface Logger {
+  debug?: (...args: unknown[]) => void;
+  info?: (...args: unknown[]) => void;
+  warn?: (...args: unknown[]) => void;
+  error?: (...args: unknown[]) => void;
+}
 
 /** How to reach the service. Every field falls back to its environment variable, then to a default. */
 export interface ConnectionOpts {
@@ -39,8 +58,27 @@ export interface ConnectionOpts {
   sandboxUrl?: string;
   /** Deadline of each request, in ms; 0 for none. Default 60 000. */
   requestTimeoutMs?: number;
+  /**
+   * How many times a control API call is sent again after a 429, 502 or 503
+   * answer (waiting as `Retry-After` says), or after a reset connection when
+   * repeating it is safe; 0 for never. Default 3.
+   */
+  retries?: number;
+  /** Receives the SDK's log lines; nothing is logged without one. */
+  logger?: Logger;
+  /**
+   * Work against one envd with no control API: `Sandbox.create` and
+   * `connect` make no API call and give a sandbox `debug_sandbox_id` whose
+   * envd is `sandboxUrl` (default `http://localhost:49983`); `kill` and the
+   * other lifecycle calls do nothing. Default: `PADDOCK_DEBUG=true`.
+   */
+  debug?: boolean;
   /** Extra headers on every request, to the control API and to envd. */
   headers?: Record<string, string>;
+  /** Extra headers on control API requests only. */
+  apiHeaders?: Record<string, string>;
+  /** Accepted for code written for E2B's SDK, which no longer checks the key's format either; no effect. */
+  validateApiKey?: boolean;
 }
 
 /** Options of a single request. */
@@ -59,7 +97,13 @@ export interface ResolvedConfig {
   /** Shared sandbox URL, or undefined when envd is reached on each sandbox's own host. */
   sandboxUrl: string | undefined;
   requestTimeoutMs: number;
+  retries: number;
+  logger: Logger | undefined;
+  debug: boolean;
+  /** Headers of envd requests. */
   headers: Record<string, string>;
+  /** Headers of control API requests. */
+  apiHeaders: Record<string, string>;
 }
 
 export type Environment = Readonly<Record<string, string | undefined>>;
@@ -69,13 +113,36 @@ function processEnv(): Environment {
   return typeof process === 'undefined' ? {} : process.env;
 }
 
+/**
+ * A duration option: a whole number of milliseconds, at least 0. Checked
+ * before anything is sent, so a mistake names the option instead of coming
+ * back as whatever the server makes of it.
+ */
+export function checkDuration(name: string, value: number | undefined): void {
+  if (value === undefined) return;
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 0) {
+    throw new InvalidArgumentError(`${name} must be a whole number of milliseconds, 0 or more; got ${String(value)}`);
+  }
+}
+
+function checkCount(name: string, value: number | undefined): void {
+  if (value === undefined) return;
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 0) {
+    throw new InvalidArgumentError(`${name} must be a whole number, 0 or more; got ${String(value)}`);
+  }
+}
+
 export function resolveConfig(opts: ConnectionOpts = {}, env: Environment = processEnv()): ResolvedConfig {
+  checkDuration('requestTimeoutMs', opts.requestTimeoutMs);
+  checkCount('retries', opts.retries);
   const fromEnv = (name: string): string | undefined => env[name] || undefined;
   const domain = opts.domain || fromEnv(ENV.domain);
+  const debug = opts.debug ?? fromEnv(ENV.debug)?.toLowerCase() === 'true';
   let sandboxUrl: string | undefined;
   // A setting given in code beats one from the environment, so a `domain`
   // option turns off an inherited PADDOCK_SANDBOX_URL.
   if (opts.sandboxUrl) sandboxUrl = opts.sandboxUrl;
+  else if (debug) sandboxUrl = DEBUG_ENVD_URL;
   else if (opts.domain) sandboxUrl = undefined;
   else if (fromEnv(ENV.sandboxUrl)) sandboxUrl = fromEnv(ENV.sandboxUrl);
   else if (domain) sandboxUrl = undefined;
@@ -86,7 +153,11 @@ export function resolveConfig(opts: ConnectionOpts = {}, env: Environment = proc
     domain: domain ?? DEFAULT_DOMAIN,
     sandboxUrl,
     requestTimeoutMs: opts.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS,
+    retries: opts.retries ?? DEFAULT_RETRIES,
+    logger: opts.logger,
+    debug,
     headers: { ...opts.headers },
+    apiHeaders: { ...opts.headers, ...opts.apiHeaders },
   };
 }
 

@@ -10,6 +10,9 @@ import type {
   SandboxDetail,
   SandboxMetric,
   SandboxNetworkUpdateConfig,
+  SnapshotInfo as WireSnapshotInfo,
+  BuildLogEntry,
+  TemplateBuildInfo,
 } from '@paddock/control-client';
 import type { EntryInfo as UploadedEntry } from '@paddock/envd-client';
 import {
@@ -27,6 +30,7 @@ import {
   type WatchDirResponse,
   type control,
 } from '@paddock/models';
+import { LEVELS, LogEntry, type LogEntryLevel, type TemplateBuildStatus, type TemplateBuildStatusResponse } from './build-log.js';
 import {
   FileType,
   FilesystemEventType,
@@ -41,6 +45,7 @@ import {
   type SandboxNetworkInfo,
   type SandboxNetworkOpts,
   type SandboxNetworkUpdate,
+  type SnapshotInfo,
   type WriteInfo,
 } from './types.js';
 
@@ -119,6 +124,30 @@ export function toConnectionInfo(record: SandboxRecord): SandboxConnectionInfo {
     trafficAccessToken: record.trafficAccessToken || undefined,
     sandboxDomain: record.domain || undefined,
   };
+}
+
+export function toSnapshotInfo(snapshot: WireSnapshotInfo): SnapshotInfo {
+  return { snapshotId: snapshot.snapshotID, names: [...snapshot.names] };
+}
+
+function toLogEntry(entry: BuildLogEntry): LogEntry {
+  const level = (LEVELS as readonly string[]).includes(entry.level) ? (entry.level as LogEntryLevel) : 'info';
+  return new LogEntry(new Date(entry.timestamp), level, entry.message);
+}
+
+export function toBuildStatus(info: TemplateBuildInfo): TemplateBuildStatusResponse {
+  const status: TemplateBuildStatusResponse = {
+    buildID: info.buildID,
+    templateID: info.templateID,
+    status: info.status as TemplateBuildStatus,
+    logEntries: info.logEntries.map(toLogEntry),
+    logs: [...info.logs],
+  };
+  if (info.reason) {
+    status.reason = { message: info.reason.message, logEntries: (info.reason.logEntries ?? []).map(toLogEntry) };
+    if (info.reason.step !== undefined) status.reason.step = info.reason.step;
+  }
+  return status;
 }
 
 export function toSandboxInfo(sandbox: SandboxDetail | ListedSandbox): SandboxInfo {

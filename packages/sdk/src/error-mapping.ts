@@ -5,8 +5,10 @@
 import { Code, ConnectError } from '@connectrpc/connect';
 import { ControlApiError } from '@paddock/control-client';
 import { EnvdArgumentError, EnvdHttpError } from '@paddock/envd-client';
+import { asErrorLike } from '@paddock/protocol';
 import {
   AuthenticationError,
+  ConnectionError,
   FileNotFoundError,
   InvalidArgumentError,
   NotEnoughSpaceError,
@@ -24,7 +26,29 @@ import {
  */
 export type ErrorSubject = 'sandbox' | 'file' | 'other';
 
-const notRunning = 'the sandbox is not running anymore, most likely because its timeout ran out (see setTimeout)';
+const notRunning = 'the sandbox is not running: it was killed or paused, or its timeout ran out (see setTimeout)';
+
+/** Socket-level codes (Node's, undici's, node:http2's) of a failure to reach a host at all. */
+const NETWORK_CODE = /^(E[A-Z]+|UND_ERR_(SOCKET|CONNECT_TIMEOUT)|ERR_HTTP2_(ERROR|GOAWAY_SESSION|SESSION_ERROR|STREAM_CANCEL|INVALID_SESSION))$/;
+/** What browsers' fetch says when the request never got an answer. */
+const FETCH_NETWORK_MESSAGE = /^(fetch failed|failed to fetch|networkerror|load failed)/i;
+
+/**
+ * Whether `err`, or one of its causes, is a failure to reach the host (a
+ * refused or reset connection, a name that does not resolve) rather than an
+ * answer. An answer of the proxy about a gone sandbox has no such cause.
+ */
+export function isNetworkFailure(err: unknown): boolean {
+  for (let e = asErrorLike(err), depth = 0; e && depth < 6; e = asErrorLike(e.cause), depth++) {
+    if (e.code !== undefined && NETWORK_CODE.test(e.code)) return true;
+    if (e.name === 'TypeError' && FETCH_NETWORK_MESSAGE.test(e.message)) return true;
+  }
+  return false;
+}
+
+function unreachable(where: string, message: string, cause: unknown): ConnectionError {
+  return new ConnectionError(`cannot reach ${where}: ${message}`, { cause });
+}
 
 /** Any failure of a control API call. */
 export function fromControlError(err: unknown, subject: ErrorSubject): SandboxError {
@@ -34,8 +58,9 @@ export function fromControlError(err: unknown, subject: ErrorSubject): SandboxEr
   switch (err.kind) {
     case 'timeout':
       return new TimeoutError(err.message, options);
-    case 'aborted':
     case 'network':
+      return unreachable('the control API', err.message, err);
+    case 'aborted':
     case 'invalid_response':
       return new SandboxError(err.message, options);
     default:
@@ -75,14 +100,26 @@ export function fromEnvdHttpError(err: unknown, subject: ErrorSubject): SandboxE
     case 'rate_limited':
       return new RateLimitError(err.message, options);
     case 'unavailable':
-      return new TimeoutError(`${err.message}: ${notRunning}`, options);
+      return unavailable(err.status, err.message, options);
     case 'insufficient_storage':
       return new NotEnoughSpaceError(err.message, options);
     case 'timeout':
       return new TimeoutError(err.message, options);
+    case 'network':
+      return unreachable('the sandbox', err.message, err);
     default:
       return new SandboxError(err.message, options);
   }
+}
+
+/**
+ * The proxy answers 502 for a sandbox it has no running instance of; 503 and
+ * 504 are a server that is overloaded or slow, the sandbox possibly fine.
+ */
+function unavailable(status: number | undefined, message: string, options: { cause: unknown; statusCode?: number | undefined }): SandboxError {
+  if (status === 504) return new TimeoutError(message, options);
+  if (status === 503) return new SandboxError(message, options);
+  return new SandboxNotFoundError(`${message}: ${notRunning}`, options);
 }
 
 /** Any failure of an envd RPC (filesystem or process service). */
@@ -91,7 +128,11 @@ export function fromRpcError(err: unknown, subject: ErrorSubject): SandboxError 
   const connectError = ConnectError.from(err);
   const options = { cause: err };
   const message = connectError.message;
-  switch (connectError.code) {
+  const code = connectError.code;
+  if ((code === Code.Unavailable || code === Code.Unknown || code === Code.Internal) && isNetworkFailure(err)) {
+    return unreachable('the sandbox', message, err);
+  }
+  switch (code) {
     case Code.InvalidArgument:
       return new InvalidArgumentError(message, options);
     case Code.Unauthenticated:
@@ -104,8 +145,8 @@ export function fromRpcError(err: unknown, subject: ErrorSubject): SandboxError 
     case Code.DeadlineExceeded:
       return new TimeoutError(message, options);
     case Code.Unavailable:
-      // The sandbox proxy answers 502 for a sandbox that is gone; Connect reads it as unavailable.
-      return new TimeoutError(`${message}: ${notRunning}`, options);
+      // What Connect makes of the proxy's 502 for a sandbox it has no running instance of.
+      return new SandboxNotFoundError(`${message}: ${notRunning}`, options);
     default:
       return new SandboxError(message, options);
   }
@@ -113,5 +154,6 @@ export function fromRpcError(err: unknown, subject: ErrorSubject): SandboxError 
 
 function unexpected(err: unknown): SandboxError {
   const message = err instanceof Error ? err.message : String(err);
+  if (isNetworkFailure(err)) return new ConnectionError(message, { cause: err });
   return new SandboxError(message, { cause: err });
 }

@@ -20,12 +20,7 @@ export class SandboxError extends Error {
   }
 }
 
-/**
- * A deadline passed: the request timeout (`requestTimeoutMs`), a command's or
- * watch's `timeoutMs`, or the sandbox itself stopped answering (the sandbox
- * proxy answers 502 for a sandbox that is no longer running, most often
- * because its timeout ran out).
- */
+/** A deadline passed: the request timeout (`requestTimeoutMs`), or a command's or watch's `timeoutMs`. */
 export class TimeoutError extends SandboxError {
   override readonly name: string = 'TimeoutError';
 }
@@ -50,14 +45,48 @@ export class FileNotFoundError extends NotFoundError {
   override readonly name: string = 'FileNotFoundError';
 }
 
-/** The sandbox does not exist, or is no longer running. */
+/**
+ * The sandbox does not exist or is no longer running (killed, expired or
+ * paused), whichever method found out: a control API call answered 404, or
+ * the sandbox proxy answered that it has no running sandbox of that ID.
+ */
 export class SandboxNotFoundError extends NotFoundError {
   override readonly name: string = 'SandboxNotFoundError';
+}
+
+/**
+ * The service could not be reached at all: the control API or the sandbox
+ * proxy refused the connection, reset it, or its name did not resolve. Not
+ * the same as a sandbox that is gone (`SandboxNotFoundError`): the sandbox
+ * may be fine, the network path to it is not.
+ */
+export class ConnectionError extends SandboxError {
+  override readonly name: string = 'ConnectionError';
 }
 
 /** Missing or refused credentials: the API key, or the sandbox's access token. */
 export class AuthenticationError extends SandboxError {
   override readonly name: string = 'AuthenticationError';
+}
+
+/** A git command in the sandbox was refused credentials (or needed some and had none). */
+export class GitAuthError extends AuthenticationError {
+  override readonly name: string = 'GitAuthError';
+}
+
+/** A git push or pull had no upstream branch to go to or come from. */
+export class GitUpstreamError extends SandboxError {
+  override readonly name: string = 'GitUpstreamError';
+}
+
+/** A template build failed, or could not be started. */
+export class BuildError extends SandboxError {
+  override readonly name: string = 'BuildError';
+}
+
+/** The files of a template's COPY step could not be read, packed or uploaded. */
+export class FileUploadError extends BuildError {
+  override readonly name: string = 'FileUploadError';
 }
 
 /** Too many requests (HTTP 429). */

@@ -139,6 +139,11 @@ export class Filesystem {
     return first;
   }
 
+  /** Writes several files in one go; the same as `write` with an array. */
+  writeFiles(files: WriteEntry[], opts?: FilesystemWriteOpts): Promise<WriteInfo[]> {
+    return this.write(files, opts);
+  }
+
   /** Entries of a directory, depth-first in name order, `depth` levels down. */
   async list(path: string, opts: FilesystemListOpts = {}): Promise<EntryInfo[]> {
     const depth = opts.depth ?? 1;

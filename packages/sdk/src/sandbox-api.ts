@@ -1,8 +1,10 @@
 // The control API calls behind `Sandbox`'s static and instance methods.
-import { ControlApiError, ControlClient, Paginator, type CallOptions } from '@paddock/control-client';
-import type { RequestOpts, ResolvedConfig } from './config.js';
+import { ControlApiError, ControlClient, Paginator, type CallOptions, type FetchFunction } from '@paddock/control-client';
+import { describeFailure, errorKindOf } from '@paddock/protocol';
+import type { Logger, RequestOpts, ResolvedConfig } from './config.js';
 import {
   toConnectionInfo,
+  toSnapshotInfo,
   toNetworkUpdate,
   toNewSandbox,
   toSandboxInfo,
@@ -11,8 +13,15 @@ import {
   type NewSandboxInput,
 } from './convert.js';
 import { fromControlError, type ErrorSubject } from './error-mapping.js';
-import { AuthenticationError } from './errors.js';
-import type { SandboxConnectionInfo, SandboxInfo, SandboxMetrics, SandboxNetworkUpdate, SandboxState } from './types.js';
+import { AuthenticationError, type SandboxError } from './errors.js';
+import type {
+  SandboxConnectionInfo,
+  SandboxInfo,
+  SandboxMetrics,
+  SandboxNetworkUpdate,
+  SandboxState,
+  SnapshotInfo,
+} from './types.js';
 
 /** Filters and paging of `Sandbox.list`. */
 export interface SandboxQuery {
@@ -39,6 +48,39 @@ export interface ListQuery {
 /** Walks the listing page by page: `for await`, `hasNext` / `nextItems()`, or `pages()`. */
 export type SandboxPaginator = Paginator<SandboxInfo>;
 
+/** Walks the snapshots page by page, like `SandboxPaginator`. */
+export type SnapshotPaginator = Paginator<SnapshotInfo>;
+
+/** Filters and paging of `Sandbox.listSnapshots`. */
+export interface SnapshotQuery {
+  /** Only snapshots taken from this sandbox. */
+  sandboxId?: string;
+  /** Only snapshots of this name. */
+  name?: string;
+  /** Page size; the server's default (100) when omitted. */
+  limit?: number;
+  /** Cursor of the page to start from, saved from `paginator.nextToken`. */
+  nextToken?: string;
+}
+
+/** fetch that tells the logger of each call and its outcome; never of its headers, which hold the API key. */
+function loggingFetch(logger: Logger): FetchFunction {
+  return async (request, init) => {
+    const { pathname } = new URL(request.url);
+    logger.debug?.(`→ ${request.method} ${pathname}`);
+    try {
+      const response = await fetch(request, init);
+      const line = `← ${request.method} ${pathname} ${response.status}`;
+      if (response.ok) logger.info?.(line);
+      else logger.error?.(line);
+      return response;
+    } catch (err) {
+      logger.error?.(`✗ ${request.method} ${pathname}: ${describeFailure(err)}`);
+      throw err;
+    }
+  };
+}
+
 /** A control client for one call, or the reason there cannot be one. */
 export function controlClient(config: ResolvedConfig): ControlClient {
   if (!config.apiKey) {
@@ -48,7 +90,9 @@ export function controlClient(config: ResolvedConfig): ControlClient {
     apiUrl: config.apiUrl,
     apiKey: config.apiKey,
     requestTimeoutMs: config.requestTimeoutMs,
-    headers: config.headers,
+    headers: config.apiHeaders,
+    retries: { maxRetries: config.retries },
+    ...(config.logger ? { fetch: loggingFetch(config.logger) } : {}),
   });
 }
 
@@ -189,4 +233,68 @@ export function listSandboxes(config: ResolvedConfig, list: ListQuery): SandboxP
       }),
     list.nextToken,
   );
+}
+
+export async function createSnapshot(
+  config: ResolvedConfig,
+  sandboxId: string,
+  name: string | undefined,
+  opts: RequestOpts,
+): Promise<SnapshotInfo> {
+  const control = controlClient(config);
+  return call('sandbox', async () =>
+    toSnapshotInfo(await control.createSnapshot(sandboxId, name === undefined ? {} : { name }, callOptions(opts))),
+  );
+}
+
+export function listSnapshots(config: ResolvedConfig, query: SnapshotQuery): SnapshotPaginator {
+  const control = controlClient(config);
+  return new Paginator<SnapshotInfo>(
+    (nextToken) =>
+      call('other', async () => {
+        const page = await control.listSnapshots({ sandboxID: query.sandboxId, name: query.name, limit: query.limit, nextToken });
+        return { items: page.items.map(toSnapshotInfo), nextToken: page.nextToken };
+      }),
+    query.nextToken,
+  );
+}
+
+/** True when deleted, false when there was no such snapshot. */
+export async function deleteSnapshot(config: ResolvedConfig, snapshotId: string, opts: RequestOpts): Promise<boolean> {
+  const control = controlClient(config);
+  try {
+    await control.deleteTemplate(snapshotId, callOptions(opts));
+    return true;
+  } catch (err) {
+    if (isNotFound(err)) return false;
+    throw fromControlError(err, 'other');
+  }
+}
+
+/** One entry per requested fork: the new sandbox's connection details, or the error that stopped it. */
+export async function forkSandbox(
+  config: ResolvedConfig,
+  sandboxId: string,
+  fork: { timeoutMs: number; count: number | undefined },
+  opts: RequestOpts,
+): Promise<Array<SandboxConnectionInfo | SandboxError>> {
+  const control = controlClient(config);
+  const path = `/sandboxes/${sandboxId}/fork`;
+  const body = { timeout: toSeconds(fork.timeoutMs), ...(fork.count === undefined ? {} : { count: fork.count }) };
+  const results = await call('sandbox', () => control.forkSandbox(sandboxId, body, callOptions(opts)));
+  return results.map((result) => {
+    if (result.sandbox) return toConnectionInfo(result.sandbox);
+    const status = result.error?.code ?? 500;
+    const message = result.error?.message ?? 'the server gave neither a sandbox nor an error for this fork';
+    // Each fork's error is an answer of its own: the same classes as a whole call with that status.
+    const failed = new ControlApiError(`POST ${path} failed for one fork with ${status}: ${message}`, {
+      kind: errorKindOf(status),
+      method: 'POST',
+      path,
+      status,
+      code: status,
+      serverMessage: message,
+    });
+    return fromControlError(failed, 'other');
+  });
 }

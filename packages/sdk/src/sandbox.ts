@@ -5,6 +5,7 @@ import { isTcpPort, sandboxHost } from '@paddock/protocol';
 import { Commands } from './commands.js';
 import {
   DEFAULT_SANDBOX_TIMEOUT_MS,
+  checkDuration,
   envdUrl,
   resolveConfig,
   type ConnectionOpts,
@@ -12,24 +13,31 @@ import {
   type ResolvedConfig,
 } from './config.js';
 import type { SandboxContext } from './context.js';
-import { MIN_ENVD_VERSION, atLeast } from './envd-version.js';
+import { ENVD_FEATURES, MIN_ENVD_VERSION, atLeast } from './envd-version.js';
 import { fromEnvdHttpError } from './error-mapping.js';
 import { InvalidArgumentError, TemplateError } from './errors.js';
 import { Filesystem } from './filesystem.js';
+import { Git } from './git.js';
 import { Pty } from './pty.js';
 import {
   connectSandbox,
   createSandbox,
+  createSnapshot,
+  deleteSnapshot,
+  forkSandbox,
   getSandboxInfo,
   getSandboxMetrics,
   killSandbox,
   listSandboxes,
+  listSnapshots,
   pauseSandbox,
   setSandboxTimeout,
   updateSandboxNetwork,
   type ListQuery,
   type MetricsRange,
   type SandboxPaginator,
+  type SnapshotPaginator,
+  type SnapshotQuery,
 } from './sandbox-api.js';
 import type {
   SandboxConnectionInfo,
@@ -38,6 +46,7 @@ import type {
   SandboxMetrics,
   SandboxNetworkOpts,
   SandboxNetworkUpdate,
+  SnapshotInfo,
 } from './types.js';
 
 /** Connection settings plus a signal for the one call they are given to. */
@@ -92,6 +101,20 @@ export interface SandboxMetricsRangeOpts extends RequestOpts {
   end?: Date;
 }
 
+export interface SandboxForkOpts extends SandboxApiOpts {
+  /** How many sandboxes to start from the copy, 1 to 100. Default 1. */
+  count?: number;
+  /** Lifetime of each new sandbox in ms, from now. Default 300 000. */
+  timeoutMs?: number;
+}
+
+export interface CreateSnapshotOpts extends SandboxApiOpts {
+  /** Name to start sandboxes from the snapshot by; a new build of that snapshot when the name is taken. */
+  name?: string;
+}
+
+export interface SnapshotListOpts extends ConnectionOpts, SnapshotQuery {}
+
 export interface SandboxUrlOpts {
   /** User to read or write as; envd's default user when omitted. */
   user?: string;
@@ -114,6 +137,8 @@ export class Sandbox {
   readonly files: Filesystem;
   readonly commands: Commands;
   readonly pty: Pty;
+  /** git in the sandbox, run through `commands`. */
+  readonly git: Git;
   readonly #envdAccessToken: string | undefined;
   readonly #config: ResolvedConfig;
   readonly #envd: EnvdClient;
@@ -145,6 +170,7 @@ export class Sandbox {
     this.files = new Filesystem(context);
     this.commands = new Commands(context);
     this.pty = new Pty(context);
+    this.git = new Git(this.commands);
   }
 
   /** Creates a sandbox from a template (default `base`). */
@@ -153,7 +179,9 @@ export class Sandbox {
   static async create(templateOrOpts?: string | SandboxOpts, maybeOpts?: SandboxOpts): Promise<Sandbox> {
     const opts = (typeof templateOrOpts === 'string' ? maybeOpts : templateOrOpts) ?? {};
     const template = typeof templateOrOpts === 'string' ? templateOrOpts : (opts.template ?? 'base');
+    checkDuration('timeoutMs', opts.timeoutMs);
     const config = resolveConfig(opts);
+    if (config.debug) return new Sandbox(debugSandbox(), config);
     const info = await createSandbox(
       config,
       {
@@ -181,7 +209,9 @@ export class Sandbox {
    * sure it lives at least `timeoutMs` more.
    */
   static async connect(sandboxId: string, opts: SandboxConnectOpts = {}): Promise<Sandbox> {
+    checkDuration('timeoutMs', opts.timeoutMs);
     const config = resolveConfig(opts);
+    if (config.debug) return new Sandbox(debugSandbox(), config);
     const info = await connectSandbox(config, sandboxId, opts.timeoutMs ?? DEFAULT_SANDBOX_TIMEOUT_MS, opts);
     if (!atLeast(info.envdVersion, MIN_ENVD_VERSION)) throw tooOld(info.envdVersion, sandboxId);
     return new Sandbox(info, config);
@@ -205,12 +235,18 @@ export class Sandbox {
   }
 
   /** Kills a sandbox. False when it does not exist. */
-  static kill(sandboxId: string, opts: SandboxApiOpts = {}): Promise<boolean> {
-    return killSandbox(resolveConfig(opts), sandboxId, opts);
+  static async kill(sandboxId: string, opts: SandboxApiOpts = {}): Promise<boolean> {
+    const config = resolveConfig(opts);
+    return config.debug ? true : killSandbox(config, sandboxId, opts);
   }
 
   static getInfo(sandboxId: string, opts: SandboxApiOpts = {}): Promise<SandboxInfo> {
     return getSandboxInfo(resolveConfig(opts), sandboxId, opts);
+  }
+
+  /** @deprecated E2B's former name of `getInfo`. */
+  static getFullInfo(sandboxId: string, opts: SandboxApiOpts = {}): Promise<SandboxInfo> {
+    return Sandbox.getInfo(sandboxId, opts);
   }
 
   static getMetrics(sandboxId: string, opts: SandboxMetricsOpts = {}): Promise<SandboxMetrics[]> {
@@ -218,8 +254,10 @@ export class Sandbox {
   }
 
   /** Sets the sandbox to expire `timeoutMs` from now, sooner or later than before. */
-  static setTimeout(sandboxId: string, timeoutMs: number, opts: SandboxApiOpts = {}): Promise<void> {
-    return setSandboxTimeout(resolveConfig(opts), sandboxId, timeoutMs, opts);
+  static async setTimeout(sandboxId: string, timeoutMs: number, opts: SandboxApiOpts = {}): Promise<void> {
+    checkDuration('timeoutMs', timeoutMs);
+    const config = resolveConfig(opts);
+    if (!config.debug) await setSandboxTimeout(config, sandboxId, timeoutMs, opts);
   }
 
   /** Pauses a sandbox; `Sandbox.connect` resumes it. False when it was not running. */
@@ -227,8 +265,51 @@ export class Sandbox {
     return pauseSandbox(resolveConfig(opts), sandboxId, opts.keepMemory, opts);
   }
 
+  /** @deprecated E2B's former name of `pause`. */
+  static betaPause(sandboxId: string, opts: SandboxPauseOpts = {}): Promise<boolean> {
+    return Sandbox.pause(sandboxId, opts);
+  }
+
   static updateNetwork(sandboxId: string, network: SandboxNetworkUpdate, opts: SandboxApiOpts = {}): Promise<void> {
     return updateSandboxNetwork(resolveConfig(opts), sandboxId, network, opts);
+  }
+
+  /**
+   * Saves the sandbox's filesystem as a snapshot; `Sandbox.create(snapshotId)`
+   * starts sandboxes from it. The sandbox keeps running. Memory and running
+   * processes are not part of it.
+   */
+  static createSnapshot(sandboxId: string, opts: CreateSnapshotOpts = {}): Promise<SnapshotInfo> {
+    return createSnapshot(resolveConfig(opts), sandboxId, opts.name, opts);
+  }
+
+  /** The team's snapshots, optionally only those of one sandbox or name. */
+  static listSnapshots(opts: SnapshotListOpts = {}): SnapshotPaginator {
+    return listSnapshots(resolveConfig(opts), opts);
+  }
+
+  /** Deletes a snapshot. False when there is no such snapshot. */
+  static deleteSnapshot(snapshotId: string, opts: SandboxApiOpts = {}): Promise<boolean> {
+    return deleteSnapshot(resolveConfig(opts), snapshotId, opts);
+  }
+
+  /**
+   * Starts `count` new sandboxes, each with a copy of this sandbox's
+   * filesystem as it is now; they boot fresh (memory and processes are not
+   * copied). Each entry is the new sandbox, or the error that stopped that
+   * one fork (a `SandboxError` subclass as for any call).
+   */
+  static async fork(sandboxId: string, opts: SandboxForkOpts = {}): Promise<Array<Sandbox | Error>> {
+    checkDuration('timeoutMs', opts.timeoutMs);
+    if (opts.count !== undefined && (!Number.isSafeInteger(opts.count) || opts.count < 1 || opts.count > 100)) {
+      throw new InvalidArgumentError(`count must be a whole number from 1 to 100; got ${String(opts.count)}`);
+    }
+    const config = resolveConfig(opts);
+    const results = await forkSandbox(config, sandboxId, { timeoutMs: opts.timeoutMs ?? DEFAULT_SANDBOX_TIMEOUT_MS, count: opts.count }, opts);
+    return results.map((result) => {
+      if (result instanceof Error) return result;
+      return atLeast(result.envdVersion, MIN_ENVD_VERSION) ? new Sandbox(result, config) : tooOld(result.envdVersion, sandboxId);
+    });
   }
 
   /** What `fromConnectionInfo` needs to rebuild this object elsewhere. Holds the access token: keep it secret. */
@@ -244,18 +325,52 @@ export class Sandbox {
 
   /** Resumes the sandbox if it is paused and makes sure it lives at least `timeoutMs` more (default 300 000). */
   async connect(opts: RequestOpts & { timeoutMs?: number } = {}): Promise<this> {
+    checkDuration('timeoutMs', opts.timeoutMs);
+    if (this.#config.debug) return this;
     await connectSandbox(this.#config, this.sandboxId, opts.timeoutMs ?? DEFAULT_SANDBOX_TIMEOUT_MS, opts);
     return this;
   }
 
   /** Kills the sandbox. False when it was already gone. */
-  kill(opts: RequestOpts = {}): Promise<boolean> {
-    return killSandbox(this.#config, this.sandboxId, opts);
+  async kill(opts: RequestOpts = {}): Promise<boolean> {
+    return this.#config.debug ? true : killSandbox(this.#config, this.sandboxId, opts);
   }
 
   /** Sets the sandbox to expire `timeoutMs` from now, sooner or later than before. */
-  setTimeout(timeoutMs: number, opts: RequestOpts = {}): Promise<void> {
-    return setSandboxTimeout(this.#config, this.sandboxId, timeoutMs, opts);
+  async setTimeout(timeoutMs: number, opts: RequestOpts = {}): Promise<void> {
+    checkDuration('timeoutMs', timeoutMs);
+    if (!this.#config.debug) await setSandboxTimeout(this.#config, this.sandboxId, timeoutMs, opts);
+  }
+
+  /** Saves this sandbox's filesystem as a snapshot (see `Sandbox.createSnapshot`). */
+  createSnapshot(opts: RequestOpts & { name?: string } = {}): Promise<SnapshotInfo> {
+    return createSnapshot(this.#config, this.sandboxId, opts.name, opts);
+  }
+
+  /** Snapshots taken from this sandbox. */
+  listSnapshots(opts: Omit<SnapshotQuery, 'sandboxId'> = {}): SnapshotPaginator {
+    return listSnapshots(this.#config, { ...opts, sandboxId: this.sandboxId });
+  }
+
+  /** New sandboxes with a copy of this one's filesystem (see `Sandbox.fork`). */
+  async fork(opts: RequestOpts & { count?: number; timeoutMs?: number } = {}): Promise<Array<Sandbox | Error>> {
+    return Sandbox.fork(this.sandboxId, { ...this.#connectionOpts(), ...opts });
+  }
+
+  /** The connection settings this object was made with, as options of a static call. */
+  #connectionOpts(): ConnectionOpts {
+    const c = this.#config;
+    return {
+      apiUrl: c.apiUrl,
+      apiKey: c.apiKey,
+      domain: c.domain,
+      sandboxUrl: c.sandboxUrl,
+      requestTimeoutMs: c.requestTimeoutMs,
+      retries: c.retries,
+      logger: c.logger,
+      headers: c.headers,
+      apiHeaders: c.apiHeaders,
+    };
   }
 
   getInfo(opts: RequestOpts = {}): Promise<SandboxInfo> {
@@ -270,6 +385,11 @@ export class Sandbox {
   /** Pauses the sandbox; `connect` resumes it. False when it was not running. */
   pause(opts: RequestOpts & { keepMemory?: boolean } = {}): Promise<boolean> {
     return pauseSandbox(this.#config, this.sandboxId, opts.keepMemory, opts);
+  }
+
+  /** @deprecated E2B's former name of `pause`. */
+  betaPause(opts: RequestOpts & { keepMemory?: boolean } = {}): Promise<boolean> {
+    return this.pause(opts);
   }
 
   updateNetwork(network: SandboxNetworkUpdate, opts: RequestOpts = {}): Promise<void> {
@@ -316,6 +436,14 @@ export class Sandbox {
 
 function metricsRange(opts: { start?: Date; end?: Date }): MetricsRange {
   return { start: opts.start, end: opts.end };
+}
+
+/**
+ * The sandbox of `debug` mode: the envd at the configured URL, assumed to be
+ * as new as the SDK knows, since no control API reports its version.
+ */
+function debugSandbox(): SandboxConnectionInfo {
+  return { sandboxId: 'debug_sandbox_id', envdVersion: ENVD_FEATURES.watchNetworkMounts };
 }
 
 function tooOld(envdVersion: string, what: string): TemplateError {

@@ -2,9 +2,9 @@
 // does: the first message must arrive within the request timeout, the
 // stream as a whole lives at most `timeoutMs` (sent as Connect-Timeout-Ms and
 // enforced here too), and it can be closed from this side at any time.
-import { Code, ConnectError, type CallOptions } from '@connectrpc/connect';
+import type { CallOptions } from '@connectrpc/connect';
 import { fromRpcError, type ErrorSubject } from './error-mapping.js';
-import { SandboxError, SandboxNotFoundError, TimeoutError } from './errors.js';
+import { SandboxError, TimeoutError } from './errors.js';
 
 export interface StreamSettings {
   /** Bound on the wait for the first message; 0 for none. */
@@ -92,12 +92,6 @@ export async function openStream<W, M>(
     if (callerSignal?.aborted) throw abortedByCaller(err);
     if (handshakeExpired) {
       throw new TimeoutError(`no first message within ${settings.requestTimeoutMs} ms (requestTimeoutMs)`, { cause: err });
-    }
-    if (!(err instanceof SandboxError) && ConnectError.from(err).code === Code.Unavailable) {
-      // Before anything arrived, unavailable means the proxy found no running sandbox.
-      throw new SandboxNotFoundError(`${ConnectError.from(err).message}: the sandbox is probably not running anymore`, {
-        cause: err,
-      });
     }
     throw fromRpcError(err, settings.subject);
   } finally {

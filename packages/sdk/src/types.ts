@@ -111,6 +111,14 @@ export interface SandboxInfo {
   volumeMounts: { name: string; path: string }[];
 }
 
+/** A saved copy of a sandbox's filesystem that new sandboxes can start from. */
+export interface SnapshotInfo {
+  /** Pass it to `Sandbox.create` as the template to start a sandbox from the snapshot. */
+  snapshotId: string;
+  /** Names the snapshot can also be started by. */
+  names: string[];
+}
+
 /** One resource-usage sample of a sandbox. */
 export interface SandboxMetrics {
   timestamp: Date;

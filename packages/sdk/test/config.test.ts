@@ -1,5 +1,6 @@
 // Where the SDK looks for the service: options, then environment variables, then defaults.
 import { DEFAULT_API_URL, DEFAULT_DOMAIN, DEFAULT_SANDBOX_URL, envdUrl, resolveConfig } from '../src/config.js';
+import { InvalidArgumentError } from '../src/errors.js';
 
 const env = {
   PADDOCK_API_URL: 'http://api.from-env:3000',
@@ -16,7 +17,11 @@ test('with nothing set: a local `paddock start`, envd through the shared sandbox
     domain: DEFAULT_DOMAIN,
     sandboxUrl: DEFAULT_SANDBOX_URL,
     requestTimeoutMs: 60_000,
+    retries: 3,
+    logger: undefined,
+    debug: false,
     headers: {},
+    apiHeaders: {},
   });
   expect([DEFAULT_API_URL, DEFAULT_SANDBOX_URL, DEFAULT_DOMAIN]).toEqual(['http://127.0.0.1:3000', 'http://127.0.0.1:3001', 'localhost:3001']);
 });
@@ -32,8 +37,19 @@ test('environment variables fill what options leave out', () => {
 
 test('options win over environment variables', () => {
   const config = resolveConfig(
-    { apiUrl: 'http://api.opt', apiKey: 'key-opt', domain: 'opt.example', sandboxUrl: 'http://sbx.opt', requestTimeoutMs: 5, headers: { 'X-A': '1' } },
-    env,
+    {
+      apiUrl: 'http://api.opt',
+      apiKey: 'key-opt',
+      domain: 'opt.example',
+      sandboxUrl: 'http://sbx.opt',
+      requestTimeoutMs: 5,
+      retries: 0,
+      logger: console,
+      debug: false,
+      headers: { 'X-A': '1' },
+      apiHeaders: { 'X-B': '2' },
+    },
+    { ...env, PADDOCK_DEBUG: 'true' },
   );
   expect(config).toEqual({
     apiUrl: 'http://api.opt',
@@ -41,8 +57,29 @@ test('options win over environment variables', () => {
     domain: 'opt.example',
     sandboxUrl: 'http://sbx.opt',
     requestTimeoutMs: 5,
+    retries: 0,
+    logger: console,
+    debug: false,
     headers: { 'X-A': '1' },
+    // Headers of every request go to the control API too.
+    apiHeaders: { 'X-A': '1', 'X-B': '2' },
   });
+});
+
+test('debug: from PADDOCK_DEBUG; its envd is localhost:49983 unless sandboxUrl says otherwise', () => {
+  expect(resolveConfig({}, { PADDOCK_DEBUG: 'true' })).toMatchObject({ debug: true, sandboxUrl: 'http://localhost:49983' });
+  expect(resolveConfig({ debug: true, sandboxUrl: 'http://envd:1' }, {})).toMatchObject({ debug: true, sandboxUrl: 'http://envd:1' });
+  expect(resolveConfig({}, { PADDOCK_DEBUG: 'no' }).debug).toBe(false);
+});
+
+test.each([
+  ['requestTimeoutMs', { requestTimeoutMs: -1 }, /^requestTimeoutMs must be a whole number of milliseconds, 0 or more; got -1$/],
+  ['requestTimeoutMs', { requestTimeoutMs: 1.5 }, /got 1.5$/],
+  ['retries', { retries: -2 }, /^retries must be a whole number, 0 or more; got -2$/],
+  ['retries', { retries: Number.NaN }, /got NaN$/],
+])('a bad %s is refused naming it', (_name, opts, message) => {
+  expect(() => resolveConfig(opts, {})).toThrow(InvalidArgumentError);
+  expect(() => resolveConfig(opts, {})).toThrow(message);
 });
 
 test('an empty variable counts as unset', () => {

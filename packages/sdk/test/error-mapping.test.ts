@@ -5,8 +5,13 @@ import { EnvdArgumentError, EnvdHttpError, type EnvdErrorKind } from '@paddock/e
 import { fromControlError, fromEnvdHttpError, fromRpcError } from '../src/error-mapping.js';
 import {
   AuthenticationError,
+  BuildError,
   CommandExitError,
+  ConnectionError,
   FileNotFoundError,
+  FileUploadError,
+  GitAuthError,
+  GitUpstreamError,
   InvalidArgumentError,
   NotEnoughSpaceError,
   NotFoundError,
@@ -45,6 +50,11 @@ describe('the hierarchy', () => {
     [AuthenticationError, [SandboxError]],
     [RateLimitError, [SandboxError]],
     [TemplateError, [SandboxError]],
+    [ConnectionError, [SandboxError]],
+    [GitAuthError, [AuthenticationError, SandboxError]],
+    [GitUpstreamError, [SandboxError]],
+    [BuildError, [SandboxError]],
+    [FileUploadError, [BuildError, SandboxError]],
   ])('%p is an Error and each of its bases, and names itself', (Class, bases) => {
     const cause = new Error('underneath');
     const err = new (Class as unknown as new (m: string, o: object) => SandboxError)('msg', { cause, statusCode: 418 });
@@ -82,7 +92,7 @@ describe('control API errors', () => {
     ['409', controlError('conflict', 409, 409), 'sandbox', SandboxError],
     ['500', controlError('server', 500, 500), 'sandbox', SandboxError],
     ['a timeout', controlError('timeout'), 'sandbox', TimeoutError],
-    ['a refused connection', controlError('network'), 'sandbox', SandboxError],
+    ['a refused connection', controlError('network'), 'sandbox', ConnectionError],
   ])('%s', (_what, err, subject, Class) => {
     const mapped = fromControlError(err, subject);
     expect(mapped.constructor).toBe(Class);
@@ -115,11 +125,13 @@ describe('envd HTTP errors', () => {
     [envdError('not_found', 404), 'file', FileNotFoundError],
     [envdError('not_found', 404), 'other', NotFoundError],
     [envdError('rate_limited', 429), 'file', RateLimitError],
-    [envdError('unavailable', 502), 'file', TimeoutError],
+    [envdError('unavailable', 502), 'file', SandboxNotFoundError],
+    [envdError('unavailable', 503), 'file', SandboxError],
+    [envdError('unavailable', 504), 'file', TimeoutError],
     [envdError('insufficient_storage', 507), 'file', NotEnoughSpaceError],
     [envdError('timeout'), 'file', TimeoutError],
     [envdError('server', 500), 'file', SandboxError],
-    [envdError('network'), 'file', SandboxError],
+    [envdError('network'), 'file', ConnectionError],
     [new EnvdArgumentError('metadata', 'bad key'), 'file', InvalidArgumentError],
   ])('%s (%s)', (err, subject, Class) => {
     const mapped = fromEnvdHttpError(err, subject);
@@ -141,7 +153,8 @@ describe('RPC errors', () => {
     [Code.ResourceExhausted, 'file', NotEnoughSpaceError],
     [Code.ResourceExhausted, 'other', RateLimitError],
     [Code.DeadlineExceeded, 'other', TimeoutError],
-    [Code.Unavailable, 'other', TimeoutError],
+    [Code.Unavailable, 'other', SandboxNotFoundError],
+    [Code.Unavailable, 'file', SandboxNotFoundError],
     [Code.PermissionDenied, 'file', SandboxError],
     [Code.Internal, 'other', SandboxError],
   ])('%s (%s)', (code, subject, Class) => {
@@ -150,6 +163,15 @@ describe('RPC errors', () => {
     expect(mapped.constructor).toBe(Class);
     expect(mapped.cause).toBe(err);
     expect(mapped.message).toContain('it failed');
+  });
+
+  test('unavailable with a refused connection under it is a ConnectionError, not a missing sandbox', () => {
+    const refused = Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:1'), { code: 'ECONNREFUSED' });
+    const err = new ConnectError('connect ECONNREFUSED 127.0.0.1:1', Code.Unavailable, undefined, undefined, refused);
+    const mapped = fromRpcError(err, 'file');
+    expect(mapped.constructor).toBe(ConnectionError);
+    expect(mapped.message).toMatch(/^cannot reach the sandbox: .*ECONNREFUSED/);
+    expect(mapped.cause).toBe(err);
   });
 
   test('a plain error is read as Connect reads it', () => {

@@ -7,6 +7,7 @@ import { StartRequestSchema, WatchDirRequestSchema } from '@paddock/models';
 import { gunzipSync } from 'node:zlib';
 import {
   AuthenticationError,
+  InvalidArgumentError,
   RateLimitError,
   Sandbox,
   SandboxError,
@@ -122,6 +123,38 @@ describe('create', () => {
     expect(api.seen.length).toBeGreaterThan(1);
   });
 
+  test('retries sets how many times a 429 is sent again: 0 sends once, 2 sends three times', async () => {
+    api.answer((_req, res) => reply(res, 429, { code: 429, message: 'slow down' }, { 'retry-after': '0' }));
+    await expect(Sandbox.list({ ...opts(), retries: 0 }).nextItems()).rejects.toBeInstanceOf(RateLimitError);
+    expect(api.seen).toHaveLength(1);
+    api.seen.length = 0;
+    await expect(Sandbox.list({ ...opts(), retries: 2 }).nextItems()).rejects.toBeInstanceOf(RateLimitError);
+    expect(api.seen).toHaveLength(3);
+  });
+
+  test('a bad timeoutMs is refused before anything is sent, naming the option', async () => {
+    for (const call of [
+      () => Sandbox.create({ ...opts(), timeoutMs: -5 }),
+      () => Sandbox.connect('sbx-x', { ...opts(), timeoutMs: -5 }),
+      () => Sandbox.setTimeout('sbx-x', -5, opts()),
+      () => Sandbox.fork('sbx-x', { ...opts(), timeoutMs: -5 }),
+    ]) {
+      await expect(call()).rejects.toThrow(new InvalidArgumentError('timeoutMs must be a whole number of milliseconds, 0 or more; got -5'));
+    }
+    await expect(Sandbox.create({ ...opts(), requestTimeoutMs: Number.NaN })).rejects.toThrow(/^requestTimeoutMs must be/);
+    await expect(Sandbox.fork('sbx-x', { ...opts(), count: 0 })).rejects.toThrow(/^count must be a whole number from 1 to 100; got 0$/);
+    expect(api.seen).toHaveLength(0);
+  });
+
+  test('the logger hears of each call and its status, never of the API key', async () => {
+    api.answer((_req, res) => reply(res, 404, { code: 404, message: 'no such sandbox' }));
+    const lines: string[] = [];
+    const logger = { debug: (...a: unknown[]) => lines.push(`debug ${a.join(' ')}`), info: (...a: unknown[]) => lines.push(`info ${a.join(' ')}`), error: (...a: unknown[]) => lines.push(`error ${a.join(' ')}`) };
+    await expect(Sandbox.getInfo('sbx-gone', { ...opts(), logger })).rejects.toBeInstanceOf(SandboxNotFoundError);
+    expect(lines).toEqual(['debug → GET /sandboxes/sbx-gone', 'error ← GET /sandboxes/sbx-gone 404']);
+    expect(lines.join('\n')).not.toContain(key);
+  });
+
   test('no answer in time is a TimeoutError', async () => {
     api.answer(() => undefined);
     await expect(Sandbox.getInfo('sbx-slow', { ...opts(), requestTimeoutMs: 200 })).rejects.toBeInstanceOf(TimeoutError);
@@ -224,13 +257,14 @@ describe('isRunning', () => {
     expect(await envd.sandbox().isRunning()).toBe(true);
   });
 
-  test('a dead sandbox behind the proxy makes files and commands fail as not running', async () => {
+  test('a dead sandbox behind the proxy: files (HTTP and RPC) and commands all throw SandboxNotFoundError', async () => {
     api.answer((req, res) =>
       req.url.pathname === '/v2/sandboxes' ? reply(res, 201, record('sbx-dead')) : reply(res, 502, { code: 502, message: 'sandbox sbx-dead is not running' }),
     );
     const sbx = await Sandbox.create({ ...opts(), sandboxUrl: api.url });
-    await expect(sbx.files.read('/etc/hosts')).rejects.toBeInstanceOf(TimeoutError);
-    await expect(sbx.files.exists('/etc/hosts')).rejects.toBeInstanceOf(TimeoutError);
+    await expect(sbx.files.read('/etc/hosts')).rejects.toBeInstanceOf(SandboxNotFoundError);
+    await expect(sbx.files.exists('/etc/hosts')).rejects.toBeInstanceOf(SandboxNotFoundError);
+    await expect(sbx.files.list('/')).rejects.toBeInstanceOf(SandboxNotFoundError);
     await expect(sbx.commands.run('true')).rejects.toBeInstanceOf(SandboxNotFoundError);
   });
 });
