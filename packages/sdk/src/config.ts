@@ -3,9 +3,16 @@
 import { ENVD_PORT, sandboxHost } from '@paddock/protocol';
 import { InvalidArgumentError } from './errors.js';
 
+/** Control API URL used when neither `apiUrl` nor `PADDOCK_API_URL` is set: a local `paddock start`. */
 export const DEFAULT_API_URL = 'http://127.0.0.1:3000';
+/**
+ * Sandbox proxy URL used when neither `sandboxUrl`, `PADDOCK_SANDBOX_URL` nor a domain is set: a local `paddock
+ * start`.
+ */
 export const DEFAULT_SANDBOX_URL = 'http://127.0.0.1:3001';
+/** Sandbox domain used when neither `domain` nor `PADDOCK_DOMAIN` is set. */
 export const DEFAULT_DOMAIN = 'localhost:3001';
+/** Deadline of each request when `requestTimeoutMs` is not given, in ms. */
 export const DEFAULT_REQUEST_TIMEOUT_MS = 60_000;
 /** Lifetime asked for on create and guaranteed on connect when no `timeoutMs` is given. */
 export const DEFAULT_SANDBOX_TIMEOUT_MS = 300_000;
@@ -30,9 +37,13 @@ export const DEBUG_ENVD_URL = `http://localhost:${ENVD_PORT}`;
  * `debug` / `info`, failures at `error`. `console` is one.
  */
 export interface Logger {
+  /** Each control API call as it is sent. */
   debug?: (...args: unknown[]) => void;
+  /** Each control API call that succeeded. */
   info?: (...args: unknown[]) => void;
+  /** Unused by the SDK; accepted so that `console` and other loggers fit. */
   warn?: (...args: unknown[]) => void;
+  /** Each control API call that failed, with its status or network error. */
   error?: (...args: unknown[]) => void;
 }
 

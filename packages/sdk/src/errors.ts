@@ -2,7 +2,9 @@
 // SandboxError; `cause` keeps the client error (ControlApiError,
 // EnvdHttpError, ConnectError…) it was built from.
 
+/** Options of a {@link SandboxError}. */
 export interface SandboxErrorOptions {
+  /** The error this one was built from. */
   cause?: unknown;
   /** HTTP status of the answer that produced the error, when there was one. */
   statusCode?: number | undefined;
@@ -10,10 +12,12 @@ export interface SandboxErrorOptions {
 
 /** Base of every error the SDK throws. */
 export class SandboxError extends Error {
+  /** Name of the class, for telling errors apart without `instanceof`. */
   override readonly name: string = 'SandboxError';
   /** HTTP status of the answer that produced the error, when there was one. */
   readonly statusCode: number | undefined;
 
+  /** @param message - What went wrong. */
   constructor(message: string, options: SandboxErrorOptions = {}) {
     super(message, options.cause === undefined ? undefined : { cause: options.cause });
     this.statusCode = options.statusCode;
@@ -105,7 +109,9 @@ export interface CommandResult {
   exitCode: number;
   /** What envd reported when the process failed (e.g. `signal: killed`). */
   error: string | undefined;
+  /** Everything the command wrote to stdout. */
   stdout: string;
+  /** Everything the command wrote to stderr. */
   stderr: string;
 }
 
@@ -117,6 +123,7 @@ export class CommandExitError extends SandboxError implements CommandResult {
   readonly stdout: string;
   readonly stderr: string;
 
+  /** @param result - The finished command's exit code, error and output. */
   constructor(result: CommandResult) {
     super(`command exited with code ${result.exitCode}${result.error ? `: ${result.error}` : ''}`);
     this.exitCode = result.exitCode;

@@ -35,7 +35,9 @@ export interface SandboxQuery {
   template?: string;
 }
 
+/** Filters, order and paging of `Sandbox.list`. */
 export interface ListQuery {
+  /** Which sandboxes to list; all of the team's when omitted. */
   query?: SandboxQuery;
   /** By start time; newest first (`desc`) when omitted. */
   order?: 'asc' | 'desc';

@@ -51,6 +51,7 @@ import type {
 
 /** Connection settings plus a signal for the one call they are given to. */
 export interface SandboxApiOpts extends ConnectionOpts {
+  /** Cancels the call. */
   signal?: AbortSignal;
 }
 
@@ -68,6 +69,7 @@ export interface SandboxOpts extends SandboxApiOpts {
   secure?: boolean;
   /** Whether the sandbox may reach the internet. */
   allowInternetAccess?: boolean;
+  /** Outbound and inbound network settings. */
   network?: SandboxNetworkOpts;
   /** What happens when the timeout runs out; killed by default. */
   lifecycle?: SandboxLifecycle;
@@ -82,8 +84,10 @@ export interface SandboxConnectOpts extends SandboxApiOpts {
   timeoutMs?: number;
 }
 
+/** Options of `Sandbox.list`. */
 export interface SandboxListOpts extends ConnectionOpts, ListQuery {}
 
+/** Options of `Sandbox.getMetrics`. */
 export interface SandboxMetricsOpts extends SandboxApiOpts {
   /** Samples from this time on. */
   start?: Date;
@@ -91,16 +95,21 @@ export interface SandboxMetricsOpts extends SandboxApiOpts {
   end?: Date;
 }
 
+/** Options of `Sandbox.pause`. */
 export interface SandboxPauseOpts extends SandboxApiOpts {
   /** Keep memory (running processes) as well as the filesystem. The server's default (true) when omitted. */
   keepMemory?: boolean;
 }
 
+/** Options of `sandbox.getMetrics`. */
 export interface SandboxMetricsRangeOpts extends RequestOpts {
+  /** Samples from this time on. */
   start?: Date;
+  /** Samples up to this time. */
   end?: Date;
 }
 
+/** Options of `Sandbox.fork`. */
 export interface SandboxForkOpts extends SandboxApiOpts {
   /** How many sandboxes to start from the copy, 1 to 100. Default 1. */
   count?: number;
@@ -108,13 +117,16 @@ export interface SandboxForkOpts extends SandboxApiOpts {
   timeoutMs?: number;
 }
 
+/** Options of `Sandbox.createSnapshot`. */
 export interface CreateSnapshotOpts extends SandboxApiOpts {
   /** Name to start sandboxes from the snapshot by; a new build of that snapshot when the name is taken. */
   name?: string;
 }
 
+/** Options of `Sandbox.listSnapshots`. */
 export interface SnapshotListOpts extends ConnectionOpts, SnapshotQuery {}
 
+/** Options of `uploadUrl` and `downloadUrl`. */
 export interface SandboxUrlOpts {
   /** User to read or write as; envd's default user when omitted. */
   user?: string;
@@ -127,6 +139,7 @@ export interface SandboxUrlOpts {
  * `Sandbox.fromConnectionInfo` when its connection details are already known.
  */
 export class Sandbox {
+  /** ID of the sandbox. */
   readonly sandboxId: string;
   /** Domain of the sandbox's hosts: `getHost(port)` is `{port}-{sandboxId}.{sandboxDomain}`. */
   readonly sandboxDomain: string;
@@ -134,8 +147,11 @@ export class Sandbox {
   readonly envdVersion: string;
   /** Needed to reach the sandbox's ports when public traffic is not allowed. */
   readonly trafficAccessToken: string | undefined;
+  /** Files and directories in the sandbox. */
   readonly files: Filesystem;
+  /** Processes in the sandbox. */
   readonly commands: Commands;
+  /** Terminals (processes with a pseudo-terminal) in the sandbox. */
   readonly pty: Pty;
   /** git in the sandbox, run through `commands`. */
   readonly git: Git;
@@ -143,6 +159,10 @@ export class Sandbox {
   readonly #config: ResolvedConfig;
   readonly #envd: EnvdClient;
 
+  /**
+   * Made by `Sandbox.create`, `Sandbox.connect` and `Sandbox.fromConnectionInfo`; not for calling directly.
+   * @internal
+   */
   protected constructor(info: SandboxConnectionInfo, config: ResolvedConfig) {
     this.sandboxId = info.sandboxId;
     this.sandboxDomain = info.sandboxDomain ?? config.domain;
@@ -240,6 +260,7 @@ export class Sandbox {
     return config.debug ? true : killSandbox(config, sandboxId, opts);
   }
 
+  /** Describes a sandbox, including its network and lifecycle settings. */
   static getInfo(sandboxId: string, opts: SandboxApiOpts = {}): Promise<SandboxInfo> {
     return getSandboxInfo(resolveConfig(opts), sandboxId, opts);
   }
@@ -249,6 +270,7 @@ export class Sandbox {
     return Sandbox.getInfo(sandboxId, opts);
   }
 
+  /** Resource usage samples of a sandbox, oldest first. */
   static getMetrics(sandboxId: string, opts: SandboxMetricsOpts = {}): Promise<SandboxMetrics[]> {
     return getSandboxMetrics(resolveConfig(opts), sandboxId, metricsRange(opts), opts);
   }
@@ -270,6 +292,7 @@ export class Sandbox {
     return Sandbox.pause(sandboxId, opts);
   }
 
+  /** Replaces the sandbox's outbound rules with `network`; what it leaves out is cleared. */
   static updateNetwork(sandboxId: string, network: SandboxNetworkUpdate, opts: SandboxApiOpts = {}): Promise<void> {
     return updateSandboxNetwork(resolveConfig(opts), sandboxId, network, opts);
   }
@@ -373,6 +396,7 @@ export class Sandbox {
     };
   }
 
+  /** Describes the sandbox, including its network and lifecycle settings. */
   getInfo(opts: RequestOpts = {}): Promise<SandboxInfo> {
     return getSandboxInfo(this.#config, this.sandboxId, opts);
   }
@@ -392,6 +416,7 @@ export class Sandbox {
     return this.pause(opts);
   }
 
+  /** Replaces the sandbox's outbound rules with `network`; what it leaves out is cleared. */
   updateNetwork(network: SandboxNetworkUpdate, opts: RequestOpts = {}): Promise<void> {
     return updateSandboxNetwork(this.#config, this.sandboxId, network, opts);
   }
