@@ -9,8 +9,10 @@ import type { CommandResult } from './errors.js';
 import { connectProcess, killProcess, sendProcessInput, startProcess, type AttachedProcess } from './process-rpc.js';
 import type { ProcessInfo } from './types.js';
 
+/** Options of the `commands` methods that only send one request: a deadline and a signal. */
 export type CommandRequestOpts = RequestOpts;
 
+/** Options of `commands.run`. */
 export interface CommandStartOpts extends RequestOpts {
   /** Return a `CommandHandle` as soon as the command started, instead of its result once it ended. */
   background?: boolean;
@@ -20,7 +22,9 @@ export interface CommandStartOpts extends RequestOpts {
   user?: string;
   /** Environment variables of this command only, on top of the sandbox's. */
   envs?: Record<string, string>;
+  /** Gets the command's stdout as it arrives. */
   onStdout?: OutputCallback;
+  /** Gets the command's stderr as it arrives. */
   onStderr?: OutputCallback;
   /** Keep stdin open for `sendStdin`; without it the command reads end-of-file at once. */
   stdin?: boolean;
@@ -31,8 +35,11 @@ export interface CommandStartOpts extends RequestOpts {
   timeoutMs?: number;
 }
 
+/** Options of `commands.connect`. */
 export interface CommandConnectOpts extends RequestOpts {
+  /** Gets the command's stdout from now on, as it arrives. */
   onStdout?: OutputCallback;
+  /** Gets the command's stderr from now on, as it arrives. */
   onStderr?: OutputCallback;
   /** Longest to stay attached, in ms. Default 60 000; 0 for no limit. */
   timeoutMs?: number;

@@ -19,22 +19,27 @@ import { WatchHandle, type WatchEventCallback, type WatchExitCallback } from './
  */
 export type WriteData = UploadData;
 
+/** One file of `files.write` with several files. */
 export interface WriteEntry {
   /** Target path; a relative path is under the user's home. */
   path: string;
+  /** Contents of the file. */
   data: WriteData;
 }
 
+/** Options of every `files` method. */
 export interface FilesystemRequestOpts extends RequestOpts {
   /** User whose view of the filesystem to use (permissions, home, owner of new files); envd's default user when omitted. */
   user?: string;
 }
 
+/** Options of `files.read`. */
 export interface FilesystemReadOpts extends FilesystemRequestOpts {
   /** Ask for a gzip-compressed transfer; decompressed transparently. */
   gzip?: boolean;
 }
 
+/** Options of `files.write`. */
 export interface FilesystemWriteOpts extends FilesystemRequestOpts {
   /** Stored with each file (as extended attributes) and reported in `EntryInfo.metadata`. */
   metadata?: Record<string, string>;
@@ -49,11 +54,13 @@ export interface FilesystemWriteOpts extends FilesystemRequestOpts {
   useOctetStream?: boolean;
 }
 
+/** Options of `files.list`. */
 export interface FilesystemListOpts extends FilesystemRequestOpts {
   /** How many levels to descend; 1 (the default) lists the directory itself. */
   depth?: number;
 }
 
+/** Options of `files.watchDir`. */
 export interface WatchOpts extends FilesystemRequestOpts {
   /** Also watch subdirectories. */
   recursive?: boolean;
@@ -63,6 +70,7 @@ export interface WatchOpts extends FilesystemRequestOpts {
   allowNetworkMounts?: boolean;
   /** Longest the watch lasts, in ms. Default 60 000; 0 for no limit. */
   timeoutMs?: number;
+  /** Called once when the watch ends. */
   onExit?: WatchExitCallback;
 }
 

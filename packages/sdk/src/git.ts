@@ -8,6 +8,7 @@ import { shellCommand } from './shell.js';
 /** What every git method takes: how its command runs. */
 export type GitRequestOpts = Partial<Pick<CommandStartOpts, 'envs' | 'user' | 'cwd' | 'timeoutMs' | 'requestTimeoutMs'>>;
 
+/** Options of `git.clone`. */
 export interface GitCloneOpts extends GitRequestOpts {
   /** Where to clone to; git's default (the repository's name, in `cwd`) when omitted. */
   path?: string;
@@ -23,12 +24,15 @@ export interface GitCloneOpts extends GitRequestOpts {
   dangerouslyStoreCredentials?: boolean;
 }
 
+/** Options of `git.init`. */
 export interface GitInitOpts extends GitRequestOpts {
+  /** Make a bare repository (no working tree). */
   bare?: boolean;
   /** Name of the first branch, e.g. `main`. */
   initialBranch?: string;
 }
 
+/** Options of `git.remoteAdd`. */
 export interface GitRemoteAddOpts extends GitRequestOpts {
   /** Fetch the remote once added. */
   fetch?: boolean;
@@ -36,12 +40,17 @@ export interface GitRemoteAddOpts extends GitRequestOpts {
   overwrite?: boolean;
 }
 
+/** Options of `git.commit`. */
 export interface GitCommitOpts extends GitRequestOpts {
+  /** Author and committer name for this commit; git's configured `user.name` when omitted. */
   authorName?: string;
+  /** Author and committer email for this commit; git's configured `user.email` when omitted. */
   authorEmail?: string;
+  /** Commit even when nothing is staged. */
   allowEmpty?: boolean;
 }
 
+/** Options of `git.add`. */
 export interface GitAddOpts extends GitRequestOpts {
   /** Paths to stage; everything when omitted. */
   files?: string[];
@@ -49,9 +58,15 @@ export interface GitAddOpts extends GitRequestOpts {
   all?: boolean;
 }
 
+/**
+ * How `git.reset` treats the index and working tree, as git's `--soft`, `--mixed`, `--hard`, `--merge` and
+ * `--keep`.
+ */
 export type GitResetMode = 'soft' | 'mixed' | 'hard' | 'merge' | 'keep';
 
+/** Options of `git.reset`. */
 export interface GitResetOpts extends GitRequestOpts {
+  /** git's default (`mixed`) when omitted. */
   mode?: GitResetMode;
   /** Commit, branch or ref to reset to; HEAD when omitted. */
   target?: string;
@@ -59,6 +74,7 @@ export interface GitResetOpts extends GitRequestOpts {
   paths?: string[];
 }
 
+/** Options of `git.restore`. */
 export interface GitRestoreOpts extends GitRequestOpts {
   /** Paths to restore; `['.']` for all. */
   paths: string[];
@@ -70,29 +86,42 @@ export interface GitRestoreOpts extends GitRequestOpts {
   source?: string;
 }
 
+/** Options of `git.deleteBranch`. */
 export interface GitDeleteBranchOpts extends GitRequestOpts {
   /** Delete even when not merged (`-D`). */
   force?: boolean;
 }
 
+/** Options of `git.push`. */
 export interface GitPushOpts extends GitRequestOpts {
+  /** Remote to push to; the upstream's (or git's default) when omitted. */
   remote?: string;
+  /** Branch to push; the current one when omitted. */
   branch?: string;
   /** Make the pushed branch the upstream of the local one. Default true. */
   setUpstream?: boolean;
+  /** User name for an http(s) remote, for this push only. */
   username?: string;
+  /** Password or token for an http(s) remote, for this push only; needs `username`. */
   password?: string;
 }
 
+/** Options of `git.pull`. */
 export interface GitPullOpts extends GitRequestOpts {
+  /** Remote to pull from; the upstream's when omitted. */
   remote?: string;
+  /** Branch to pull; the upstream branch when omitted. */
   branch?: string;
+  /** User name for an http(s) remote, for this pull only. */
   username?: string;
+  /** Password or token for an http(s) remote, for this pull only; needs `username`. */
   password?: string;
 }
 
+/** Which git config file a setting goes to: `--global`, `--local` (one repository) or `--system`. */
 export type GitConfigScope = 'global' | 'local' | 'system';
 
+/** Options of `git.setConfig`, `git.getConfig` and `git.configureUser`. */
 export interface GitConfigOpts extends GitRequestOpts {
   /** Default `global`. */
   scope?: GitConfigScope;
@@ -100,8 +129,11 @@ export interface GitConfigOpts extends GitRequestOpts {
   path?: string;
 }
 
+/** Options of `git.dangerouslyAuthenticate`. */
 export interface GitDangerouslyAuthenticateOpts extends GitRequestOpts {
+  /** User name to store. */
   username: string;
+  /** Password or token to store. */
   password: string;
   /** Default `github.com`. */
   host?: string;
@@ -109,11 +141,14 @@ export interface GitDangerouslyAuthenticateOpts extends GitRequestOpts {
   protocol?: string;
 }
 
+/** What happened to a file, read from its two `git status --porcelain` columns. */
 export type GitStatusLabel = 'conflict' | 'renamed' | 'copied' | 'deleted' | 'added' | 'modified' | 'typechange' | 'untracked' | 'unknown';
 
+/** One changed file in `git.status`. */
 export interface GitFileStatus {
   /** Path relative to the repository; the new path of a rename. */
   name: string;
+  /** What happened to the file. */
   status: GitStatusLabel;
   /** The index column of `git status --porcelain` (`' '` when unchanged). */
   indexStatus: string;
@@ -125,27 +160,47 @@ export interface GitFileStatus {
   renamedFrom?: string;
 }
 
+/** State of a repository, as `git.status` reads it from `git status --porcelain=1 --branch`. */
 export interface GitStatus {
+  /** Branch checked out; absent when HEAD is detached. */
   currentBranch?: string;
+  /** Upstream of the current branch, e.g. `origin/main`; absent when it has none. */
   upstream?: string;
+  /** Commits on the current branch that its upstream lacks. */
   ahead: number;
+  /** Commits on the upstream that the current branch lacks. */
   behind: number;
+  /** Whether HEAD is detached (no branch checked out). */
   detached: boolean;
+  /** Each changed, staged or untracked file. */
   fileStatus: GitFileStatus[];
+  /** Whether there is no changed, staged or untracked file. */
   isClean: boolean;
+  /** Opposite of `isClean`. */
   hasChanges: boolean;
+  /** Whether a change is staged. */
   hasStaged: boolean;
+  /** Whether an untracked file exists. */
   hasUntracked: boolean;
+  /** Whether a file has a merge conflict. */
   hasConflicts: boolean;
+  /** Number of entries in `fileStatus`. */
   totalCount: number;
+  /** Files with a staged change. */
   stagedCount: number;
+  /** Files with no staged change (untracked ones included). */
   unstagedCount: number;
+  /** Untracked files. */
   untrackedCount: number;
+  /** Files with a merge conflict. */
   conflictCount: number;
 }
 
+/** Local branches of a repository. */
 export interface GitBranches {
+  /** Names of the local branches. */
   branches: string[];
+  /** Branch checked out; absent when HEAD is detached. */
   currentBranch?: string;
 }
 
@@ -164,6 +219,7 @@ const NO_UPSTREAM = /has no upstream branch|no upstream configured|no tracking i
 export class Git {
   readonly #commands: Commands;
 
+  /** Use `sandbox.git` rather than making one. @param commands - Runs the git commands. */
   constructor(commands: Commands) {
     this.#commands = commands;
   }
@@ -235,10 +291,12 @@ export class Git {
     return this.#git(['checkout', '-b', branch], path, opts);
   }
 
+  /** Checks out an existing branch. */
   async checkoutBranch(path: string, branch: string, opts: GitRequestOpts = {}): Promise<CommandResult> {
     return this.#git(['checkout', branch], path, opts);
   }
 
+  /** Deletes a local branch; only a merged one unless `force`. */
   async deleteBranch(path: string, branch: string, opts: GitDeleteBranchOpts = {}): Promise<CommandResult> {
     const { force, ...rest } = opts;
     return this.#git(['branch', force ? '-D' : '-d', branch], path, rest);
@@ -251,6 +309,7 @@ export class Git {
     return this.#git(['add', ...args], path, rest);
   }
 
+  /** Commits what is staged, with `message`. */
   async commit(path: string, message: string, opts: GitCommitOpts = {}): Promise<CommandResult> {
     const { authorName, authorEmail, allowEmpty, ...rest } = opts;
     const identity: string[] = [];
@@ -259,6 +318,7 @@ export class Git {
     return this.#git([...identity, 'commit', '-m', message, ...(allowEmpty ? ['--allow-empty'] : [])], path, rest);
   }
 
+  /** Runs `git reset`: moves HEAD to `target` and resets the index (and working tree, by `mode`). */
   async reset(path: string, opts: GitResetOpts = {}): Promise<CommandResult> {
     const { mode, target, paths, ...rest } = opts;
     if (mode !== undefined && !RESET_MODES.includes(mode)) {
@@ -310,6 +370,7 @@ export class Git {
     );
   }
 
+  /** Sets a config value (global scope by default). */
   async setConfig(key: string, value: string, opts: GitConfigOpts = {}): Promise<CommandResult> {
     if (!key) throw new InvalidArgumentError('setConfig needs a key');
     const { scope, repo, rest } = configScope(opts);

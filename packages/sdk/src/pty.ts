@@ -7,6 +7,7 @@ import { fromRpcError } from './error-mapping.js';
 import { connectProcess, killProcess, sendProcessInput, startProcess, type AttachedProcess } from './process-rpc.js';
 import type { PtySize } from './types.js';
 
+/** Options of `pty.create`; `cols` and `rows` give the terminal's size. */
 export interface PtyCreateOpts extends RequestOpts, PtySize {
   /** What the terminal prints, as raw bytes (escape sequences included). */
   onData: PtyOutputCallback;
@@ -16,10 +17,13 @@ export interface PtyCreateOpts extends RequestOpts, PtySize {
   user?: string;
   /** Environment of the shell; wins over the terminal defaults (TERM, LANG, LC_ALL). */
   envs?: Record<string, string>;
+  /** Working directory of the shell; the user's home when omitted. */
   cwd?: string;
 }
 
+/** Options of `pty.connect`. */
 export interface PtyConnectOpts extends RequestOpts {
+  /** What the terminal prints from now on, as raw bytes. */
   onData?: PtyOutputCallback;
   /** Longest to stay attached, in ms. Default 60 000; 0 for no limit. */
   timeoutMs?: number;
