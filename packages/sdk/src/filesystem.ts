@@ -19,7 +19,7 @@ import { WatchHandle, type WatchEventCallback, type WatchExitCallback } from './
  */
 export type WriteData = UploadData;
 
-/** One file of `files.write` with several files. */
+/** One of several files to write with `files.write` or `files.writeFiles`. */
 export interface WriteEntry {
   /** Target path; a relative path is under the user's home. */
   path: string;

@@ -12,20 +12,31 @@ import { toBuildStatus } from './convert.js';
 export interface BuildInfo {
   /** The name the build was asked for (E2B's former field name). */
   alias: string;
+  /** The name the build was asked for. */
   name: string;
+  /** Tags that point at the build once it succeeds. */
   tags: string[];
+  /** ID of the template. */
   templateId: string;
+  /** ID of the build. */
   buildId: string;
 }
 
+/** What `Template.assignTags` did. */
 export interface TemplateTagInfo {
+  /** The build the tags now point at. */
   buildId: string;
+  /** The tags assigned. */
   tags: string[];
 }
 
+/** A tag of a template, as `Template.getTags` lists it. */
 export interface TemplateTag {
+  /** Name of the tag. */
   tag: string;
+  /** The build the tag points at. */
   buildId: string;
+  /** When the tag was made or last moved. */
   createdAt: Date;
 }
 

@@ -22,6 +22,7 @@ export class ReadyCmd {
     this.#cmd = cmd;
   }
 
+  /** The shell command. */
   getCmd(): string {
     return this.#cmd;
   }
@@ -54,6 +55,7 @@ export function waitForTimeout(timeout: number): ReadyCmd {
   return new ReadyCmd(`sleep ${Math.max(1, Math.floor(timeout / 1000))}`);
 }
 
+/** Options of `Template()`. */
 export interface TemplateOptions {
   /** Directory that `copy` sources are relative to. Default: the current working directory. */
   fileContextPath?: string;
@@ -61,12 +63,15 @@ export interface TemplateOptions {
   fileIgnorePatterns?: string[];
 }
 
+/** What a build is asked for, besides how to reach the service. */
 export interface BasicBuildOptions {
   /** Name of the template (`name:tag` tags the build). `Template.build(t, name)` is the newer form. */
   alias: string;
   /** More tags to point at the build once it succeeds. */
   tags?: string[];
+  /** CPUs of the template's sandboxes; the server's default when omitted. */
   cpuCount?: number;
+  /** Memory of the template's sandboxes, in MiB; the server's default when omitted. */
   memoryMB?: number;
   /** Run every step, using no cached layer. */
   skipCache?: boolean;
@@ -76,68 +81,115 @@ export interface BasicBuildOptions {
   signal?: AbortSignal;
 }
 
+/** Options of `Template.build` and `Template.buildInBackground`. */
 export type BuildOptions = ConnectionOpts & BasicBuildOptions;
 
+/** Options of `Template.getBuildStatus`. */
 export type GetBuildStatusOptions = ConnectionOpts & {
   /** Index of the first log entry to return. */
   logsOffset?: number;
+  /** Cancels the call. */
   signal?: AbortSignal;
 };
 
+/** One copy of `copyItems`: the arguments of one `copy` call. */
 export interface CopyItem {
+  /** Path or paths relative to the template's `fileContextPath`; globs allowed. */
   src: string | string[];
+  /** Path in the template; relative to the working directory of the step. */
   dest: string;
+  /** Upload the files even when the server has them already, and run the step without the cache. */
   forceUpload?: true;
+  /** Owner of the copied files; the template's current user when omitted. */
   user?: string;
+  /** Permission bits of the copied files, e.g. `0o755`. */
   mode?: number;
+  /** Copy what symlinks point at instead of the links. Default false. */
   resolveSymlinks?: boolean;
+  /** Compress the files on the way to the server. Default true. */
   gzip?: boolean;
 }
 
 /** A template with no base yet: pick one. */
 export interface TemplateFromImage {
+  /** Builds on `debian:{variant}` (default `stable`). */
   fromDebianImage(variant?: string): TemplateBuilder;
+  /** Builds on `ubuntu:{variant}` (default `latest`). */
   fromUbuntuImage(variant?: string): TemplateBuilder;
+  /** Builds on `fedora:{variant}` (default `latest`). */
   fromFedoraImage(variant?: string): TemplateBuilder;
+  /** Builds on `alpine:{variant}` (default `latest`). */
   fromAlpineImage(variant?: string): TemplateBuilder;
+  /** Builds on `archlinux:{variant}` (default `latest`). */
   fromArchImage(variant?: string): TemplateBuilder;
+  /** Builds on `python:{version}` (default `3`). */
   fromPythonImage(version?: string): TemplateBuilder;
+  /** Builds on `node:{variant}` (default `lts`). */
   fromNodeImage(variant?: string): TemplateBuilder;
+  /** Builds on `oven/bun:{variant}` (default `latest`). */
   fromBunImage(variant?: string): TemplateBuilder;
   /** E2B's base image, which the server's `base` template stands in for. */
   fromBaseImage(): TemplateBuilder;
+  /** Builds on a container image, pulled with `credentials` when given. */
   fromImage(baseImage: string, credentials?: { username: string; password: string }): TemplateBuilder;
+  /** Builds on another template of the server (ID or name). */
   fromTemplate(template: string): TemplateBuilder;
+  /** Builds on an image from AWS ECR, pulled with these credentials. */
   fromAWSRegistry(image: string, credentials: { accessKeyId: string; secretAccessKey: string; region: string }): TemplateBuilder;
+  /** Builds on an image from Google's registry, pulled with this service account. */
   fromGCPRegistry(image: string, credentials: { serviceAccountJSON: object | string }): TemplateBuilder;
+  /** Builds the whole template without the cache. */
   skipCache(): this;
 }
 
 /** A template with a base: add steps, then build it, or end it with a start command. */
 export interface TemplateBuilder {
+  /** Copies local files (relative to `fileContextPath`) into the template; see {@link CopyItem} for the options. */
   copy(
     src: string | string[],
     dest: string,
     options?: { forceUpload?: true; user?: string; mode?: number; resolveSymlinks?: boolean; gzip?: boolean },
   ): TemplateBuilder;
+  /** One `copy` per item. */
   copyItems(items: CopyItem[]): TemplateBuilder;
+  /** Removes paths (`rm`), as `user` when given. */
   remove(path: string | string[], options?: { force?: boolean; recursive?: boolean; user?: string }): TemplateBuilder;
+  /** Moves `src` to `dest` (`mv`), as `user` when given. */
   rename(src: string, dest: string, options?: { force?: boolean; user?: string }): TemplateBuilder;
+  /** Makes directories and their parents (`mkdir -p`), with `mode` and as `user` when given. */
   makeDir(path: string | string[], options?: { mode?: number; user?: string }): TemplateBuilder;
+  /** Makes a symlink at `dest` that points to `src` (`ln -s`), as `user` when given. */
   makeSymlink(src: string, dest: string, options?: { user?: string; force?: boolean }): TemplateBuilder;
+  /** Runs a shell command, as `user` when given, else as the template's current user. */
   runCmd(command: string, options?: { user?: string }): TemplateBuilder;
+  /** Runs the commands one after another (joined with `&&`), as `user` when given. */
   runCmd(commands: string[], options?: { user?: string }): TemplateBuilder;
+  /** Runs one command, or several joined with `&&`, as `user` when given. */
   runCmd(commandOrCommands: string | string[], options?: { user?: string }): TemplateBuilder;
+  /** Working directory of the later steps and of the sandboxes; made if missing. */
   setWorkdir(workdir: string): TemplateBuilder;
+  /** User of the later steps and of the sandboxes; made if missing. */
   setUser(user: string): TemplateBuilder;
+  /**
+   * `pip install` of `packages`, or of the project in the working directory; as root for the system (`g`, the
+   * default).
+   */
   pipInstall(packages?: string | string[], options?: { g?: boolean }): TemplateBuilder;
+  /** `npm install` of `packages`, or of the project in the working directory; `g` installs globally, as root. */
   npmInstall(packages?: string | string[], options?: { g?: boolean; dev?: boolean }): TemplateBuilder;
+  /** `bun install` of `packages`, or of the project in the working directory; `g` installs globally, as root. */
   bunInstall(packages?: string | string[], options?: { g?: boolean; dev?: boolean }): TemplateBuilder;
+  /** `apt-get update` and `apt-get install -y`, as root, with no questions asked. */
   aptInstall(packages: string | string[], options?: { noInstallRecommends?: boolean; fixMissing?: boolean }): TemplateBuilder;
+  /** `git clone` of `url` into `path` (git's default when omitted); `branch` alone, `depth` for a shallow clone. */
   gitClone(url: string, path?: string, options?: { branch?: string; depth?: number; user?: string }): TemplateBuilder;
+  /** Environment variables of the later steps and of the sandboxes. */
   setEnvs(envs: Record<string, string>): TemplateBuilder;
+  /** Runs every later step without the cache. */
   skipCache(): this;
+  /** The command every sandbox of the template starts with, and the check that it is ready. */
   setStartCmd(startCommand: string, readyCommand: string | ReadyCmd): TemplateFinal;
+  /** The check that a sandbox of the template is ready, with no start command. */
   setReadyCmd(readyCommand: string | ReadyCmd): TemplateFinal;
 }
 
@@ -145,6 +197,7 @@ export interface TemplateBuilder {
 // eslint-disable-next-line @typescript-eslint/no-empty-object-type
 export interface TemplateFinal {}
 
+/** A template at any stage, as the build API takes it. */
 export type TemplateClass = TemplateBuilder | TemplateFinal;
 
 interface Step {
@@ -258,11 +311,13 @@ export class TemplateBase implements TemplateFromImage, TemplateBuilder, Templat
     return { buildId: assigned.buildID, tags: assigned.tags };
   }
 
+  /** Removes tags from the template `name`; the builds stay. */
   static async removeTags(name: string, tags: string | string[], options: ConnectionOpts = {}): Promise<void> {
     const control = controlClient(resolveConfig(options));
     await buildCall(() => control.deleteTemplateTags({ name, tags: list(tags) }));
   }
 
+  /** Tags of a template and the builds they point at. */
   static async getTags(templateId: string, options: ConnectionOpts = {}): Promise<TemplateTag[]> {
     const control = controlClient(resolveConfig(options));
     const tags = await buildCall(() => control.listTemplateTags(templateId));
@@ -337,7 +392,7 @@ export class TemplateBase implements TemplateFromImage, TemplateBuilder, Templat
     return this.#base(image, undefined, { type: 'gcp', serviceAccountJson: typeof json === 'string' ? json : JSON.stringify(json) });
   }
 
-  /** Runs the next step (or, before a base, every step) without the cache. */
+  /** Runs every later step without the cache; called before a base, the whole build. */
   skipCache(): this {
     this.#forceNext = true;
     return this;
@@ -577,4 +632,5 @@ function makeTemplate(options?: TemplateOptions): TemplateFromImage {
 // The statics are TemplateBase's, reached through the prototype chain.
 Object.setPrototypeOf(makeTemplate, TemplateBase);
 
+/** Makes a template builder (`Template()`), and holds the build API as statics (`Template.build`). */
 export const Template = makeTemplate as unknown as CallableTemplate;
