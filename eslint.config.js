@@ -5,7 +5,7 @@ import globals from 'globals';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['**/dist/**', '**/node_modules/**', '**/src/gen/**', '**/coverage/**'] },
+  { ignores: ['**/dist/**', '**/node_modules/**', '**/src/gen/**', '**/coverage/**', '**/docs-api/**'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {
