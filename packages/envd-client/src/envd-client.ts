@@ -12,6 +12,7 @@ import { bytesBody, isInMemory, multipartBody, newBoundary, octetStreamBody, typ
 
 export type { FetchFunction };
 
+/** Deadline of an HTTP call when `requestTimeoutMs` is not given, in ms. */
 export const DEFAULT_REQUEST_TIMEOUT_MS = 60_000;
 
 /** A file written by an upload, as envd reports it. */
@@ -23,12 +24,15 @@ export type InitRequest = NonNullable<envd.operations['postInit']['requestBody']
 
 /** What the client hands a transport factory; connect-web's and connect-node's `createConnectTransport` accept it. */
 export interface TransportOptions {
+  /** Base URL of envd, as `envdUrl` gives it. */
   baseUrl: string;
+  /** Connect binary format (true) or JSON (false). */
   useBinaryFormat: boolean;
   /** Adds envd's headers; a custom transport must keep it. */
   interceptors: Interceptor[];
 }
 
+/** Options of `new EnvdClient`. */
 export interface EnvdClientOptions extends EnvdHeaderConfig {
   /**
    * Base URL of envd: a sandbox's own (`https://49983-{sandboxID}.{domain}`)
@@ -66,12 +70,15 @@ export interface EnvdClientOptions extends EnvdHeaderConfig {
   requestTimeoutMs?: number;
 }
 
+/** Options of one call. */
 export interface CallOptions {
+  /** Cancels the call. */
   signal?: AbortSignal;
   /** Overrides the client's `requestTimeoutMs`. */
   requestTimeoutMs?: number;
 }
 
+/** Options of `download`. */
 export interface DownloadOptions extends CallOptions {
   /** User whose view of the filesystem to read (relative paths resolve in their home); envd's default user when omitted. */
   user?: string;
@@ -82,12 +89,15 @@ export interface DownloadOptions extends CallOptions {
 /** What `download` returns: `text` (default), `bytes`, `blob`, a Web `stream` or a Node `node-stream`. */
 export type DownloadFormat = 'text' | 'bytes' | 'blob' | 'stream' | 'node-stream';
 
+/** One of several files to `upload`. */
 export interface UploadEntry {
   /** Target path; relative paths resolve in the user's home. */
   path: string;
+  /** Contents of the file. */
   data: UploadData;
 }
 
+/** Options of `upload`. */
 export interface UploadOptions extends CallOptions {
   /** User who owns the written files; envd's default user when omitted. */
   user?: string;
@@ -102,6 +112,7 @@ export interface UploadOptions extends CallOptions {
   metadata?: Record<string, string>;
 }
 
+/** Options of `uploadUrl` and `downloadUrl`. */
 export interface FileUrlRequest {
   /** User as whom to read or write; signed and sent as `username`. */
   user?: string;
@@ -109,10 +120,19 @@ export interface FileUrlRequest {
   expiresInSeconds?: number;
 }
 
-/** What `connect` gives a client: its HTTP sender, its Connect transport, and the connections it owns (which `close()` closes). */
+/**
+ * What `connect` gives a client: its HTTP sender, its Connect transport, and
+ * the connections it owns (which `close()` closes). Internal: it passes between
+ * the package's two builds.
+ *
+ * @internal
+ */
 export interface EnvdLink {
+  /** Sends the HTTP calls. */
   send: Send;
+  /** Carries the Connect calls. */
   transport: Transport;
+  /** Connections of this client's own, closed by `close()`. */
   owned: { close(): Promise<void> }[];
 }
 
@@ -123,8 +143,11 @@ export interface EnvdLink {
  * `EnvdArgumentError`.
  */
 export class EnvdClient {
+  /** Connect transport of the `filesystem` and `process` clients. */
   readonly transport: Transport;
+  /** Connect client of envd's filesystem service. */
   readonly filesystem: Client<typeof Filesystem>;
+  /** Connect client of envd's process service. */
   readonly process: Client<typeof Process>;
   readonly #envdUrl: string;
   readonly #accessToken: string | undefined;
@@ -158,6 +181,8 @@ export class EnvdClient {
    * How this client reaches envd. This build (the browser's) uses fetch and
    * connect-web; the Node build's client overrides it with undici and
    * connect-node. Called once, from the constructor.
+   *
+   * @internal
    */
   protected connect(options: EnvdClientOptions, transportOptions: TransportOptions): EnvdLink {
     for (const name of ['socketPath', 'dispatcher'] as const) {

@@ -3,10 +3,12 @@ import { answerFailure, callFailure, withHttpCallFields, type ErrorKind, type Ht
 /** What went wrong with an HTTP call to envd; RPC failures stay `ConnectError`s with their Connect code. */
 export type EnvdErrorKind = ErrorKind;
 
+/** What an `EnvdHttpError` is built from: the call, the answer's status and body, and the kind of failure. */
 export type EnvdHttpErrorDetails = HttpCallErrorDetails;
 
 /** Base of the errors this package throws itself. */
 export class EnvdError extends Error {
+  /** Name of the class, for telling errors apart without `instanceof`. */
   override readonly name: string = 'EnvdError';
 }
 
@@ -15,6 +17,7 @@ export class EnvdError extends Error {
  * fields as the control API client's errors, and an `EnvdError` all the same.
  */
 export class EnvdHttpError extends withHttpCallFields(EnvdError) {
+  /** Always `EnvdHttpError`. */
   override readonly name = 'EnvdHttpError';
 
   // Declared to type the arguments: the mixin's constructor takes any.
@@ -25,6 +28,7 @@ export class EnvdHttpError extends withHttpCallFields(EnvdError) {
 
 /** An argument refused before anything was sent (bad metadata, a signature option without a token…). */
 export class EnvdArgumentError extends EnvdError {
+  /** Always `EnvdArgumentError`. */
   override readonly name = 'EnvdArgumentError';
   /** Name of the offending argument, e.g. `metadata`. */
   readonly argument: string;

@@ -5,6 +5,7 @@
 import type { Readable } from 'node:stream';
 import { pullStream, type RequestBody } from './upload-body.js';
 
+/** A `fetch` that takes the URL as a string. */
 export type FetchFunction = (input: string, init?: RequestInit) => Promise<Response>;
 
 export interface HttpRequest {

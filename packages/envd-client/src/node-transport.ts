@@ -6,9 +6,13 @@ import { connect as netConnect } from 'node:net';
 import type { Interceptor, Transport } from '@connectrpc/connect';
 import { createConnectTransport, type Http2SessionManager } from '@connectrpc/connect-node';
 
+/** Options of `createNodeTransport`. */
 export interface NodeTransportOptions {
+  /** Base URL of envd. */
   baseUrl: string;
+  /** Connect binary format (true) or JSON (false). */
   useBinaryFormat: boolean;
+  /** Run on every call; the client's adds envd's headers. */
   interceptors?: Interceptor[];
   /** `1.1` (the default) or `2` (h2c with prior knowledge on plain http, as envd speaks it; ALPN on https). */
   httpVersion?: '1.1' | '2';

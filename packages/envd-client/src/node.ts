@@ -8,6 +8,10 @@ import { fetchSender } from './http.js';
 import { defaultDispatcher, nodeStreamOf, socketDispatcher, undiciSender } from './http-node.js';
 import { createNodeTransport, http2SocketOptions } from './node-transport.js';
 
+/**
+ * Client of one sandbox's envd, in Node: HTTP routes over undici, Connect services over connect-node (HTTP/1.1
+ * or h2c, a unix socket if asked). Same API as the browser build's.
+ */
 export class EnvdClient extends WebEnvdClient {
   protected override connect(options: EnvdClientOptions, transportOptions: TransportOptions): EnvdLink {
     const owned: EnvdLink['owned'] = [];

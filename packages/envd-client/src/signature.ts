@@ -13,11 +13,13 @@ export async function fileSignature(input: FileSignatureInput): Promise<string> 
   return encodeFileSignature(new Uint8Array(digest));
 }
 
+/** Options of `fileUrl`. */
 export interface FileUrlOptions {
   /** Base URL of envd; a path prefix is kept. */
   envdUrl: string;
   /** File to read or write; may be omitted for a multipart upload whose parts name their paths. */
   path?: string | undefined;
+  /** Whether the URL reads or writes the file; part of what is signed. */
   operation: FileOperation;
   /** Sent as `username` (only when given) and signed. */
   user?: string | undefined;
