@@ -47,8 +47,10 @@ import type {
   UpdateTeamAPIKey,
 } from './types.js';
 
+/** Deadline of each call when `requestTimeoutMs` is not given, in ms. */
 export const DEFAULT_REQUEST_TIMEOUT_MS = 60_000;
 
+/** Options of `new ControlClient`. */
 export interface ControlClientOptions {
   /** Base URL of the control API, e.g. `http://127.0.0.1:3000`. A path prefix is kept. */
   apiUrl: string;
@@ -84,6 +86,7 @@ export interface ListSandboxesQuery {
   state?: SandboxState[];
   /** By start time; newest first when omitted. */
   order?: OrderDirection;
+  /** Only sandboxes started at or after this time (a Date, or an RFC 3339 string). */
   startedAfter?: Date | string;
   /** Only sandboxes of this template. */
   template?: string;
@@ -93,18 +96,27 @@ export interface ListSandboxesQuery {
   nextToken?: string;
 }
 
+/** Filters of `GET /snapshots`. */
 export interface ListSnapshotsQuery {
+  /** Only snapshots taken from this sandbox. */
   sandboxID?: string;
+  /** Only snapshots with this name. */
   name?: string;
+  /** Page size. */
   limit?: number;
+  /** Cursor of the page to start from. */
   nextToken?: string;
 }
 
+/** Paging of a template's builds in `GET /templates/{templateID}`. */
 export interface TemplateBuildsQuery {
+  /** Page size. */
   limit?: number;
+  /** Cursor of the page to start from. */
   nextToken?: string;
 }
 
+/** Time range of `GET /sandboxes/{sandboxID}/metrics`. */
 export interface SandboxMetricsQuery {
   /** Unix seconds. */
   start?: number;
@@ -112,12 +124,17 @@ export interface SandboxMetricsQuery {
   end?: number;
 }
 
+/** Query of `GET /v2/sandboxes/{sandboxID}/logs`. */
 export interface SandboxLogsQuery {
   /** Unix milliseconds to start reading from. */
   cursor?: number;
+  /** Most entries to return (server default 1000). */
   limit?: number;
+  /** Read towards newer (`forward`) or older (`backward`) entries. */
   direction?: LogsDirection;
+  /** Lowest severity to include. */
   level?: LogLevel;
+  /** Only entries whose message contains this text. */
   search?: string;
 }
 
@@ -135,9 +152,13 @@ export interface TemplateBuildStatusQuery {
 export interface TemplateBuildLogsQuery {
   /** Unix milliseconds to start reading from. */
   cursor?: number;
+  /** Most entries to return (server default 100). */
   limit?: number;
+  /** Read towards newer (`forward`) or older (`backward`) entries. */
   direction?: LogsDirection;
+  /** Lowest severity to include. */
   level?: LogLevel;
+  /** The short-lived live buffer (`temporary`) or long-term storage (`persistent`). */
   source?: LogsSource;
 }
 
@@ -148,13 +169,17 @@ export interface TemplateBuildLogsQuery {
  */
 export type TemplateFilesBody = string | Blob | Readable | ReadableStream<Uint8Array>;
 
+/** What `connectSandbox` returns. */
 export interface ConnectResult {
+  /** The sandbox's connection record. */
   sandbox: Sandbox;
   /** True when the sandbox was paused and has been resumed (201), false when it was running (200). */
   resumed: boolean;
 }
 
+/** What `getTemplate` returns: the template with one page of its builds. */
 export interface TemplatePage {
+  /** The template and one page of its builds. */
   template: TemplateWithBuilds;
   /** Cursor of the next page of builds. */
   nextToken: string | undefined;
@@ -186,6 +211,7 @@ type CallInit = {
  * HTTP errors.
  */
 export class ControlClient {
+  /** The underlying openapi-fetch client, for operations without a method here; it does not throw on HTTP errors. */
   readonly api: Client<paths>;
   readonly #fetch: FetchFunction;
   readonly #policy: RetryPolicy;

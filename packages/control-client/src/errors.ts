@@ -6,8 +6,11 @@ import { answerFailure, callFailure, withHttpCallFields, type ErrorKind, type Ht
  */
 export type ControlErrorKind = ErrorKind;
 
+/** What a `ControlApiError` is built from. */
 export interface ControlApiErrorDetails extends HttpCallErrorDetails {
+  /** Optional `error_code` of the error body. */
   errorCode?: string;
+  /** Integer `Retry-After` of the final answer, in seconds. */
   retryAfterSeconds?: number;
 }
 
@@ -18,6 +21,7 @@ export interface ControlApiErrorDetails extends HttpCallErrorDetails {
  * error classes; `cause` keeps the underlying failure.
  */
 export class ControlApiError extends withHttpCallFields(Error) {
+  /** Always `ControlApiError`. */
   override readonly name = 'ControlApiError';
   /** Optional `error_code` of the error body. */
   readonly errorCode: string | undefined;

@@ -4,6 +4,10 @@ import { openAsBlob } from 'node:fs';
 import { Readable } from 'node:stream';
 import { ControlClient as WebControlClient, type TemplateFilesBody } from './control-client.js';
 
+/**
+ * Typed client of the control API, in Node: `uploadTemplateFiles` also takes a file's path or a Node `Readable`.
+ * Same API as the browser build's otherwise.
+ */
 export class ControlClient extends WebControlClient {
   protected override async archiveBody(files: TemplateFilesBody): Promise<Blob | ReadableStream<Uint8Array>> {
     if (typeof files === 'string') return openAsBlob(files);

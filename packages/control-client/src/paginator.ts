@@ -1,10 +1,12 @@
 /** One page of a listing and the cursor of the next one. */
 export interface Page<T> {
+  /** Items of this page. */
   items: T[];
   /** Value of `X-Next-Token`; undefined on the last page. */
   nextToken: string | undefined;
 }
 
+/** Fetches the page at a cursor (the first page when undefined). */
 export type PageFetcher<T> = (nextToken: string | undefined) => Promise<Page<T>>;
 
 /**
@@ -48,6 +50,7 @@ export class Paginator<T> implements AsyncIterable<T> {
     }
   }
 
+  /** Every remaining item, fetching pages as needed. */
   async *[Symbol.asyncIterator](): AsyncGenerator<T, void, undefined> {
     for await (const page of this.pages()) yield* page.items;
   }

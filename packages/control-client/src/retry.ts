@@ -13,6 +13,7 @@ export interface RetryPolicy {
   statuses: readonly number[];
 }
 
+/** The retry policy of a client whose options give none, or only some fields. */
 export const defaultRetryPolicy: Readonly<RetryPolicy> = Object.freeze({
   maxRetries: 3,
   initialDelayMs: 200,
@@ -73,6 +74,7 @@ function canReplay(request: Request): boolean {
   return request.body === null || (request instanceof ReplayableRequest && request.replayable);
 }
 
+/** A `fetch` that takes a `Request`. */
 export type FetchFunction = (input: Request, init?: RequestInit) => Promise<Response>;
 
 export interface SendOptions {
