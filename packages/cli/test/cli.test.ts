@@ -288,6 +288,7 @@ test('service install writes a unit systemd accepts, running start with the data
     expect(text).toContain('ExecReload=/bin/kill -HUP $MAINPID');
     // systemd's own check of the unit: its syntax, and that what ExecStart runs exists.
     const verify = spawnSync('systemd-analyze', ['verify', unit], { encoding: 'utf8' });
+    expect(verify.error).toBeUndefined();
     expect(verify.stderr.split('\n').filter((l) => l.includes('paddock.service'))).toEqual([]);
 
     const removed = paddock(['service', 'uninstall', '--unit-dir', dir, '--json']);

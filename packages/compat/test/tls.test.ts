@@ -6,11 +6,11 @@
 // renewed in place and reloaded while the server runs.
 import { execFile, execFileSync } from 'node:child_process';
 import { copyFileSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { connect, type PeerCertificate } from 'node:tls';
+import { freePort } from '../../../tools/testing/ports.mjs';
 import { API_KEY, startForE2b, type CompatServer } from './harness.js';
 
 const DOMAIN = 'paddock.localhost';
@@ -25,14 +25,6 @@ function issue(name: string): void {
   execFileSync('openssl', ['x509', '-req', '-in', at(`${name}.csr`), '-CA', at('ca.pem'), '-CAkey', at('ca.key'), '-CAcreateserial', '-days', '2', '-out', at(`${name}.pem`), '-extfile', at(`${name}.ext`)], {
     stdio: 'ignore',
   });
-}
-
-async function freePort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
-  const { port } = s.address() as AddressInfo;
-  await new Promise((r) => s.close(r));
-  return port;
 }
 
 /** The certificate the server presents at `port` to a client asking for `host`. */

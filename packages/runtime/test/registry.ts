@@ -8,7 +8,7 @@ import { createHash, randomUUID, sign } from 'node:crypto';
 import { copyFileSync, createReadStream, linkSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync, existsSync } from 'node:fs';
 import { Readable } from 'node:stream';
 import { createServer, type Server } from 'node:http';
-import { createServer as createNetServer } from 'node:net';
+import { freePort } from '../../../tools/testing/ports.mjs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -38,14 +38,6 @@ export interface TestRegistry {
    */
   upload(dir: string, name: string, tag: string, manifestDigest: string): Promise<void>;
   stop(): Promise<void>;
-}
-
-async function freePort(): Promise<number> {
-  const server = createNetServer();
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  const { port } = server.address() as { port: number };
-  await new Promise((r) => server.close(r));
-  return port;
 }
 
 async function waitForRegistry(url: string, child: ChildProcess, log: () => string): Promise<void> {

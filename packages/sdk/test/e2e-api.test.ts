@@ -1,12 +1,6 @@
 // The SDK's methods beyond files and commands, against a real Paddock server:
 // snapshots, forks, writeFiles, git in the sandbox, and one error class per
 // condition whichever method meets it.
-import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import type { RuncRuntime } from '@paddock/runtime';
-import { startServer, type PaddockServer } from '@paddock/server';
 import PaddockSandbox, {
   CommandExitError,
   ConnectionError,
@@ -18,34 +12,18 @@ import PaddockSandbox, {
   type ConnectionOpts,
 } from '../src/index.js';
 import { eventually } from '../../../tools/testing/poll.mjs';
+import { freePort } from '../../../tools/testing/ports.mjs';
+import { realServer, type RealServer } from './support/real-server.js';
 
-const API_KEY = 'e2b_5dc5dc5dc5dc5dc5dc5dc5dc5dc5dc5dc5dc5dc5';
-let server: PaddockServer;
-let home: string;
+let real: RealServer;
 let opts: ConnectionOpts;
 
 beforeAll(async () => {
-  home = mkdtempSync(join(tmpdir(), 'paddock-sdk-api-'));
-  server = await startServer({ home, apiPort: 0, proxyPort: 0, warmPoolSize: 1, initialApiKey: API_KEY });
-  opts = { apiUrl: server.apiUrl, apiKey: API_KEY, sandboxUrl: server.proxyUrl };
+  real = await realServer('api');
+  opts = real.opts;
 }, 300_000);
 
-afterAll(async () => {
-  await server.close();
-  const runtime = server.runtime as RuncRuntime;
-  await runtime.removeEverything();
-  expect(await runtime.leftovers()).toEqual([]);
-  rmSync(home, { recursive: true, force: true });
-});
-
-/** A port on loopback that nothing listens on. */
-async function closedPort(): Promise<number> {
-  const probe = createServer();
-  await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve));
-  const { port } = probe.address() as { port: number };
-  await new Promise((resolve) => probe.close(resolve));
-  return port;
-}
+afterAll(() => real.teardown());
 
 test('the default export is Sandbox', () => {
   expect(PaddockSandbox).toBe(Sandbox);
@@ -281,7 +259,8 @@ describe('one error class per condition', () => {
   });
 
   test('a control API or proxy that cannot be reached is a ConnectionError, not a missing sandbox', async () => {
-    const port = await closedPort();
+    // A port on loopback that nothing listens on.
+    const port = await freePort();
     const down = `http://127.0.0.1:${port}`;
     const create = await Sandbox.create('base', { ...opts, apiUrl: down, retries: 0 }).catch((e: unknown) => e);
     expect(create).toBeInstanceOf(ConnectionError);

@@ -1,12 +1,8 @@
 // @paddock/sdk end to end: a real Paddock server (control API, proxy, runc
 // runtime, envd in each sandbox), driven through the SDK only.
 import { createHash, randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { Readable } from 'node:stream';
-import type { RuncRuntime } from '@paddock/runtime';
-import { startServer, type PaddockServer } from '@paddock/server';
+import type { PaddockServer } from '@paddock/server';
 import {
   AuthenticationError,
   CommandExitError,
@@ -19,26 +15,19 @@ import {
   type FilesystemEvent,
 } from '../src/index.js';
 import { eventually } from '../../../tools/testing/poll.mjs';
+import { realServer, type RealServer } from './support/real-server.js';
 
-const API_KEY = 'e2b_5dc5dc5dc5dc5dc5dc5dc5dc5dc5dc5dc5dc5dc5';
 const MiB = 1024 * 1024;
+let real: RealServer;
 let server: PaddockServer;
-let home: string;
 let opts: ConnectionOpts;
 
 beforeAll(async () => {
-  home = mkdtempSync(join(tmpdir(), 'paddock-sdk-e2e-'));
-  server = await startServer({ home, apiPort: 0, proxyPort: 0, warmPoolSize: 1, metricsIntervalMs: 500, initialApiKey: API_KEY });
-  opts = { apiUrl: server.apiUrl, apiKey: API_KEY, sandboxUrl: server.proxyUrl };
+  real = await realServer('e2e', { metricsIntervalMs: 500 });
+  ({ server, opts } = real);
 });
 
-afterAll(async () => {
-  await server.close();
-  const runtime = server.runtime as RuncRuntime;
-  await runtime.removeEverything();
-  expect(await runtime.leftovers()).toEqual([]);
-  rmSync(home, { recursive: true, force: true });
-});
+afterAll(() => real.teardown());
 
 describe('one sandbox', () => {
   let sbx: Sandbox;

@@ -5,8 +5,6 @@
 import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { RuncRuntime } from '@paddock/runtime';
-import { startServer, type PaddockServer } from '@paddock/server';
 import {
   BuildError,
   CommandExitError,
@@ -24,10 +22,9 @@ import {
   type LogEntry,
 } from '../src/index.js';
 import { eventually } from '../../../tools/testing/poll.mjs';
+import { realServer, type RealServer } from './support/real-server.js';
 
-const API_KEY = 'e2b_5dc5dc5dc5dc5dc5dc5dc5dc5dc5dc5dc5dc5dc5';
-let server: PaddockServer;
-let home: string;
+let real: RealServer;
 let work: string;
 let context: string;
 let opts: ConnectionOpts;
@@ -52,7 +49,6 @@ with zipfile.ZipFile(f'/tmp/{name}-{version}-py3-none-any.whl', 'w') as z:
 `;
 
 beforeAll(async () => {
-  home = mkdtempSync(join(tmpdir(), 'paddock-sdk-templates-'));
   work = mkdtempSync(join(tmpdir(), 'paddock-sdk-context-'));
   context = join(work, 'context');
   mkdirSync(join(context, 'app/sub'), { recursive: true });
@@ -67,16 +63,12 @@ beforeAll(async () => {
   writeFileSync(join(context, 'make_wheel.py'), MAKE_WHEEL);
   writeFileSync(join(context, 'pkg/package.json'), JSON.stringify({ name: 'sdk-local-pkg', version: '1.0.0', bin: { 'sdk-local-hello': 'hello.js' } }));
   writeFileSync(join(context, 'pkg/hello.js'), '#!/usr/bin/env node\nconsole.log("hello from npm");\n', { mode: 0o755 });
-  server = await startServer({ home, apiPort: 0, proxyPort: 0, warmPoolSize: 0, initialApiKey: API_KEY });
-  opts = { apiUrl: server.apiUrl, apiKey: API_KEY, sandboxUrl: server.proxyUrl };
+  real = await realServer('templates', { warmPoolSize: 0 });
+  opts = real.opts;
 }, 300_000);
 
 afterAll(async () => {
-  await server.close();
-  const runtime = server.runtime as RuncRuntime;
-  await runtime.removeEverything();
-  expect(await runtime.leftovers()).toEqual([]);
-  rmSync(home, { recursive: true, force: true });
+  await real.teardown();
   rmSync(work, { recursive: true, force: true });
 });
 

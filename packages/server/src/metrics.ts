@@ -173,17 +173,25 @@ export class Metrics {
    */
   timed<T extends object>(name: string, repository: T): T {
     const histogram = this.storeSeconds;
+    // One wrapper per method, made at its first call: the proxy looks a sandbox up on every request.
+    const wrappers = new Map<string, (...args: unknown[]) => unknown>();
     return new Proxy(repository, {
       get(target, prop, receiver) {
         const value = Reflect.get(target, prop, receiver) as unknown;
         if (typeof value !== 'function' || typeof prop !== 'string') return value;
-        return (...args: unknown[]) => {
-          const end = histogram.startTimer({ call: `${name}.${prop}` });
-          const result = (value as (...a: unknown[]) => unknown).apply(target, args);
-          if (result instanceof Promise) return result.finally(end);
-          end();
-          return result;
-        };
+        let wrapped = wrappers.get(prop);
+        if (!wrapped) {
+          const labels = { call: `${name}.${prop}` };
+          wrapped = (...args: unknown[]) => {
+            const end = histogram.startTimer(labels);
+            const result = (value as (...a: unknown[]) => unknown).apply(target, args);
+            if (result instanceof Promise) return result.finally(end);
+            end();
+            return result;
+          };
+          wrappers.set(prop, wrapped);
+        }
+        return wrapped;
       },
     });
   }

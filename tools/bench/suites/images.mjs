@@ -7,10 +7,10 @@ import { ImageStore } from '@paddock/runtime';
 import { execFile, execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
+import { freePort } from '../../testing/ports.mjs';
 import { undoOnInterrupt } from '../interrupt.mjs';
 import { closings, MiB, pair, row, settleDisk } from '../lib.mjs';
 
@@ -45,14 +45,6 @@ function makeLayers(dir) {
   layer('small', Array.from({ length: 2000 }, (_, i) => [`usr/lib/small/${i % 40}/${i}.txt`, text(1024 + (i % 16) * 1024)]));
   layer('mixed', Array.from({ length: 7 }, (_, i) => [`srv/mixed/${i}.dat`, Buffer.concat([randomBytes(MiB), text(MiB)])]));
   return layers;
-}
-
-async function freePort() {
-  const server = createServer();
-  await new Promise((r) => server.listen(0, '127.0.0.1', r));
-  const { port } = server.address();
-  await new Promise((r) => server.close(r));
-  return port;
 }
 
 /** docker-registry on 127.0.0.1 with storage under `dir`; resolves with its host once it answers. */
