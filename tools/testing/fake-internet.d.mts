@@ -10,6 +10,8 @@ export declare function sh(cmd: string, args: string[], input?: string): Promise
 export declare class Watched {
   readonly lines: Array<Record<string, unknown>>;
   readonly child: ChildProcess;
+  /** Its output ended: every line it wrote is in `lines`. */
+  readonly ended: boolean;
   constructor(child: ChildProcess);
   /** The first line from index `since` on that `pred` takes. */
   waitFor(pred: (l: Record<string, unknown>) => boolean, what: string, ms?: number, since?: number): Promise<Record<string, unknown>>;

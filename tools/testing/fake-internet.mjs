@@ -32,15 +32,19 @@ export function sh(cmd, args, input) {
 export class Watched {
   lines = [];
   waiters = [];
+  /** Its output ended: every line it wrote is in `lines`. ('exit' may come before the last of them is read.) */
+  ended = false;
   constructor(child) {
     this.child = child;
-    createInterface({ input: child.stdout }).on('line', (l) => {
-      this.lines.push(JSON.parse(l));
-      for (const w of this.waiters.splice(0)) w();
-    });
-    child.on('exit', () => {
-      for (const w of this.waiters.splice(0)) w();
-    });
+    createInterface({ input: child.stdout })
+      .on('line', (l) => {
+        this.lines.push(JSON.parse(l));
+        for (const w of this.waiters.splice(0)) w();
+      })
+      .on('close', () => {
+        this.ended = true;
+        for (const w of this.waiters.splice(0)) w();
+      });
   }
   /** The first line from index `since` on that `pred` takes. */
   async waitFor(pred, what, ms = 8000, since = 0) {
@@ -48,7 +52,7 @@ export class Watched {
     for (;;) {
       const hit = this.lines.slice(since).find(pred);
       if (hit) return hit;
-      if (Date.now() > deadline || this.child.exitCode !== null) throw new Error(`no ${what} within ${ms} ms; saw ${JSON.stringify(this.lines)}`);
+      if (Date.now() > deadline || this.ended) throw new Error(`no ${what} within ${ms} ms; saw ${JSON.stringify(this.lines)}`);
       await new Promise((r) => {
         const timer = setTimeout(r, Math.max(0, deadline - Date.now()) + 10);
         this.waiters.push(() => {
