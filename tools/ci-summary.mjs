@@ -12,6 +12,8 @@ const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 let passed = 0;
 let failed = 0;
 const problems = [];
+/** Every test file's time, for the slowest-files lines (CI's time budget is tight). */
+const timings = [];
 
 for (const name of readdirSync(join(root, 'packages')).sort()) {
   const pkgFile = join(root, 'packages', name, 'package.json');
@@ -25,6 +27,7 @@ for (const name of readdirSync(join(root, 'packages')).sort()) {
     continue;
   }
   const r = JSON.parse(readFileSync(resultFile, 'utf8'));
+  for (const f of r.files ?? []) timings.push({ file: `${name}/${f.file}`, ms: f.ms });
   passed += r.passed;
   failed += r.failed;
   // A suite that failed to load, or an interrupted run, has no failed test
@@ -56,6 +59,11 @@ if (stepsFile && existsSync(stepsFile)) {
   }
 }
 
+if (timings.length) {
+  const total = timings.reduce((sum, t) => sum + t.ms, 0);
+  console.log(`test files: ${timings.length}, ${(total / 60000).toFixed(1)} min in all; the slowest:`);
+  for (const t of timings.sort((a, b) => b.ms - a.ms).slice(0, 12)) console.log(`  ${(t.ms / 1000).toFixed(0).padStart(4)} s  ${t.file}`);
+}
 for (const p of problems) console.log(`- ${p}`);
 console.log(`${passed} passed, ${failed} failed`);
 process.exit(failed > 0 ? 1 : 0);
