@@ -173,7 +173,7 @@ export class Sandboxes {
   private async event(id: string, kind: string, level: 'info' | 'warn' | 'error', message: string, fields: Record<string, string> = {}): Promise<void> {
     logOf(this.observe.log)[level]({ sandboxID: id, event: kind, ...fields }, message);
     this.observe.metrics.lifecycle.inc({ event: kind });
-    await this.telemetry.log(id, level, message, fields);
+    await this.telemetry.log(id, level, message, { event: kind, ...fields });
   }
 
   // ---------------------------------------------------------------- create
@@ -545,7 +545,7 @@ export class Sandboxes {
       this.observe.metrics.sampleFailures.inc();
       return;
     }
-    const seen = this.oomSeen.get(id) ?? 0;
+    const seen = this.oomSeen.get(id) ?? (await this.oomKillsRecorded(id));
     this.oomSeen.set(id, st.oomKills);
     if (st.oomKills > seen) {
       const n = st.oomKills - seen;
@@ -565,6 +565,21 @@ export class Sandboxes {
         diskTotal: st.diskTotal,
       })
       .catch((err: unknown) => this.report(`recording a sample of sandbox '${id}'`, err));
+  }
+
+  /**
+   * The out-of-memory kill count last reported for the container that runs
+   * now, from its lifecycle log: what a server that restarted reported
+   * before it. The count is the container's cgroup's, which starts at 0 with
+   * each start, so a report from before the latest start does not count.
+   */
+  private async oomKillsRecorded(id: string): Promise<number> {
+    const entries = await this.telemetry.logs(id, { limit: 200, direction: 'backward' }).catch(() => []);
+    for (const e of entries) {
+      if (e.fields.event === 'oom_kill') return Number(e.fields.oomKills) || 0;
+      if (e.fields.event === 'created' || e.fields.event === 'resumed') return 0;
+    }
+    return 0;
   }
 
   /** Samples every running sandbox now and then at the configured interval; drops old data. */

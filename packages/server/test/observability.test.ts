@@ -167,8 +167,8 @@ test('readiness reports each part, and turns unready while another process holds
   expect((await fetch(`${t.server.apiUrl}/health/ready`)).status).toBe(200);
 });
 
-test('a process killed inside a sandbox for want of memory is an event of the sandbox, in its logs, the log and the metrics', async () => {
-  const o = await testServer();
+test('a process killed inside a sandbox for want of memory is an event of the sandbox, in its logs, the log and the metrics, reported once across a restart', async () => {
+  let o = await testServer();
   try {
     const s = await o.control.createSandbox({ templateID: 'base' });
     // tail keeps a line's worth of bytes; a stream of zeros with no newline is one line as long as the memory it can get.
@@ -182,6 +182,27 @@ test('a process killed inside a sandbox for want of memory is an event of the sa
     const logs = (await (await fetch(`${o.server.apiUrl}/v2/sandboxes/${s.sandboxID}/logs`, { headers: { 'x-api-key': API_KEY } })).json()) as { logs: Array<{ message: string }> };
     expect(logs.logs.map((l) => l.message)).toEqual(expect.arrayContaining([expect.stringMatching(/^the kernel killed 1 process/)]));
     expect(await o.server.metrics.text()).toMatch(/^paddock_sandbox_events_total\{event="oom_kill"\} 1$/m);
+
+    // A server started again on the same data directory does not report that kill once more; a new one it does.
+    await o.server.close();
+    const again = await testServer({ home: o.home });
+    o = again;
+    // Once the new server has sampled the sandbox (a sample in a later second than the restart), it has seen the count.
+    const restartedAt = Math.ceil(Date.now() / 1000);
+    const sampled = async () => {
+      const res = await fetch(`${again.server.apiUrl}/sandboxes/${s.sandboxID}/metrics?start=${restartedAt + 1}`, { headers: { 'x-api-key': API_KEY } });
+      return ((await res.json()) as unknown[]).length;
+    };
+    await settled(async () => expect(await sampled()).toBeGreaterThan(0));
+    expect(await again.server.metrics.text()).not.toMatch(/^paddock_sandbox_events_total\{event="oom_kill"\}/m);
+    const r2 = await run(again.server, s.sandboxID, s.envdAccessToken!, 'head -c 4000M /dev/zero | tail > /dev/null; echo "tail: $?"');
+    expect(r2.stdout).toBe('tail: 137\n');
+    await settled(async () => expect(await again.server.metrics.text()).toMatch(/^paddock_sandbox_events_total\{event="oom_kill"\} 1$/m));
+    const logs2 = (await (await fetch(`${again.server.apiUrl}/v2/sandboxes/${s.sandboxID}/logs`, { headers: { 'x-api-key': API_KEY } })).json()) as { logs: Array<{ message: string; fields: Record<string, string> }> };
+    expect(logs2.logs.filter((l) => l.fields.event === 'oom_kill').map((l) => [l.message.replace(/ \(its limit.*/, ''), l.fields.oomKills])).toEqual([
+      ['the kernel killed 1 process in the sandbox for want of memory', '1'],
+      ['the kernel killed 1 process in the sandbox for want of memory', '2'],
+    ]);
   } finally {
     await o.teardown();
   }
