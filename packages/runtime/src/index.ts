@@ -1,5 +1,6 @@
 export * from './runtime.js';
 export { RuncRuntime, type RuncRuntimeOptions } from './runc-runtime.js';
+export { type RuntimeLog } from './log.js';
 export { BASE_TEMPLATE_ID, DEFAULT_LIMITS, type TemplateImage } from './templates.js';
 export { SANDBOX_USER } from './oci-config.js';
 export { DEFAULT_ID_SHIFT, ID_RANGE } from './ids.js';

@@ -36,6 +36,7 @@ import { mountOverlay, mountPoints, removeTree, unmount } from './mounts.js';
 import { listenUnix } from './host-socket.js';
 import { envdOptions, HOST_INOTIFY_LIMITS, startHookBinary, hardOpenFilesLimit, ociConfig } from './oci-config.js';
 import { InitProcess, Runc, type RuncContainer } from './runc.js';
+import { msSince, warningsOnly, type RuntimeLog } from './log.js';
 import {
   RuntimeError,
   type CreateOptions,
@@ -63,6 +64,13 @@ import { MIN_DISK_MB, createDisk, diskPaths, diskUsage, loopDevicesUnder, mountD
 export interface RuncRuntimeOptions {
   /** Where templates, sandboxes and runc's state live. */
   dataDir: string;
+  /**
+   * Where the runtime says what it did (sandboxes booted, claimed, stopped,
+   * removed, with their times) and what went wrong in the background: a
+   * pino logger or one of its shape. Default: warnings and errors as process
+   * warnings, nothing else.
+   */
+  log?: RuntimeLog;
   /**
    * The image store: pulled and imported layers, unpacked. Default
    * `<dataDir>/layers`. Several runtimes may share one (layers never change
@@ -195,8 +203,10 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool, RuntimeHealth 
   /** Sandbox networks; undefined when sandboxes have loopback only. */
   private readonly networking: SandboxNetworking | undefined;
   private networkReady = false;
+  private readonly log: RuntimeLog;
 
   constructor(private readonly opts: RuncRuntimeOptions) {
+    this.log = opts.log ?? warningsOnly;
     this.dataDir = resolve(opts.dataDir);
     this.sandboxesDir = join(this.dataDir, 'sandboxes');
     this.runc = new Runc(join(this.dataDir, 'runc'), opts.runcBinary);
@@ -213,7 +223,7 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool, RuntimeHealth 
     // A name given before (and recorded) stays, so that an uninstall without the configuration finds it.
     if (opts.network !== false) {
       const stateDir = join(this.dataDir, 'network');
-      this.networking = new SandboxNetworking(stateDir, recordedNetworkName(stateDir) ?? `p${dataHash.slice(0, 8)}`, opts.network ?? {});
+      this.networking = new SandboxNetworking(stateDir, recordedNetworkName(stateDir) ?? `p${dataHash.slice(0, 8)}`, opts.network ?? {}, this.log);
     }
     const probe = join(this.sandboxesDir, 'x'.repeat(20), 'sock', 'tunnel.sock');
     if (probe.length > MAX_SOCKET_PATH) {
@@ -370,7 +380,7 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool, RuntimeHealth 
       for (const id of readdirSync(this.sandboxesDir)) pinned(this.readSpec(id)?.lowers);
       await this.images.gc(inUse);
     } catch (err) {
-      process.emitWarning(`unused image layers could not be removed: ${(err as Error).message}`);
+      this.log.warn({ err }, 'unused image layers could not be removed');
     }
   }
 
@@ -557,6 +567,7 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool, RuntimeHealth 
       lowers: this.templates.layers(templateId),
       network: pooled ? POOLED_RULES : network,
     };
+    const started = performance.now();
     return this.mutex.run(id, async () => {
       try {
         // startContainer() makes it passable to the sandbox's root.
@@ -588,8 +599,10 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool, RuntimeHealth 
         if (pooled) {
           for (const format of ['json', 'binary'] as const) await runTrue(this.socket(id, 'envd.sock'), format).catch(() => undefined);
         }
+        this.log.info({ sandboxID: id, templateID: templateId, pooled, ms: msSince(started) }, pooled ? 'sandbox booted for the warm pool' : 'sandbox booted');
         return spec;
       } catch (err) {
+        this.log.warn({ sandboxID: id, templateID: templateId, pooled, err }, 'sandbox could not boot');
         await this.removeSandbox(id).catch(() => undefined);
         throw err instanceof RuntimeError ? err : new RuntimeError('unavailable', `sandbox could not start: ${(err as Error).message}`, { cause: err });
       }
@@ -673,9 +686,12 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool, RuntimeHealth 
       try {
         // runc keeps a stopped container's state; a new one needs its name.
         // (A new sandbox's name is new: no runc process is spent on it there.)
+        const started = performance.now();
         await this.runc.deleteForce(id);
         await this.startContainer(spec, init);
+        this.log.info({ sandboxID: id, ms: msSince(started) }, 'sandbox started');
       } catch (err) {
+        this.log.warn({ sandboxID: id, err }, 'sandbox could not start');
         await this.stopContainer(id).catch(() => undefined);
         throw err;
       }
@@ -687,7 +703,9 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool, RuntimeHealth 
       this.requireSpec(id);
       const status = this.statusOf(await this.runc.state(id));
       if (status !== 'running') throw new RuntimeError('conflict', `sandbox '${id}' is ${status}, not running`);
+      const started = performance.now();
       await this.runc.pause(id);
+      this.log.info({ sandboxID: id, ms: msSince(started) }, 'sandbox frozen');
     });
   }
 
@@ -696,14 +714,18 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool, RuntimeHealth 
       this.requireSpec(id);
       const status = this.statusOf(await this.runc.state(id));
       if (status !== 'paused') throw new RuntimeError('conflict', `sandbox '${id}' is ${status}, not paused`);
+      const started = performance.now();
       await this.runc.resume(id);
+      this.log.info({ sandboxID: id, ms: msSince(started) }, 'sandbox thawed');
     });
   }
 
   async stop(id: string): Promise<void> {
     await this.mutex.run(id, async () => {
       this.requireSpec(id);
+      const started = performance.now();
       await this.stopContainer(id, this.runningInit(id));
+      this.log.info({ sandboxID: id, ms: msSince(started) }, 'sandbox stopped');
     });
   }
 
@@ -751,11 +773,12 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool, RuntimeHealth 
         }
         // Read before the stop removes its cgroup.
         oomKilled = (readUsage(this.cgroups, this.cgroupPath(id))?.oomKills ?? 0) > 0;
+        this.log.warn({ sandboxID: id, oomKilled }, oomKilled ? "the sandbox's init was killed for want of memory; stopping the sandbox" : "the sandbox's init exited; stopping the sandbox");
         await this.stopContainer(id);
         return true;
       });
     } catch (err) {
-      process.emitWarning(`sandbox '${id}' ended by itself and could not be stopped: ${(err as Error).message}`);
+      this.log.error({ sandboxID: id, err }, 'sandbox ended by itself and could not be stopped');
     }
     if (stopped) for (const listener of this.exitListeners) listener(id, oomKilled);
   }
@@ -795,10 +818,11 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool, RuntimeHealth 
       // Whatever failed above, cgroups its processes have left go now; the
       // tombstone (spec.json, destroying) stays for the rest to be tried again.
       const left = await removeCgroupsDrained(this.cgroups, this.cgroupPath(id));
-      if (left.length) process.emitWarning(`sandbox '${id}': cgroups still in use after its removal: ${left.join(', ')}`);
+      if (left.length) this.log.warn({ sandboxID: id, cgroups: left }, `cgroups still in use after the sandbox's removal: ${left.join(', ')}`);
     }
     await removeTree(dir);
     this.lastCpu.delete(id);
+    this.log.info({ sandboxID: id }, 'sandbox removed');
   }
 
   /**
@@ -961,6 +985,7 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool, RuntimeHealth 
     const ids = this.pool.get(templateId);
     while (ids && ids.length > 0) {
       const id = ids.shift()!;
+      const started = performance.now();
       this.refillSoon();
       try {
         return await this.mutex.run(id, async () => {
@@ -975,9 +1000,11 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool, RuntimeHealth 
           await this.networking?.setRules(id, network);
           const claimed = { ...spec, pooled: false, createdAt: new Date().toISOString(), network };
           this.writeSpec(claimed);
+          this.log.info({ sandboxID: id, templateID: templateId, ms: msSince(started) }, 'sandbox taken from the warm pool');
           return this.info(claimed, 'running', true);
         });
-      } catch {
+      } catch (err) {
+        this.log.warn({ sandboxID: id, err }, 'pooled sandbox could not be taken; removed');
         await this.destroy(id).catch(() => undefined);
       }
     }
@@ -1018,7 +1045,7 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool, RuntimeHealth 
     this.poolFilling = fill()
       .catch((err: unknown) => {
         failed = true;
-        process.emitWarning(`warm pool fill failed: ${(err as Error).message}`);
+        this.log.error({ err }, 'warm pool fill failed');
       })
       .finally(() => {
         this.poolFilling = undefined;

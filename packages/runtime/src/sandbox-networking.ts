@@ -12,6 +12,7 @@ import { isIP } from 'node:net';
 import { EgressProxy, SandboxResolver, hostUpstreams, upstreamResolve, type EgressDecision, type EgressRules } from './egress/index.js';
 import { SandboxNetworks, type AddressRules, type PrepareResult, type SandboxNetwork } from './network/index.js';
 import { RuntimeError, type NetworkRules } from './runtime.js';
+import { warningsOnly, type RuntimeLog } from './log.js';
 
 export interface RuntimeNetworkOptions {
   /** nftables table and prefix of namespaces and veths: 1 to 9 lowercase letters and digits. Default: one derived from the data directory. */
@@ -102,10 +103,11 @@ export class SandboxNetworking {
 
   private readonly stateDir: string;
 
-  constructor(stateDir: string, name: string, opts: RuntimeNetworkOptions) {
+  constructor(stateDir: string, name: string, opts: RuntimeNetworkOptions, log: RuntimeLog = warningsOnly) {
     this.opts = opts;
     this.stateDir = stateDir;
     this.nets = new SandboxNetworks({
+      log,
       stateDir,
       name: opts.name ?? name,
       subnet: opts.subnet,

@@ -8,6 +8,7 @@ import { AsyncLocalStorage } from 'node:async_hooks';
 import { randomUUID } from 'node:crypto';
 import type { FastifyBaseLogger } from 'fastify';
 import { pino, type DestinationStream } from 'pino';
+import type { RuntimeLog } from '@paddock/runtime';
 
 /** A logger as the server's parts use it: pino's, as fastify types it (its requests' loggers are children of it). */
 export type Logger = FastifyBaseLogger;
@@ -69,6 +70,19 @@ export function withLog<T>(log: Logger, fn: () => T): T {
 /** The logger of the request under way (its id on each line), or `base` outside one. */
 export function logOf(base: Logger): Logger {
   return scope.getStore() ?? base;
+}
+
+/**
+ * A logger for a part of the server (`component` on each line) that writes
+ * through the request under way when there is one, so that what the part
+ * does for a request carries the request's id.
+ */
+export function componentLog(base: Logger, component: string): RuntimeLog {
+  const line =
+    (level: 'debug' | 'info' | 'warn' | 'error') =>
+    (fields: Record<string, unknown>, message: string): void =>
+      logOf(base)[level]({ component, ...fields }, message);
+  return { debug: line('debug'), info: line('info'), warn: line('warn'), error: line('error') };
 }
 
 const CLIENT_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;

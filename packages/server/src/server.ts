@@ -13,7 +13,7 @@ import { createProxy } from './proxy.js';
 import { Sandboxes } from './sandboxes.js';
 import type { ApiKeyRepository } from './store/repositories.js';
 import { openSqliteStore } from './store/sqlite.js';
-import { createLogger, type Logger } from './log.js';
+import { componentLog, createLogger, type Logger } from './log.js';
 import { Metrics } from './metrics.js';
 import { Health } from './health.js';
 import { readTls, type SecureServer } from './tls.js';
@@ -98,6 +98,7 @@ export async function startServer(options: StartOptions = {}): Promise<PaddockSe
       options.runtime ??
       new RuncRuntime({
         dataDir: join(config.home, 'runtime'),
+        log: componentLog(log, 'runtime'),
         warmPoolSize: config.warmPoolSize,
         baseImage: config.baseImage,
         insecureRegistries: config.insecureRegistries,

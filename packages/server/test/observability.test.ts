@@ -79,10 +79,13 @@ test('each request gets an id, answered in X-Request-Id and on its log line and 
       expect.arrayContaining([
         expect.objectContaining({ level: 30, msg: 'sandbox created', sandboxID: id, event: 'created', templateID: 'base' }),
         expect.objectContaining({ level: 30, msg: 'request', method: 'POST', path: '/sandboxes', status: 201, keyID: expect.any(String), ms: expect.any(Number) }),
+        // The runtime's own line, carried through to the request that caused it.
+        expect.objectContaining({ level: 30, component: 'runtime', msg: expect.stringMatching(/^sandbox (booted|taken from the warm pool)$/), sandboxID: id, ms: expect.any(Number) }),
       ]),
     );
     expect(of(killed.requestId)).toEqual(
       expect.arrayContaining([
+        expect.objectContaining({ component: 'runtime', msg: 'sandbox removed', sandboxID: id }),
         expect.objectContaining({ msg: 'sandbox killed', sandboxID: id, event: 'killed' }),
         expect.objectContaining({ msg: 'request', method: 'DELETE', path: `/sandboxes/${id}`, status: 204 }),
       ]),

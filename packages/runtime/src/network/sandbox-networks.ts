@@ -15,6 +15,7 @@ import { KeyedMutex, SANDBOX_ID } from '../util.js';
 import { egressVerdict, intToIpv4, normalizeRules, overlaps, parseCidr, parseIpv4, parsePort, rulesOf, type Cidr, type AddressRules, type NormalizedRules } from './addresses.js';
 import { HostNet, NETNS_DIR } from './host-net.js';
 import { servicesScript, slotAddScript, slotRemoveScript, slotRulesScript, tableScript, type HostService, type SlotRef, type TableSpec } from './nft-script.js';
+import { warningsOnly, type RuntimeLog } from '../log.js';
 
 export const DEFAULT_NETWORK_NAME = 'paddock';
 /**
@@ -72,6 +73,8 @@ export interface SandboxNetworksOptions {
   hostServices?: HostServiceOptions[];
   /** The bound on each command (ip, nft, ss, sysctl). */
   commandTimeoutMs?: number;
+  /** Where failures in the background go; default process warnings. */
+  log?: RuntimeLog;
 }
 
 export interface SandboxNetwork {
@@ -159,8 +162,10 @@ export class SandboxNetworks {
   /** The host's IPv4 addresses when prepare() ran. */
   private localAddresses = new Set<string>();
   private readonly nftQueue = new KeyedMutex();
+  private readonly log: RuntimeLog;
 
   constructor(opts: SandboxNetworksOptions) {
+    this.log = opts.log ?? warningsOnly;
     this.name = opts.name ?? DEFAULT_NETWORK_NAME;
     if (!/^[a-z][a-z0-9]{0,8}$/.test(this.name)) throw new RuntimeError('invalid', `network name ${JSON.stringify(this.name)} must be 1 to 9 lowercase letters and digits, starting with a letter`);
     this.stateDir = opts.stateDir;
@@ -358,7 +363,7 @@ export class SandboxNetworks {
         await this.cutDenied(h);
       } catch (err) {
         // The rules are in force; a connection left open is reset on its next packet.
-        process.emitWarning(`sandbox ${sandboxId}: connections its new rules deny could not be aborted: ${(err as Error).message}`);
+        this.log.warn({ sandboxID: sandboxId, err }, 'connections its new network rules deny could not be aborted');
       }
       return this.view(h);
     });
@@ -660,7 +665,7 @@ export class SandboxNetworks {
         this.poolError = undefined;
       } catch (err) {
         this.poolError = err as Error;
-        process.emitWarning(`network slot pool fill failed: ${(err as Error).message}`);
+        this.log.error({ err }, 'network slot pool fill failed');
       }
     })().finally(() => {
       if (this.filling === fill) this.filling = undefined;
