@@ -11,6 +11,7 @@ export {
   type FetchFunction,
   type FileUrlRequest,
   type InitRequest,
+  type StreamsEndRequest,
   type Metrics,
   type TransportOptions,
   type UploadEntry,

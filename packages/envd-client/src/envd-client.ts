@@ -21,6 +21,8 @@ export type EntryInfo = envd.components['schemas']['EntryInfo'];
 export type Metrics = envd.components['schemas']['Metrics'];
 /** What `POST /init` takes: every field optional, only those sent are applied. */
 export type InitRequest = NonNullable<envd.operations['postInit']['requestBody']>['content']['application/json'];
+/** The body of `POST /streams/end`. */
+export type StreamsEndRequest = envd.operations['postStreamsEnd']['requestBody']['content']['application/json'];
 
 /** What the client hands a transport factory; connect-web's and connect-node's `createConnectTransport` accept it. */
 export interface TransportOptions {
@@ -349,6 +351,23 @@ export class EnvdClient {
     return this.#call('POST', '/init', { body, headers: { 'Content-Type': 'application/json' } }, options, async (answer) => {
       if (answer.status < 200 || answer.status > 299) throw await errorFromResponse('POST', '/init', answer);
       await answer.discard();
+    });
+  }
+
+  /**
+   * `POST /streams/end`: ends every stream envd serves now (process output,
+   * watches) with the Connect error `unavailable` and `reason`, which their
+   * clients are told; the processes keep running. Resolves with how many
+   * streams were ended. What a control plane does as it stops.
+   */
+  endStreams(reason: string, options: CallOptions = {}): Promise<number> {
+    const body = bytesBody(new TextEncoder().encode(JSON.stringify({ reason } satisfies StreamsEndRequest)));
+    return this.#call('POST', '/streams/end', { body, headers: { 'Content-Type': 'application/json' } }, options, async (answer) => {
+      if (answer.status !== 200) throw await errorFromResponse('POST', '/streams/end', answer);
+      const answered = await jsonOf('POST', '/streams/end', answer);
+      const ended = (answered as { ended?: unknown } | null)?.ended;
+      if (typeof ended !== 'number') throw invalidResponse('POST', '/streams/end', answer.status, 'a body without a number `ended`');
+      return ended;
     });
   }
 

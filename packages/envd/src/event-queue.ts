@@ -3,6 +3,8 @@
 // pause while a client reads slowly, which keeps memory bounded without
 // dropping output that a client is reading.
 
+import type { StreamEnds } from './stream-ends.js';
+
 export const HIGH_WATER_BYTES = 512 * 1024;
 export const LOW_WATER_BYTES = 64 * 1024;
 
@@ -157,15 +159,21 @@ export class EventQueue<T> implements AsyncIterable<T> {
  * call ends with the abort's reason (connect's deadline_exceeded for a
  * deadline), after what was taken before it. The queue is closed either way.
  */
-export async function* untilAborted<T>(queue: EventQueue<T>, signal: AbortSignal): AsyncGenerator<T> {
+export async function* untilAborted<T>(queue: EventQueue<T>, signal: AbortSignal, ends?: StreamEnds): AsyncGenerator<T> {
+  // Ending all streams (StreamEnds.end) stops this one too, with the reason as its error.
+  const ending = ends?.begin();
   const stop = () => queue.close();
   signal.addEventListener('abort', stop);
+  ending?.signal.addEventListener('abort', stop);
   try {
-    if (signal.aborted) queue.close();
+    if (signal.aborted || ending?.signal.aborted) queue.close();
     yield* queue;
     signal.throwIfAborted();
+    ending?.signal.throwIfAborted();
   } finally {
     signal.removeEventListener('abort', stop);
+    ending?.signal.removeEventListener('abort', stop);
+    ending?.done();
     queue.close();
   }
 }

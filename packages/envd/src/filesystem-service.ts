@@ -174,7 +174,7 @@ export function filesystemService(state: EnvdState): ServiceImpl<typeof Filesyst
         create(WatchDirResponseSchema, { event: { case: 'keepalive', value: {} } }),
       );
       try {
-        yield* untilAborted(queue, ctx.signal);
+        yield* untilAborted(queue, ctx.signal, state.streams);
       } finally {
         watch.close();
       }

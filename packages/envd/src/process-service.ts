@@ -77,12 +77,12 @@ export function processService(state: EnvdState, manager: ProcessManager): Servi
         void proc.ended$.then(() => clearTimeout(killer));
       }
       // A client that goes away stops its stream; the process keeps running.
-      for await (const event of untilAborted(follow(proc, ctx.requestHeader), ctx.signal)) yield create(StartResponseSchema, { event });
+      for await (const event of untilAborted(follow(proc, ctx.requestHeader), ctx.signal, state.streams)) yield create(StartResponseSchema, { event });
     },
 
     async *connect(req, ctx): AsyncIterable<ConnectResponse> {
       const proc = manager.find(req.process?.selector ?? { case: undefined });
-      for await (const event of untilAborted(follow(proc, ctx.requestHeader), ctx.signal)) yield create(ConnectResponseSchema, { event });
+      for await (const event of untilAborted(follow(proc, ctx.requestHeader), ctx.signal, state.streams)) yield create(ConnectResponseSchema, { event });
     },
 
     update(req) {

@@ -124,6 +124,14 @@ export function createEnvd(config: EnvdConfig = {}): Envd {
     res.writeHead(204).end();
   }
 
+  async function endStreams(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const body = await readJson(req);
+    if (typeof body !== 'object' || body === null || Array.isArray(body)) throw new EnvdRouteError(400, 'request body must be a JSON object');
+    const reason = (body as Record<string, unknown>).reason;
+    if (typeof reason !== 'string' || reason.length === 0 || reason.length > 500) throw new EnvdRouteError(400, "field 'reason' must be a string of 1 to 500 characters");
+    sendJson(res, 200, { ended: state.streams.end(reason) });
+  }
+
   async function route(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const url = new URL(req.url ?? '/', 'http://envd');
     const method = req.method ?? 'GET';
@@ -149,6 +157,7 @@ export function createEnvd(config: EnvdConfig = {}): Envd {
       case '/metrics':
       case '/envs':
       case '/init':
+      case '/streams/end':
         break;
       default:
         throw new EnvdRouteError(404, `no route for ${method} ${url.pathname}`);
@@ -160,6 +169,9 @@ export function createEnvd(config: EnvdConfig = {}): Envd {
     } else if (url.pathname === '/envs') {
       allow('GET');
       sendJson(res, 200, Object.fromEntries(state.envVars));
+    } else if (url.pathname === '/streams/end') {
+      allow('POST');
+      await endStreams(req, res);
     } else {
       allow('POST');
       await init(req, res);

@@ -4,6 +4,7 @@
 import { Code, ConnectError } from '@connectrpc/connect';
 import { EnvdRouteError } from './errors.js';
 import { UserDb, type User } from './users.js';
+import { StreamEnds } from './stream-ends.js';
 
 export interface EnvdConfig {
   accessToken?: string;
@@ -23,6 +24,8 @@ export class EnvdState {
   readonly envVars: Map<string, string>;
   readonly imageEnv: Readonly<Record<string, string>>;
   readonly users: UserDb;
+  /** Every stream under way, to be ended together (POST /streams/end). */
+  readonly streams = new StreamEnds();
 
   constructor(config: EnvdConfig = {}) {
     this.accessToken = config.accessToken || undefined;

@@ -137,6 +137,52 @@ test('POST /init with a timestamp succeeds and leaves the clock alone', async ()
   expect([bad.status, await bad.json()]).toEqual([400, { code: 400, message: "field 'timestamp' must be a string" }]);
 });
 
+test('POST /streams/end ends the process output and watch streams under way with the reason, leaves the processes running and later streams alone', async () => {
+  const dir = join(envd.dir, 'work', `streams-end-${Date.now()}`);
+  mkdirSync(dir);
+  let pid = 0;
+  const follow = (async () => {
+    for await (const r of processes(envd).start({ process: { cmd: '/bin/sleep', args: ['30'] }, stdin: false })) {
+      if (r.event?.event.case === 'start') pid = r.event.event.value.pid;
+    }
+    return 'no error';
+  })().catch((err: Error) => err.message);
+  let watched = 0;
+  const watch = (async () => {
+    for await (const _ of filesystem(envd).watchDir({ path: dir })) watched++;
+    return 'no error';
+  })().catch((err: Error) => err.message);
+  await until(() => pid > 0);
+  // The watch is under way once a change in the directory reaches it.
+  for (let i = 0; watched === 0 && i < 100; i++) {
+    writeFileSync(join(dir, `f${i}`), '');
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  const endStreams = (body: unknown, headers: Record<string, string> = auth()) =>
+    fetch(`${envd.url}/streams/end`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) });
+
+  expect((await endStreams({ reason: 'x' }, {})).status).toBe(401);
+  const bad = await endStreams({ reason: '' });
+  expect(bad.status).toBe(400);
+  expect(await bad.json()).toMatchObject({ message: "field 'reason' must be a string of 1 to 500 characters" });
+
+  const res = await endStreams({ reason: 'the control plane is stopping' });
+  expect(res.status).toBe(200);
+  expect(await res.json()).toEqual({ ended: 2 });
+  expect(await follow).toBe('[unavailable] the control plane is stopping');
+  expect(await watch).toBe('[unavailable] the control plane is stopping');
+  // The process was not touched.
+  expect(() => process.kill(pid, 0)).not.toThrow();
+  // A stream begun afterwards is not ended by the earlier call, and nothing else is under way.
+  const out: Buffer[] = [];
+  for await (const r of processes(envd).start({ process: { cmd: 'echo', args: ['after'] }, stdin: false })) {
+    if (r.event?.event.case === 'data' && r.event.event.value.output.case === 'stdout') out.push(Buffer.from(r.event.event.value.output.value));
+  }
+  expect(Buffer.concat(out).toString()).toBe('after\n');
+  expect(await (await endStreams({ reason: 'again' })).json()).toEqual({ ended: 0 });
+  process.kill(pid, 'SIGKILL');
+});
+
 test('POST /init with a body over 1 MiB is 413, and the connection still answers', async () => {
   const big = JSON.stringify({ envVars: { BIG: 'x'.repeat(2 * 1024 * 1024) } });
   const res = await fetch(`${envd.url}/init`, { method: 'POST', headers: { 'content-type': 'application/json', ...auth() }, body: big });

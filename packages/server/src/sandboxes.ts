@@ -757,6 +757,31 @@ export class Sandboxes {
       });
   }
 
+  /**
+   * Ends the streams that the envd of every running sandbox serves (process
+   * output, watches), telling their clients `reason`: what the server does
+   * before its proxy cuts the connections they flow through. The processes
+   * keep running. Each call is bounded by `timeoutMs`; resolves with how many
+   * streams were ended.
+   */
+  async endStreams(reason: string, timeoutMs: number): Promise<number> {
+    const running = await this.records.running();
+    const ended = await Promise.all(
+      running.map(async (s) => {
+        const { envd } = new SandboxShell(this.runtime.envdEndpoint(s.id), s.envdAccessToken ?? undefined);
+        try {
+          return await envd.endStreams(reason, { requestTimeoutMs: timeoutMs });
+        } catch {
+          // An envd that does not answer serves no stream to end.
+          return 0;
+        } finally {
+          await envd.close();
+        }
+      }),
+    );
+    return ended.reduce((a, b) => a + b, 0);
+  }
+
   close(): void {
     this.closed = true;
     this.stopFollowing?.();

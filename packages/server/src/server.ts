@@ -73,6 +73,11 @@ function buildNetwork(config: ServerConfig): { allowOut?: string[]; denyOut?: st
 
 const urlOf = (a: AddressInfo, secure: boolean) => `${secure ? 'https' : 'http'}://${a.family === 'IPv6' ? `[${a.address}]` : a.address}:${a.port}`;
 
+/** What a stream still under way when the server stops is told as it is ended. */
+const STOPPING_REASON = 'the Paddock server is stopping, and this stream ends here; a process it followed keeps running and can be connected to again once the server is back';
+/** Bound of ending the streams at a stop, and of their ends' passage through the proxy. */
+const END_STREAMS_MS = 1_000;
+
 export async function startServer(options: StartOptions = {}): Promise<PaddockServer> {
   const config = resolveServerConfig(options);
   mkdirSync(config.home, { recursive: true, mode: 0o700 });
@@ -192,6 +197,12 @@ export async function startServer(options: StartOptions = {}): Promise<PaddockSe
             busy = proxy.closeIdle();
           }
           if (busy > 0 || !apiDone) log.warn({ proxyConnections: busy, apiRequests: !apiDone, graceMs: config.shutdownGraceMs }, 'shutting down: what was still under way at the deadline is cut');
+          if (busy > 0) {
+            // Streams from envd end with a reason their clients are told, rather than with the connection; the end has a moment to pass the proxy.
+            const ended = await sandboxes.endStreams(STOPPING_REASON, END_STREAMS_MS).catch(() => 0);
+            const passed = Date.now() + END_STREAMS_MS;
+            while (ended > 0 && proxy.closeIdle() > 0 && Date.now() < passed) await new Promise((r) => setTimeout(r, 20));
+          }
           sandboxes.close();
           // Streams (process output, watches, tunnels) would hold the close open forever.
           proxy.destroyConnections();

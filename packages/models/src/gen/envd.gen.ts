@@ -87,6 +87,32 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/streams/end": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * End every stream under way, telling its client why
+         * @description Called by the control plane when it stops: every stream envd serves
+         *     at that moment (a process's output from `Start` or `Connect`, a
+         *     `WatchDir`) ends with the Connect error `unavailable` and the reason
+         *     given, so that its client learns why instead of seeing the
+         *     connection drop. Processes keep running, and a client may connect to
+         *     them again. Streams opened afterwards are not affected. Paddock's
+         *     own endpoint; E2B's envd has none.
+         */
+        post: operations["postStreamsEnd"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/files": {
         parameters: {
             query?: {
@@ -419,6 +445,42 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            500: components["responses"]["500"];
+        };
+    };
+    postStreamsEnd: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description What the clients are told. */
+                    reason: string;
+                };
+            };
+        };
+        responses: {
+            /** @description The streams were ended. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * Format: int32
+                         * @description How many streams were under way and ended.
+                         */
+                        ended: number;
+                    };
+                };
+            };
+            400: components["responses"]["400"];
+            401: components["responses"]["401"];
             500: components["responses"]["500"];
         };
     };
