@@ -17,6 +17,11 @@ export default tseslint.config(
     },
   },
   {
+    // The dashboard runs in browsers.
+    files: ['packages/dashboard/src/**'],
+    languageOptions: { globals: { ...globals.browser } },
+  },
+  {
     files: ['**/*.cjs'],
     rules: { '@typescript-eslint/no-require-imports': 'off' },
   },

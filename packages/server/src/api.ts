@@ -5,6 +5,7 @@
 // does not compile.
 import { Ajv, type Options } from 'ajv';
 import ajvFormatsModule from 'ajv-formats';
+import fastifyCookie from '@fastify/cookie';
 import fastifyCors from '@fastify/cors';
 import Fastify, { LogController, type FastifyHttpOptions, type ConnectionError, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { STATUS_CODES, type Server as HttpServer } from 'node:http';
@@ -13,6 +14,8 @@ import type { SecureContextOptions } from 'node:tls';
 import type { Readable } from 'node:stream';
 import type { control } from '@paddock/models';
 import type { ConnectionLimits } from './config.js';
+import { registerDashboardAssets } from './dashboard/assets.js';
+import type { DashboardApi, SessionRef } from './dashboard/session-api.js';
 import { pathOf, requestId, withLog, type Logger } from './log.js';
 import { limitConnectionsPerAddress } from './connection-limit.js';
 import { ApiError, errorBody, toApiError } from './errors.js';
@@ -39,7 +42,7 @@ type Success<K extends OpId> = {
     ? { status: S; body: B; headers?: Record<string, string> }
     : Ops[K]['responses'][S] extends { content: { 'text/plain': infer B } }
       ? { status: S; body: B; headers: { 'content-type': string } }
-      : { status: S };
+      : { status: S; headers?: Record<string, string> };
 }[SuccessCodes & keyof Ops[K]['responses']];
 
 interface Call<K extends OpId> {
@@ -50,6 +53,8 @@ interface Call<K extends OpId> {
   origin: string;
   /** The id of the API key the request was made with (none on public routes). */
   apiKeyId?: string;
+  /** The dashboard session the request was made with, when it came with the session cookie instead of a key. */
+  session?: SessionRef;
 }
 
 type Handlers = { [K in OpId]: (call: Call<K>) => Promise<Success<K>> | Success<K> };
@@ -63,7 +68,13 @@ export interface ApiDeps {
   health: Health;
   /** True once the server is stopping: new requests are refused with 503, those under way finish. */
   stopping(): boolean;
+  /** The web dashboard's sessions and files; undefined when it is off. */
+  dashboard?: { api: DashboardApi; assets: string | undefined; domain: string };
 }
+
+const dashboardOff = (): never => {
+  throw new ApiError(404, 'the dashboard is off on this server (PADDOCK_DASHBOARD)');
+};
 
 const notImplemented = (): never => {
   throw new ApiError(501, BUILDS_NOT_IMPLEMENTED);
@@ -86,6 +97,8 @@ const listedKey = (k: ApiKeyRecord) => ({
 
 /** Which key made a request (its id, never the key), for its log line. */
 const keyOfRequest = new WeakMap<FastifyRequest, string>();
+/** The dashboard session a request was made with. */
+const sessionOfRequest = new WeakMap<FastifyRequest, SessionRef>();
 
 /**
  * The API's own lines about requests: one when each is answered, with its
@@ -107,8 +120,12 @@ class AccessLog extends LogController {
   }
 }
 
-function handlers({ sandboxes, templates, keys, metrics, health }: ApiDeps): Handlers {
+function handlers({ sandboxes, templates, keys, metrics, health, dashboard }: ApiDeps): Handlers {
   return {
+    postDashboardSession: ({ body }) => (dashboard ? dashboard.api.signIn(body.key) : dashboardOff()),
+    getDashboardSession: ({ session }) => (dashboard ? dashboard.api.current(session) : dashboardOff()),
+    deleteDashboardSession: ({ session }) => (dashboard ? dashboard.api.signOut(session) : dashboardOff()),
+
     getHealth: () => ({ status: 204 }),
     getHealthLive: () => ({ status: 200, body: { status: 'ok', checks: {} } }),
     getHealthReady: async () => {
@@ -287,6 +304,7 @@ export function createApi(operations: Operation[], deps: ApiDeps, limits: Connec
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: 500 },
   });
   limitConnectionsPerAddress(app.server, limits.maxConnectionsPerAddress);
+  if (deps.dashboard) void app.register(fastifyCookie);
   // Pages in browsers run the official SDK against this API, as against E2B's (any origin unless configured).
   if (limits.corsOrigins.length) {
     void app.register(fastifyCors, {
@@ -338,7 +356,7 @@ export function createApi(operations: Operation[], deps: ApiDeps, limits: Connec
   // Each handler was checked against its own operation above; here they are
   // only dispatched by operationId.
   type Result = { status: number; body?: unknown; headers?: Record<string, string> };
-  const table = handlers(deps) as unknown as Record<string, (call: { params: unknown; query: unknown; body: unknown; origin: string; apiKeyId?: string }) => Promise<Result> | Result>;
+  const table = handlers(deps) as unknown as Record<string, (call: { params: unknown; query: unknown; body: unknown; origin: string; apiKeyId?: string; session?: SessionRef }) => Promise<Result> | Result>;
   for (const op of operations) {
     const handle = table[op.operationId];
     if (!handle) throw new Error(`no handler for operation '${op.operationId}' of the spec`);
@@ -350,6 +368,14 @@ export function createApi(operations: Operation[], deps: ApiDeps, limits: Connec
         if (op.public) return;
         const header = req.headers['x-api-key'];
         const key = (Array.isArray(header) ? header[0] : header) ?? (op.bearerKey ? bearer(req.headers.authorization) : undefined);
+        // Without a key, the dashboard's session cookie stands for the key it was opened with.
+        const session = key ? undefined : await deps.dashboard?.api.authenticate(req);
+        if (session instanceof ApiError) return session.status === 401 ? unauthorized(reply, session.message) : sendError(reply, session);
+        if (session) {
+          sessionOfRequest.set(req, session);
+          keyOfRequest.set(req, session.session.principal.keyId);
+          return undefined;
+        }
         if (!key) return unauthorized(reply, 'missing X-API-Key header');
         const id = await deps.keys.verify(key);
         if (!id) return unauthorized(reply, 'invalid API key');
@@ -372,7 +398,7 @@ export function createApi(operations: Operation[], deps: ApiDeps, limits: Connec
       },
       handler: async (req, reply) => {
         const result = await withLog(req.log, () =>
-          handle({ params: req.params, query: req.query, body: req.body, origin: `${req.protocol}://${req.host}`, apiKeyId: keyOfRequest.get(req) }),
+          handle({ params: req.params, query: req.query, body: req.body, origin: `${req.protocol}://${req.host}`, apiKeyId: keyOfRequest.get(req), session: sessionOfRequest.get(req) }),
         );
         if (result.headers) reply.headers(result.headers);
         reply.code(result.status);
@@ -381,6 +407,7 @@ export function createApi(operations: Operation[], deps: ApiDeps, limits: Connec
     });
   }
   registerUploads(app, deps.templates);
+  if (deps.dashboard) registerDashboardAssets(app, deps.dashboard.assets, deps.dashboard.domain);
   return app;
 }
 

@@ -89,6 +89,10 @@ export interface ServerConfig {
    * through the proxy (CORS); `*`, the default as at E2B, is any. Empty: none.
    */
   corsOrigins: string[];
+  /** The web dashboard at /dashboard/ on the API's port. */
+  dashboard: boolean;
+  /** How long a dashboard session lasts from sign-in, ms. */
+  dashboardSessionTtlMs: number;
   /** What the steps of template builds may reach, as a sandbox's allowOut and denyOut; default: the internet. */
   buildAllowOut: string[];
   buildDenyOut: string[];
@@ -186,6 +190,8 @@ export const CONFIG_KEYS: ConfigKey[] = [
   { key: 'dns', env: 'PADDOCK_DNS', flag: '--dns', kind: 'list', fallback: () => [], doc: "DNS servers the sandboxes' resolver asks; default the host's" },
   { key: 'maxNetworkRules', env: 'PADDOCK_MAX_NETWORK_RULES', kind: 'number', fallback: () => 512, doc: 'the most entries allowOut and denyOut may each have' },
   { key: 'corsOrigins', env: 'PADDOCK_CORS_ORIGINS', kind: 'list', fallback: () => ['*'], doc: 'origins of web pages that may call the API and envd (CORS); `*` any, empty none' },
+  { key: 'dashboard', env: 'PADDOCK_DASHBOARD', kind: 'bool', fallback: () => true, doc: 'the web dashboard at `/dashboard/` on the API port; off: not served, its sign-in refused' },
+  { key: 'dashboardSessionTtlMs', env: 'PADDOCK_DASHBOARD_SESSION_TTL_MS', kind: 'number', fallback: () => 12 * hours * 1000, min: 1000, doc: 'how long a dashboard sign-in lasts, ms' },
   { key: 'buildAllowOut', env: 'PADDOCK_BUILD_ALLOW_OUT', kind: 'list', fallback: () => [], doc: 'what build steps may reach, as a sandbox\'s allowOut' },
   { key: 'buildDenyOut', env: 'PADDOCK_BUILD_DENY_OUT', kind: 'list', fallback: () => [], doc: 'what build steps may not reach, as a sandbox\'s denyOut' },
   { key: 'tlsCert', env: 'PADDOCK_TLS_CERT', flag: '--tls-cert', kind: 'path', fallback: () => undefined, doc: 'PEM certificate (chain) the API and the proxy serve over TLS; with `tls-key`; read again on SIGHUP' },

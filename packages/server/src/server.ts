@@ -19,6 +19,8 @@ import { Health } from './health.js';
 import { readTls, type SecureServer } from './tls.js';
 import { validateEgress } from './network.js';
 import { Templates } from './templates.js';
+import { dashboardAssets } from './dashboard/assets.js';
+import { DashboardApi } from './dashboard/session-api.js';
 
 export interface StartOptions extends Partial<ServerConfig> {
   /** A runtime to use instead of a RuncRuntime on `<home>/runtime`. */
@@ -160,7 +162,12 @@ export async function startServer(options: StartOptions = {}): Promise<PaddockSe
       dirs: { layers: config.imagesDir ?? join(config.home, 'runtime', 'layers'), sandboxes: join(config.home, 'runtime', 'sandboxes') },
     });
     let stopping = false;
-    const api = createApi(loadOperations(), { sandboxes, templates, keys, log, metrics, health: new Health(store, runtime, config.home), stopping: () => stopping }, { ...config, ...(tls ? { tls } : {}) });
+    const dashboard = config.dashboard ? { api: new DashboardApi(keys, config.dashboardSessionTtlMs, Boolean(tls)), assets: dashboardAssets(), domain: config.domain } : undefined;
+    const api = createApi(
+      loadOperations(),
+      { sandboxes, templates, keys, log, metrics, health: new Health(store, runtime, config.home), stopping: () => stopping, ...(dashboard ? { dashboard } : {}) },
+      { ...config, ...(tls ? { tls } : {}) },
+    );
     await api.listen({ host: config.apiHost, port: config.apiPort });
     const apiAddr = api.server.address() as AddressInfo;
     let closing: Promise<void> | undefined;

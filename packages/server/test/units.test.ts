@@ -109,8 +109,8 @@ test("one conversion of failures to API errors: ours, the store's, the runtime's
 
 test('every operation of the spec becomes a route; `state` is a comma list; health is public; /metrics also takes a bearer key', () => {
   const ops = loadOperations();
-  expect(ops.length).toBe(44);
-  expect(new Set(ops.map((o) => o.operationId)).size).toBe(44);
+  expect(ops.length).toBe(47);
+  expect(new Set(ops.map((o) => o.operationId)).size).toBe(47);
   const list = ops.find((o) => o.operationId === 'getV2Sandboxes')!;
   expect(list).toMatchObject({ method: 'GET', routePath: '/v2/sandboxes', commaArrays: ['state'] });
   expect(list.schema.querystring?.properties).toHaveProperty('limit');
@@ -118,7 +118,7 @@ test('every operation of the spec becomes a route; `state` is a comma list; heal
   expect(connect.routePath).toBe('/sandboxes/:sandboxID/connect');
   expect(connect.schema.body).toMatchObject({ type: 'object', required: ['timeout'] });
   expect(connect.bodyRequired).toBe(true);
-  expect(ops.filter((o) => o.public).map((o) => o.operationId)).toEqual(['getHealth', 'getHealthLive', 'getHealthReady']);
+  expect(ops.filter((o) => o.public).map((o) => o.operationId)).toEqual(['getHealth', 'getHealthLive', 'getHealthReady', 'postDashboardSession']);
   expect(ops.filter((o) => o.bearerKey).map((o) => o.operationId)).toEqual(['getMetrics']);
   expect(ops.filter((o) => o.path.startsWith('/api-keys')).map((o) => `${o.method} ${o.routePath}`)).toEqual([
     'GET /api-keys',

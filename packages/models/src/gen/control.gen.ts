@@ -925,10 +925,60 @@ export interface paths {
         patch: operations["patchApiKeysApiKeyID"];
         trace?: never;
     };
+    "/dashboard/session": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The current dashboard session
+         * @description The session the cookie names, with its CSRF token, so that a page
+         *     loaded again can go on without signing in. 401 without a session.
+         */
+        get: operations["getDashboardSession"];
+        put?: never;
+        /**
+         * Sign in to the dashboard
+         * @description Exchanges a credential for a dashboard session: the answer sets the
+         *     session cookie (HttpOnly, SameSite=Strict, Secure over TLS) and
+         *     carries the session's CSRF token, which every state-changing request
+         *     made with the cookie must send as `X-CSRF-Token`. The credential goes
+         *     in the body, never in a URL. 404 when the server's dashboard is off.
+         */
+        post: operations["postDashboardSession"];
+        /**
+         * Sign out of the dashboard
+         * @description Ends the session the cookie names and clears the cookie. Needs `X-CSRF-Token`.
+         */
+        delete: operations["deleteDashboardSession"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
+        DashboardSignIn: {
+            /** @description An API key of the server. */
+            key: string;
+        };
+        DashboardSession: {
+            /** @description Id of the key the session acts as. */
+            keyID: string;
+            /** @description Name of that key. */
+            keyName: string;
+            /** @description Sent as `X-CSRF-Token` on every state-changing request made with the session cookie. */
+            csrfToken: string;
+            /**
+             * Format: date-time
+             * @description When the session ends.
+             */
+            expiresAt: string;
+        };
         /** @description One part's state. */
         HealthCheck: {
             ok: boolean;
@@ -3355,6 +3405,80 @@ export interface operations {
             401: components["responses"]["401"];
             404: components["responses"]["404"];
             500: components["responses"]["500"];
+        };
+    };
+    getDashboardSession: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The session. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DashboardSession"];
+                };
+            };
+            401: components["responses"]["401"];
+            404: components["responses"]["404"];
+        };
+    };
+    postDashboardSession: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["DashboardSignIn"];
+            };
+        };
+        responses: {
+            /** @description Signed in. */
+            201: {
+                headers: {
+                    /** @description The session cookie. */
+                    "Set-Cookie"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DashboardSession"];
+                };
+            };
+            400: components["responses"]["400"];
+            401: components["responses"]["401"];
+            404: components["responses"]["404"];
+        };
+    };
+    deleteDashboardSession: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Signed out. */
+            204: {
+                headers: {
+                    /** @description The session cookie, cleared. */
+                    "Set-Cookie"?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            401: components["responses"]["401"];
+            403: components["responses"]["403"];
+            404: components["responses"]["404"];
         };
     };
 }
