@@ -5,9 +5,11 @@ import { errorText, time } from '../format.js';
 
 /** How often a build under way is asked for its new log lines, ms. */
 const EVERY_MS = 1000;
+/** Log lines asked for at once: the most the API gives. */
+const PAGE = 100;
 
 /** A build's log, followed live while the build runs: each round asks only for the lines after those shown. */
-export function BuildLog({ templateId, buildId }: { templateId: string; buildId: string }) {
+export function BuildLog({ templateId, buildId, onFinished }: { templateId: string; buildId: string; onFinished: () => void }) {
   const { control } = useSigned();
   const [entries, setEntries] = useState<BuildLogEntry[]>([]);
   const [status, setStatus] = useState<TemplateBuildStatus>();
@@ -20,7 +22,7 @@ export function BuildLog({ templateId, buildId }: { templateId: string; buildId:
     let timer: ReturnType<typeof setTimeout> | undefined;
     const tick = async () => {
       try {
-        const info = await control.getTemplateBuildStatus(templateId, buildId, { logsOffset: offset, limit: 500 });
+        const info = await control.getTemplateBuildStatus(templateId, buildId, { logsOffset: offset, limit: PAGE });
         if (!live) return;
         offset += info.logEntries.length;
         if (info.logEntries.length) setEntries((old) => [...old, ...info.logEntries]);
@@ -28,8 +30,10 @@ export function BuildLog({ templateId, buildId }: { templateId: string; buildId:
         setReason(info.reason?.message);
         setError(undefined);
         // A finished build has no more lines; a full page means more are waiting.
-        const more = info.logEntries.length === 500;
-        if (info.status === 'building' || info.status === 'waiting' || more) timer = setTimeout(tick, more ? 0 : EVERY_MS);
+        const more = info.logEntries.length === PAGE;
+        const underWay = info.status === 'building' || info.status === 'waiting';
+        if (underWay || more) timer = setTimeout(tick, more ? 0 : EVERY_MS);
+        else onFinished();
       } catch (err) {
         if (!live) return;
         setError(errorText(err));
@@ -41,7 +45,7 @@ export function BuildLog({ templateId, buildId }: { templateId: string; buildId:
       live = false;
       clearTimeout(timer);
     };
-  }, [control, templateId, buildId]);
+  }, [control, templateId, buildId, onFinished]);
 
   return (
     <div>

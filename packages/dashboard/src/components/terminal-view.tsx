@@ -35,8 +35,23 @@ export function TerminalView({ sandbox }: { sandbox: Sandbox }) {
         const pid = handle.pid;
         setStatus('connected');
         term.focus();
+        // Keystrokes go one request at a time, in order; those typed meanwhile go together in the next.
+        let pending = '';
+        let sending = false;
+        const flush = async () => {
+          sending = true;
+          while (pending && !closed) {
+            const text = pending;
+            pending = '';
+            await sandbox.pty.sendInput(pid, text).catch((err) => setStatus(`input failed: ${errorText(err)}`));
+          }
+          sending = false;
+        };
         subscriptions.push(
-          term.onData((text) => void sandbox.pty.sendInput(pid, text).catch((err) => setStatus(`input failed: ${errorText(err)}`))),
+          term.onData((text) => {
+            pending += text;
+            if (!sending) void flush();
+          }),
           term.onResize(({ cols, rows }) => void sandbox.pty.resize(pid, { cols, rows }).catch(() => undefined)),
         );
         const end = await handle.wait().then(
@@ -64,7 +79,7 @@ export function TerminalView({ sandbox }: { sandbox: Sandbox }) {
       <p className="muted" data-testid="terminal-status">
         {status}
       </p>
-      <div className="terminal" ref={box} data-testid="terminal" />
+      <div className="terminal-box" ref={box} data-testid="terminal" />
     </div>
   );
 }

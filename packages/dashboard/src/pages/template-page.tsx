@@ -60,7 +60,7 @@ export function TemplatePage({ id, buildId }: { id: string; buildId: string | un
           ))}
         </tbody>
       </table>
-      {buildId && <BuildLog key={buildId} templateId={id} buildId={buildId} />}
+      {buildId && <BuildLog key={buildId} templateId={id} buildId={buildId} onFinished={page.reload} />}
     </section>
   );
 }
