@@ -67,7 +67,8 @@ test('a state-changing request with the cookie needs the session CSRF token', as
   const { cookie, session } = await signIn();
   const other = await signIn();
   const before = (await t.control.listApiKeys()).length;
-  for (const headers of [{ cookie }, { cookie, 'x-csrf-token': 'not-the-token' }, { cookie, 'x-csrf-token': other.session.csrfToken }]) {
+  const attempts: Record<string, string>[] = [{ cookie }, { cookie, 'x-csrf-token': 'not-the-token' }, { cookie, 'x-csrf-token': other.session.csrfToken }];
+  for (const headers of attempts) {
     const refused = await call('POST', '/api-keys', { headers, body: { name: 'by-csrf' } });
     expect(refused).toMatchObject({ status: 403, body: { code: 403, message: expect.stringMatching(/X-CSRF-Token/) } });
   }
