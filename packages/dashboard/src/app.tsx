@@ -8,7 +8,7 @@ import { SignInPage } from './pages/sign-in-page.js';
 import { TemplatePage } from './pages/template-page.js';
 import { TemplatesPage } from './pages/templates-page.js';
 import { href, useRoute, type Route } from './router.js';
-import { controlClient, currentSession, signOut, type SessionInfo } from './session.js';
+import { controlClient, currentSession, SESSION_ENDED, signOut, type SessionInfo } from './session.js';
 
 function Page({ route }: { route: Route }) {
   switch (route.page) {
@@ -35,6 +35,11 @@ export function App() {
       (s) => setSession(s ?? null),
       () => setSession(null),
     );
+  }, []);
+  useEffect(() => {
+    const ended = () => setSession(null);
+    window.addEventListener(SESSION_ENDED, ended);
+    return () => window.removeEventListener(SESSION_ENDED, ended);
   }, []);
   const control = useMemo(() => (session ? controlClient(session.csrfToken) : undefined), [session]);
 

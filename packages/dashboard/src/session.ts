@@ -7,6 +7,9 @@ import type { components } from '@paddock/models/control';
 
 export type SessionInfo = components['schemas']['DashboardSession'];
 
+/** Sent on the window when the API answers 401 to a signed-in page: the session has ended. */
+export const SESSION_ENDED = 'paddock:session-ended';
+
 /** The control API on the page's own origin; with the session's CSRF token once signed in. */
 export function controlClient(csrfToken?: string): ControlClient {
   return new ControlClient({
@@ -14,6 +17,11 @@ export function controlClient(csrfToken?: string): ControlClient {
     headers: csrfToken ? { 'X-CSRF-Token': csrfToken } : {},
     // A page shows a failure at once; the person can try again.
     retries: { maxRetries: 0 },
+    fetch: async (input, init) => {
+      const res = await fetch(input, init);
+      if (csrfToken && res.status === 401) window.dispatchEvent(new Event(SESSION_ENDED));
+      return res;
+    },
   });
 }
 
@@ -37,5 +45,6 @@ export async function currentSession(): Promise<SessionInfo | undefined> {
 
 export async function signOut(session: SessionInfo): Promise<void> {
   const { error, response } = await controlClient(session.csrfToken).api.DELETE('/dashboard/session');
-  if (!response.ok) throw failure(error, response.status);
+  // 401: it had ended already.
+  if (!response.ok && response.status !== 401) throw failure(error, response.status);
 }

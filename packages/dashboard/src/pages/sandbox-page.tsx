@@ -5,7 +5,7 @@ import { SandboxActions } from '../components/sandbox-actions.js';
 import { SandboxMetrics } from '../components/sandbox-metrics.js';
 import { TerminalView } from '../components/terminal-view.js';
 import { useSigned } from '../context.js';
-import { age, time, until } from '../format.js';
+import { age, errorText, time, until } from '../format.js';
 import { href, SANDBOX_TABS, type SandboxTab } from '../router.js';
 import { sdkSandbox } from '../sdk-sandbox.js';
 import { usePoll } from '../use-poll.js';
@@ -15,7 +15,16 @@ export function SandboxPage({ id, tab }: { id: string; tab: SandboxTab }) {
   const detail = usePoll(() => control.getSandbox(id), 5000, [id]);
   const d = detail.data;
   // One SDK object per sandbox and access token: a resume may hand out a new token.
-  const sandbox = useMemo(() => (d && d.state === 'running' ? sdkSandbox(d) : undefined), [d?.sandboxID, d?.envdAccessToken, d?.state]);
+  const made = useMemo(() => {
+    if (!d || d.state !== 'running') return {};
+    try {
+      return { sandbox: sdkSandbox(d) };
+    } catch (err) {
+      // An envd too old for the SDK: the page still shows what the control API knows.
+      return { error: errorText(err) };
+    }
+  }, [d?.sandboxID, d?.envdAccessToken, d?.state]);
+  const sandbox = made.sandbox;
   const now = Date.now();
 
   return (
@@ -67,6 +76,7 @@ export function SandboxPage({ id, tab }: { id: string; tab: SandboxTab }) {
       </nav>
       {tab === 'metrics' && <SandboxMetrics id={id} />}
       {tab === 'logs' && <LifecycleLog id={id} />}
+      {made.error && <p className="error">{made.error}</p>}
       {(tab === 'files' || tab === 'terminal') &&
         (sandbox ? (
           tab === 'files' ? (
