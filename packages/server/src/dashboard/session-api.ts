@@ -77,6 +77,7 @@ export class DashboardApi {
     if (!READS.has(req.method) && !DashboardSessions.csrfMatches(session, req.headers[CSRF_HEADER])) {
       return new ApiError(403, `a ${req.method} request made with the dashboard session cookie must send the session's CSRF token in X-CSRF-Token`);
     }
+    await this.keys.touch(session.principal.keyId);
     return { id, session };
   }
 
