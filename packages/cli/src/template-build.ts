@@ -7,8 +7,8 @@ import { createReadStream, mkdtempSync, readFileSync, rmSync, statSync } from 'n
 import { tmpdir } from 'node:os';
 import { isAbsolute, join, relative, resolve } from 'node:path';
 import type { BuildLogEntry, ControlClient, TemplateBuildInfo, TemplateStep } from '@paddock/control-client';
+import { parseDockerfile, type DockerfilePlan } from '@paddock/sdk';
 import { BuildContext, type CopyFiles } from './build-context.js';
-import { parseDockerfile, type DockerfilePlan } from './dockerfile.js';
 import { CliError, EXIT, style } from './output.js';
 
 export interface BuildOptions {

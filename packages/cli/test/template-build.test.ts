@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { create as createTar } from 'tar';
 import { eventually, run, testServer, type TestServer } from '../../server/test/harness.js';
-import { parseDockerfile } from '../src/dockerfile.js';
+import { parseDockerfile } from '@paddock/sdk';
 import { runPaddock } from './run-cli.js';
 
 describe('a Dockerfile read as build steps', () => {

@@ -92,3 +92,5 @@ export type {
 export { LogEntry, LogEntryEnd, LogEntryStart, defaultBuildLogger } from './build-log.js';
 export type { BuildStatusReason, LogEntryLevel, TemplateBuildStatus, TemplateBuildStatusResponse } from './build-log.js';
 export type { BuildInfo, TemplateTag, TemplateTagInfo } from './template-build.js';
+// Node only: a browser build's stand-in refuses (see the package's `browser` field).
+export { parseDockerfile, type DockerfileParseOptions, type DockerfilePlan, type DockerfileStep } from './dockerfile.js';

@@ -2,10 +2,13 @@
 // template of the server) and steps; the server's build API takes RUN, COPY,
 // ENV, WORKDIR and USER, and every other builder method is a RUN of the
 // command it stands for. COPY reads local files and so needs Node: its module
-// (template-files.ts) is loaded only when a template has one.
+// (template-files.ts) is loaded only when a template has one. Reading a
+// Dockerfile needs Node too: dockerfile.ts, which a browser build replaces
+// with a stand-in that refuses.
 import type { ControlClient } from '@paddock/control-client';
 import { LogEntry, LogEntryEnd, LogEntryStart, type TemplateBuildStatusResponse } from './build-log.js';
 import { checkDuration, resolveConfig, type ConnectionOpts } from './config.js';
+import { parseDockerfile, readDockerfile } from './dockerfile.js';
 import { fromControlError } from './error-mapping.js';
 import { BuildError, FileUploadError, InvalidArgumentError, NotFoundError } from './errors.js';
 import { controlClient } from './sandbox-api.js';
@@ -134,6 +137,14 @@ export interface TemplateFromImage {
   fromImage(baseImage: string, credentials?: { username: string; password: string }): TemplateBuilder;
   /** Builds on another template of the server (ID or name). */
   fromTemplate(template: string): TemplateBuilder;
+  /**
+   * Builds what a Dockerfile says: its FROM as the base, and its RUN,
+   * COPY/ADD, ENV, ARG, WORKDIR and USER as steps (COPY sources relative to
+   * `fileContextPath`). The last CMD/ENTRYPOINT is the start command, with
+   * no ready check unless one is set after. Takes the Dockerfile's text, or
+   * the path of one. Needs Node.
+   */
+  fromDockerfile(dockerfileContentOrPath: string): TemplateBuilder;
   /** Builds on an image from AWS ECR, pulled with these credentials. */
   fromAWSRegistry(image: string, credentials: { accessKeyId: string; secretAccessKey: string; region: string }): TemplateBuilder;
   /** Builds on an image from Google's registry, pulled with this service account. */
@@ -242,6 +253,8 @@ export class TemplateBase implements TemplateFromImage, TemplateBuilder, Templat
   #registry: Registry | undefined;
   #startCmd: string | undefined;
   #readyCmd: string | undefined;
+  /** What `fromDockerfile` ignored or left as written, told to `onBuildLogs` when the build starts. */
+  readonly #notes: string[] = [];
   #force = false;
   #forceNext = false;
   readonly #steps: Step[] = [];
@@ -376,6 +389,27 @@ export class TemplateBase implements TemplateFromImage, TemplateBuilder, Templat
 
   fromTemplate(template: string): TemplateBuilder {
     return this.#base(undefined, template, undefined);
+  }
+
+  fromDockerfile(dockerfileContentOrPath: string): TemplateBuilder {
+    const { text, file } = readDockerfile(dockerfileContentOrPath);
+    const plan = parseDockerfile(text, { file });
+    // E2B's base image is the server's base template either way; as an image it also has a Dockerfile form.
+    if ('fromTemplate' in plan.from) this.#base(BASE_IMAGE, undefined, undefined);
+    else this.#base(plan.from.fromImage, undefined, undefined);
+    for (const step of plan.steps) {
+      if (step.type === 'COPY') {
+        const [, dest, owner, mode] = step.args;
+        if (step.add) this.#notes.push(`${file}:${step.line}: ADD copies '${step.source}' as it is; an archive is not unpacked`);
+        // Docker reads a COPY source from the context even when it starts with '/'.
+        this.copy(step.source.replace(/^\/+/, '') || '.', dest!, { user: owner, ...(mode ? { mode: parseInt(mode, 8) } : {}) });
+      } else {
+        this.#step(step.type, step.args);
+      }
+    }
+    if (plan.startCmd !== undefined) this.#startCmd = plan.startCmd;
+    this.#notes.push(...plan.notes);
+    return this;
   }
 
   fromAWSRegistry(image: string, credentials: { accessKeyId: string; secretAccessKey: string; region: string }): TemplateBuilder {
@@ -537,6 +571,7 @@ export class TemplateBase implements TemplateFromImage, TemplateBuilder, Templat
       control.requestTemplateBuild({ name, tags: options.tags, cpuCount: options.cpuCount, memoryMB: options.memoryMB }, callOpts),
     );
     log?.(new LogEntry(new Date(), 'info', `Template ${reserved.templateID}, build ${reserved.buildID}`));
+    for (const note of this.#notes) log?.(new LogEntry(new Date(), 'warn', note));
     const steps = await Promise.all(
       this.#steps.map(async ({ type, args, force, copy }) => {
         const step: { type: string; args: string[]; force: boolean; filesHash?: string } = { type, args, force };

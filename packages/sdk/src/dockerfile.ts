@@ -1,19 +1,24 @@
-// A Dockerfile read as the steps of a template build (the v2 build API's
+// Node only (the package's `browser` field maps it to dockerfile-browser.ts):
+// a Dockerfile read as the steps of a template build (the v2 build API's
 // RUN, COPY, ENV, WORKDIR and USER, a start command, and where it starts
 // from), with Docker's meaning kept where the API can carry it and a clear
-// error where it cannot.
+// error where it cannot. `Template().fromDockerfile` and the CLI's
+// `paddock template build` both read Dockerfiles through it.
+import { readFileSync, statSync } from 'node:fs';
 import { DockerfileParser, type Instruction, type JSONInstruction, type ModifiableInstruction, type PropertyInstruction } from 'dockerfile-ast';
-import { shellJoin } from './commands/sandbox.js';
-import { CliError } from './output.js';
+import { InvalidArgumentError } from './errors.js';
+import { shellCommand } from './shell.js';
 
-/** A step of the build request; a COPY also says which files of the context it takes. */
+/** A step of the build request, with the Dockerfile line it came from; a COPY also says which files of the context it takes and whether it was an ADD. */
 export type DockerfileStep =
   | { type: 'RUN' | 'ENV' | 'WORKDIR' | 'USER'; args: string[]; line: number }
   | { type: 'COPY'; args: string[]; line: number; source: string; add: boolean };
 
+/** What a Dockerfile makes of a build: its base, its steps, its start command, and notes for the person building. */
 export interface DockerfilePlan {
   /** `FROM e2bdev/base` is the server's base template; anything else is an image. */
   from: { fromImage: string } | { fromTemplate: string };
+  /** The build steps, in order; USER and WORKDIR steps are added to start and end as E2B's templates expect. */
   steps: DockerfileStep[];
   /** From the last CMD and ENTRYPOINT, as one shell command line. */
   startCmd?: string;
@@ -30,8 +35,8 @@ const VAR_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 const REMOTE_SOURCE = /^([a-z][a-z0-9+.-]*:\/\/|git@)/i;
 
 /** A Dockerfile problem, named by its line. */
-function problem(file: string, line: number, message: string): CliError {
-  return new CliError(`${file}:${line}: ${message}`);
+function problem(file: string, line: number, message: string): InvalidArgumentError {
+  return new InvalidArgumentError(`${file}:${line}: ${message}`);
 }
 
 /**
@@ -41,7 +46,7 @@ function problem(file: string, line: number, message: string): CliError {
  * variable not known here (the base image may set it) is left as written,
  * and reported through `unknown`.
  */
-export function expandWord(raw: string, lookup: (name: string) => string | undefined, escape = '\\', unknown?: (name: string) => void, quotes = true): string {
+function expandWord(raw: string, lookup: (name: string) => string | undefined, escape = '\\', unknown?: (name: string) => void, quotes = true): string {
   let out = '';
   let i = 0;
   const expand = (): string => {
@@ -129,13 +134,14 @@ function startCommand(
   }
   if (entrypoint?.exec) {
     const argv = [...entrypoint.exec, ...(cmd ? words(cmd) : [])];
-    return argv.length > 0 ? shellJoin(argv) : undefined;
+    return argv.length > 0 ? shellCommand(argv) : undefined;
   }
   if (cmd?.shell !== undefined) return cmd.shell;
-  return cmd?.exec && cmd.exec.length > 0 ? shellJoin(cmd.exec) : undefined;
+  return cmd?.exec && cmd.exec.length > 0 ? shellCommand(cmd.exec) : undefined;
 }
 
-export interface ParseOptions {
+/** Options of `parseDockerfile`. */
+export interface DockerfileParseOptions {
   /** How the Dockerfile is named in errors. */
   file?: string;
   /** `--build-arg` values; they override the ARG defaults. */
@@ -143,12 +149,12 @@ export interface ParseOptions {
 }
 
 /**
- * Reads a Dockerfile into the steps of a build. Multi-stage builds, ADD of
- * a URL, RUN --mount, SHELL and instructions Docker does not know are
- * refused, naming their line; EXPOSE, LABEL, HEALTHCHECK and the like are
- * ignored with a note.
+ * Reads a Dockerfile's text into the steps of a build. Multi-stage builds,
+ * ADD of a URL, RUN --mount, SHELL and instructions Docker does not know are
+ * refused with an `InvalidArgumentError` naming their line; EXPOSE, LABEL,
+ * HEALTHCHECK and the like are ignored with a note.
  */
-export function parseDockerfile(text: string, opts: ParseOptions = {}): DockerfilePlan {
+export function parseDockerfile(text: string, opts: DockerfileParseOptions = {}): DockerfilePlan {
   const file = opts.file ?? 'Dockerfile';
   const buildArgs = opts.buildArgs ?? {};
   const df = DockerfileParser.parse(text);
@@ -156,7 +162,7 @@ export function parseDockerfile(text: string, opts: ParseOptions = {}): Dockerfi
   const instructions = df.getInstructions();
   const notes: string[] = [];
   const froms = instructions.filter((i) => i.getKeyword() === 'FROM');
-  if (froms.length === 0) throw new CliError(`${file} has no FROM instruction`);
+  if (froms.length === 0) throw new InvalidArgumentError(`${file} has no FROM instruction`);
   if (froms.length > 1) {
     throw problem(file, line(froms[1]!), `multi-stage builds are not supported (FROM on lines ${froms.map(line).join(', ')}); a template is built from one FROM`);
   }
@@ -225,7 +231,7 @@ export function parseDockerfile(text: string, opts: ParseOptions = {}): Dockerfi
         let command: string;
         if (exec) {
           if (exec.length === 0) throw problem(file, at, 'RUN has an empty command');
-          command = shellJoin(exec);
+          command = shellCommand(exec);
         } else {
           command = (ins.getArgumentsContent() ?? '').trim();
           // `RUN <<EOF` alone runs the here-document as the script; other here-documents are the shell's.
@@ -235,7 +241,7 @@ export function parseDockerfile(text: string, opts: ParseOptions = {}): Dockerfi
         if (!command.trim()) throw problem(file, at, 'RUN has an empty command');
         // Docker gives a RUN the ARGs in scope as environment variables; an ENV of the same name wins.
         const exported = [...args].filter(([k, v]) => v !== undefined && !env.has(k)).map(([k, v]) => `${k}=${v}`);
-        steps.push({ type: 'RUN', args: [exported.length > 0 ? `export ${shellJoin(exported)}; ${command}` : command], line: at });
+        steps.push({ type: 'RUN', args: [exported.length > 0 ? `export ${shellCommand(exported)}; ${command}` : command], line: at });
         break;
       }
       case 'COPY':
@@ -325,4 +331,21 @@ export function parseDockerfile(text: string, opts: ParseOptions = {}): Dockerfi
   for (const name of Object.keys(buildArgs)) if (!used.has(name)) notes.push(`--build-arg ${name} is not used: the Dockerfile declares no ARG ${name}`);
   const startCmd = startCommand(entrypoint, cmd, notes);
   return { from: from!, steps, ...(startCmd ? { startCmd } : {}), notes };
+}
+
+/**
+ * A Dockerfile's text and how to name it: `contentOrPath` is read as a file
+ * when it names one (relative to the working directory), else taken as the
+ * Dockerfile itself, as E2B's `fromDockerfile` does.
+ */
+export function readDockerfile(contentOrPath: string): { text: string; file: string } {
+  // A Dockerfile's text has a newline or is at least no file's name.
+  let isFile = false;
+  try {
+    isFile = !contentOrPath.includes('\n') && statSync(contentOrPath, { throwIfNoEntry: false })?.isFile() === true;
+  } catch {
+    // Not a name a file can have (too long, a NUL in it): the text itself.
+  }
+  if (isFile) return { text: readFileSync(contentOrPath, 'utf8'), file: contentOrPath };
+  return { text: contentOrPath, file: 'Dockerfile' };
 }
