@@ -7,7 +7,8 @@
 // a real Paddock server started here:
 //
 //   - an ES module script and a CommonJS script (node),
-//   - `tsc --strict` under node16 and under bundler module resolution,
+//   - `tsc --strict` under node16 and under bundler module resolution, the
+//     latter as a web app would: no @types/node, no skipLibCheck,
 //   - the SDK bundled by esbuild for the browser and run in Chromium
 //     (playwright-core) from an origin of its own: a sandbox created, a
 //     command run, a file read.
@@ -120,7 +121,8 @@ try {
   const tsc = join(repoRoot, 'node_modules/typescript/bin/tsc');
   await step('tsc --strict, module node16', () => run(process.execPath, [tsc, '-p', 'tsconfig.node16.json'], { cwd: app }));
   await step('tsc --strict, moduleResolution bundler, no @types/node', () => {
-    // A web app's project: DOM types, no Node types (so declarations of Node-only options go unchecked: skipLibCheck).
+    // A web app's project: DOM types, no Node types, and every declaration checked (no skipLibCheck), so that
+    // a Node type leaking into the declarations the `default` condition gives fails here.
     rmSync(join(app, 'node_modules/@types/node'), { recursive: true, force: true });
     try {
       run(process.execPath, [tsc, '-p', 'tsconfig.bundler.json'], { cwd: app });
@@ -141,8 +143,13 @@ try {
       metafile: true,
       logLevel: 'silent',
     });
-    // The browser builds, not Node's: no undici, no connect-node anywhere in the bundle.
-    const nodeOnly = Object.keys(out.metafile.inputs).filter((p) => /node_modules\/(undici|@connectrpc\/connect-node)\//.test(p) || p.includes('/dist/node.js'));
+    // The browser builds, not Node's: no undici, no connect-node, no Dockerfile parser, none of the SDK's Node-only modules.
+    const nodeOnly = Object.keys(out.metafile.inputs).filter(
+      (p) =>
+        /node_modules\/(undici|@connectrpc\/connect-node|dockerfile-ast|tar)\//.test(p) ||
+        p.includes('/dist/node.js') ||
+        /@paddock\/sdk\/dist\/(dockerfile|proxy|template-files)\.js$/.test(p),
+    );
     if (nodeOnly.length > 0) throw new Error(`the browser bundle holds Node-only modules: ${nodeOnly.join(', ')}`);
     for (const pkg of ['envd-client', 'control-client']) {
       if (!Object.keys(out.metafile.inputs).some((p) => p.endsWith(`node_modules/@paddock/${pkg}/dist/browser.js`))) {

@@ -1,4 +1,3 @@
-import type { Readable } from 'node:stream';
 import createClient, { type Client } from 'openapi-fetch';
 import type { paths } from '@paddock/models/control';
 import { ControlApiError, errorFromFailure, errorFromResponse } from './errors.js';
@@ -163,11 +162,12 @@ export interface TemplateBuildLogsQuery {
 }
 
 /**
- * The archive `uploadTemplateFiles` sends: a file's path, or a body of
- * known size. A path or a Blob is sent again when a retry is worth it; a
- * stream is sent once.
+ * The archive `uploadTemplateFiles` sends: a file's path (Node only), or a
+ * body of known size; the Node build's client also takes a Node `Readable`.
+ * A path or a Blob is sent again when a retry is worth it; a stream is sent
+ * once.
  */
-export type TemplateFilesBody = string | Blob | Readable | ReadableStream<Uint8Array>;
+export type TemplateFilesBody = string | Blob | ReadableStream<Uint8Array>;
 
 /** What `connectSandbox` returns. */
 export interface ConnectResult {

@@ -1,3 +1,3 @@
-// The Node build (the `node` and `default` conditions of package.json).
+// The Node build (the `node` condition of package.json).
 export * from './common.js';
-export { ControlClient } from './node.js';
+export { ControlClient, type NodeTemplateFilesBody } from './node.js';

@@ -1,4 +1,4 @@
-// The browser build (the `browser` condition of package.json): fetch and
+// The browser build (the `browser` and `default` conditions of package.json): fetch and
 // connect-web, no Node built-ins. `createNodeTransport` is Node's alone.
 export * from './common.js';
 export { EnvdClient } from './envd-client.js';

@@ -4,6 +4,7 @@ export {
   DEFAULT_REQUEST_TIMEOUT_MS,
   type CallOptions,
   type DownloadFormat,
+  type WebDownloadFormat,
   type DownloadOptions,
   type EntryInfo,
   type EnvdClientOptions,

@@ -1,8 +1,6 @@
-import type { Readable } from 'node:stream';
 import { createClient, type Client, type Interceptor, type Transport } from '@connectrpc/connect';
 import { createConnectTransport as createWebTransport } from '@connectrpc/connect-web';
 import { Filesystem, Process, type envd } from '@paddock/models';
-import type { Dispatcher } from 'undici';
 import { EnvdArgumentError, EnvdHttpError, errorFromFailure, errorFromResponse } from './errors.js';
 import { connectionHeaders, envdInterceptor, type EnvdHeaderConfig } from './headers.js';
 import { fetchSender, type FetchFunction, type HttpAnswer, type Send } from './http.js';
@@ -56,8 +54,6 @@ export interface EnvdClientOptions extends EnvdHeaderConfig {
    * `dispatcher`, in Node; the global fetch in a browser.
    */
   fetch?: FetchFunction;
-  /** Node: undici dispatcher for the HTTP routes when no `fetch` is given (a `ProxyAgent`, say). Default: one agent all clients share. */
-  dispatcher?: Dispatcher;
   /**
    * Node: a unix socket that envd listens on, to connect to instead of the URL's
    * host (the host's own link to a sandbox); `envdUrl` still gives the path
@@ -88,8 +84,11 @@ export interface DownloadOptions extends CallOptions {
   gzip?: boolean;
 }
 
-/** What `download` returns: `text` (default), `bytes`, `blob`, a Web `stream` or a Node `node-stream`. */
+/** What `download` returns: `text` (default), `bytes`, `blob`, a Web `stream` or (the Node build only) a Node `node-stream`. */
 export type DownloadFormat = 'text' | 'bytes' | 'blob' | 'stream' | 'node-stream';
+
+/** The formats of `download` that every build has. */
+export type WebDownloadFormat = Exclude<DownloadFormat, 'node-stream'>;
 
 /** One of several files to `upload`. */
 export interface UploadEntry {
@@ -188,7 +187,7 @@ export class EnvdClient {
    */
   protected connect(options: EnvdClientOptions, transportOptions: TransportOptions): EnvdLink {
     for (const name of ['socketPath', 'dispatcher'] as const) {
-      if (options[name] !== undefined) throw new EnvdArgumentError(name, `${name} needs Node; this is the browser build of @paddock/envd-client`);
+      if ((options as unknown as Record<string, unknown>)[name] !== undefined) throw new EnvdArgumentError(name, `${name} needs Node; this is the browser build of @paddock/envd-client`);
     }
     if (options.httpVersion === '2') {
       throw new EnvdArgumentError('httpVersion', "httpVersion '2' needs Node; in a browser, fetch picks the HTTP version");
@@ -205,15 +204,9 @@ export class EnvdClient {
   download(path: string, options: DownloadOptions & { format: 'bytes' }): Promise<Uint8Array>;
   download(path: string, options: DownloadOptions & { format: 'blob' }): Promise<Blob>;
   download(path: string, options: DownloadOptions & { format: 'stream' }): Promise<ReadableStream<Uint8Array>>;
-  download(path: string, options: DownloadOptions & { format: 'node-stream' }): Promise<Readable>;
-  download(
-    path: string,
-    options: DownloadOptions & { format: DownloadFormat },
-  ): Promise<string | Uint8Array | Blob | ReadableStream<Uint8Array> | Readable>;
-  async download(
-    path: string,
-    options: DownloadOptions & { format?: DownloadFormat } = {},
-  ): Promise<string | Uint8Array | Blob | ReadableStream<Uint8Array> | Readable> {
+  download(path: string, options: DownloadOptions & { format: WebDownloadFormat }): Promise<string | Uint8Array | Blob | ReadableStream<Uint8Array>>;
+  // The Node build's client adds the `node-stream` format's signatures, whose Node type these declarations leave out.
+  async download(path: string, options: DownloadOptions & { format?: DownloadFormat } = {}): Promise<unknown> {
     const format = options.format ?? 'text';
     const url = endpointUrl(this.#envdUrl, '/files', filesQuery(path, options.user ?? this.#user));
     // Without gzip asked for, say so: envd would otherwise spend a

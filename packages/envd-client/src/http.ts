@@ -2,7 +2,6 @@
 // fetch (the platform's or the caller's) or, in Node, over undici
 // (http-node.ts). Both give an `HttpAnswer`, so the client reads either alike.
 // Nothing here needs Node: this module is part of the browser build.
-import type { Readable } from 'node:stream';
 import { pullStream, type RequestBody } from './upload-body.js';
 
 /** A `fetch` that takes the URL as a string. */
@@ -28,8 +27,12 @@ export interface HttpAnswer {
   bytes(): Promise<Uint8Array>;
   blob(): Promise<Blob>;
   webStream(): ReadableStream<Uint8Array>;
-  /** Absent where there is no Node (a browser). */
-  nodeStream?(): Promise<Readable>;
+  /**
+   * A Node `Readable` of the body; absent where there is no Node (a
+   * browser). Typed loosely so that this module's declarations need no Node
+   * types: the Node build's client gives the type back.
+   */
+  nodeStream?(): Promise<unknown>;
   /** Reads and drops the body (so that its connection can be used again). */
   discard(): Promise<void>;
 }
@@ -40,7 +43,7 @@ export type Send = (req: HttpRequest) => Promise<HttpAnswer>;
  * Requests through `fetch`, the caller's or the platform's. `toNodeStream`,
  * given in Node, lets a download be read as a Node `Readable`.
  */
-export function fetchSender(fetchFn: FetchFunction, toNodeStream?: (body: ReadableStream<Uint8Array>) => Readable): Send {
+export function fetchSender(fetchFn: FetchFunction, toNodeStream?: (body: ReadableStream<Uint8Array>) => unknown): Send {
   return async ({ method, url, headers, body, signal }) => {
     const init: RequestInit = { method, headers, signal };
     if (body?.parts) {
@@ -55,7 +58,7 @@ export function fetchSender(fetchFn: FetchFunction, toNodeStream?: (body: Readab
   };
 }
 
-function fetchAnswer(response: Response, toNodeStream: ((body: ReadableStream<Uint8Array>) => Readable) | undefined): HttpAnswer {
+function fetchAnswer(response: Response, toNodeStream: ((body: ReadableStream<Uint8Array>) => unknown) | undefined): HttpAnswer {
   const body = (): ReadableStream<Uint8Array> =>
     response.body ?? new ReadableStream<Uint8Array>({ start: (controller) => controller.close() });
   return {

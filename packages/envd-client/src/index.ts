@@ -1,4 +1,4 @@
-// The Node build (the `node` and `default` conditions of package.json).
+// The Node build (the `node` condition of package.json).
 export * from './common.js';
-export { EnvdClient } from './node.js';
+export { EnvdClient, type NodeEnvdClientOptions } from './node.js';
 export { createNodeTransport, type NodeTransportOptions } from './node-transport.js';

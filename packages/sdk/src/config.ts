@@ -90,6 +90,12 @@ export interface ConnectionOpts {
   apiHeaders?: Record<string, string>;
   /** Accepted for code written for E2B's SDK, which no longer checks the key's format either; no effect. */
   validateApiKey?: boolean;
+  /**
+   * An HTTP(S) proxy that every request goes through, to the control API and
+   * to the sandboxes (`http://user:pass@proxy.example:8080`). Node only: a
+   * browser goes through its own proxy settings.
+   */
+  proxy?: string;
 }
 
 /** Options of a single request. */
@@ -115,6 +121,8 @@ export interface ResolvedConfig {
   headers: Record<string, string>;
   /** Headers of control API requests. */
   apiHeaders: Record<string, string>;
+  /** HTTP(S) proxy of every request, or undefined to connect directly. */
+  proxy: string | undefined;
 }
 
 export type Environment = Readonly<Record<string, string | undefined>>;
@@ -143,9 +151,49 @@ function checkCount(name: string, value: number | undefined): void {
   }
 }
 
+function checkProxy(proxy: string | undefined): void {
+  if (proxy === undefined) return;
+  let url: URL | undefined;
+  try {
+    url = new URL(proxy);
+  } catch {
+    // Said below.
+  }
+  if (url?.protocol !== 'http:' && url?.protocol !== 'https:') {
+    throw new InvalidArgumentError(`proxy must be an http:// or https:// URL; got '${String(proxy).replace(/\/\/[^@/]*@/, '//***@')}'`);
+  }
+}
+
+/**
+ * Options bound to a class by an `E2B` client: `Sandbox` and `Template`
+ * subclasses whose static calls use them where a call leaves an option out.
+ */
+const bound = new WeakMap<object, ConnectionOpts>();
+
+/** Binds `opts` to a class (or the `Template` function): its static calls, and its subclasses', start from them. */
+export function bindOptions(target: object, opts: ConnectionOpts): void {
+  bound.set(target, { ...opts });
+}
+
+/**
+ * The options of a static call on `target`: the call's own, over those bound
+ * to `target` or the nearest class it inherits from. An option the call
+ * gives as `undefined` falls back to the bound one.
+ */
+export function withBoundOptions<T extends ConnectionOpts>(target: object, opts: T | undefined): T {
+  let from: object | null = target;
+  while (from !== null && !bound.has(from)) from = Object.getPrototypeOf(from) as object | null;
+  const defaults = from === null ? undefined : bound.get(from);
+  if (!defaults) return opts ?? ({} as T);
+  const merged: Record<string, unknown> = { ...defaults };
+  for (const [key, value] of Object.entries(opts ?? {})) if (value !== undefined) merged[key] = value;
+  return merged as T;
+}
+
 export function resolveConfig(opts: ConnectionOpts = {}, env: Environment = processEnv()): ResolvedConfig {
   checkDuration('requestTimeoutMs', opts.requestTimeoutMs);
   checkCount('retries', opts.retries);
+  checkProxy(opts.proxy);
   const fromEnv = (name: string): string | undefined => env[name] || undefined;
   const domain = opts.domain || fromEnv(ENV.domain);
   const debug = opts.debug ?? fromEnv(ENV.debug)?.toLowerCase() === 'true';
@@ -169,6 +217,7 @@ export function resolveConfig(opts: ConnectionOpts = {}, env: Environment = proc
     debug,
     headers: { ...opts.headers },
     apiHeaders: { ...opts.headers, ...opts.apiHeaders },
+    proxy: opts.proxy,
   };
 }
 

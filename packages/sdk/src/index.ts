@@ -1,6 +1,7 @@
 import { Sandbox } from './sandbox.js';
 
 export { Sandbox };
+export { E2B, type E2BClientOpts } from './client.js';
 // As E2B's SDK: `import Sandbox from '@paddock/sdk'`.
 export default Sandbox;
 export type {

@@ -13,6 +13,7 @@ import {
   type NewSandboxInput,
 } from './convert.js';
 import { fromControlError, type ErrorSubject } from './error-mapping.js';
+import { proxyFetch } from './proxy.js';
 import { AuthenticationError, type SandboxError } from './errors.js';
 import type {
   SandboxConnectionInfo,
@@ -66,12 +67,12 @@ export interface SnapshotQuery {
 }
 
 /** fetch that tells the logger of each call and its outcome; never of its headers, which hold the API key. */
-function loggingFetch(logger: Logger): FetchFunction {
+function loggingFetch(logger: Logger, send: FetchFunction): FetchFunction {
   return async (request, init) => {
     const { pathname } = new URL(request.url);
     logger.debug?.(`→ ${request.method} ${pathname}`);
     try {
-      const response = await fetch(request, init);
+      const response = await send(request, init);
       const line = `← ${request.method} ${pathname} ${response.status}`;
       if (response.ok) logger.info?.(line);
       else logger.error?.(line);
@@ -88,13 +89,15 @@ export function controlClient(config: ResolvedConfig): ControlClient {
   if (!config.apiKey) {
     throw new AuthenticationError('an API key is required: pass `apiKey` or set PADDOCK_API_KEY');
   }
+  let send: FetchFunction | undefined = config.proxy === undefined ? undefined : proxyFetch(config.proxy);
+  if (config.logger) send = loggingFetch(config.logger, send ?? ((request, init) => fetch(request, init)));
   return new ControlClient({
     apiUrl: config.apiUrl,
     apiKey: config.apiKey,
     requestTimeoutMs: config.requestTimeoutMs,
     headers: config.apiHeaders,
     retries: { maxRetries: config.retries },
-    ...(config.logger ? { fetch: loggingFetch(config.logger) } : {}),
+    ...(send ? { fetch: send } : {}),
   });
 }
 

@@ -8,6 +8,7 @@ import {
   checkDuration,
   envdUrl,
   resolveConfig,
+  withBoundOptions,
   type ConnectionOpts,
   type RequestOpts,
   type ResolvedConfig,
@@ -18,6 +19,7 @@ import { fromEnvdHttpError } from './error-mapping.js';
 import { InvalidArgumentError, TemplateError } from './errors.js';
 import { Filesystem } from './filesystem.js';
 import { Git } from './git.js';
+import { envdProxyOptions } from './proxy.js';
 import { Pty } from './pty.js';
 import {
   connectSandbox,
@@ -181,6 +183,7 @@ export class Sandbox {
       // as base64 text, which costs encoding in envd and decoding here: a
       // command's stdout streamed ~15× slower than in the binary format.
       useBinaryFormat: true,
+      ...(config.proxy === undefined ? {} : envdProxyOptions(config.proxy)),
     });
     const context: SandboxContext = {
       envd: this.#envd,
@@ -200,8 +203,8 @@ export class Sandbox {
     const opts = (typeof templateOrOpts === 'string' ? maybeOpts : templateOrOpts) ?? {};
     const template = typeof templateOrOpts === 'string' ? templateOrOpts : (opts.template ?? 'base');
     checkDuration('timeoutMs', opts.timeoutMs);
-    const config = resolveConfig(opts);
-    if (config.debug) return new Sandbox(debugSandbox(), config);
+    const config = resolveConfig(withBoundOptions(this, opts));
+    if (config.debug) return new this(debugSandbox(), config);
     const info = await createSandbox(
       config,
       {
@@ -221,7 +224,7 @@ export class Sandbox {
       await killSandbox(config, info.sandboxId, {}).catch(() => false);
       throw tooOld(info.envdVersion, template);
     }
-    return new Sandbox(info, config);
+    return new this(info, config);
   }
 
   /**
@@ -230,11 +233,11 @@ export class Sandbox {
    */
   static async connect(sandboxId: string, opts: SandboxConnectOpts = {}): Promise<Sandbox> {
     checkDuration('timeoutMs', opts.timeoutMs);
-    const config = resolveConfig(opts);
-    if (config.debug) return new Sandbox(debugSandbox(), config);
+    const config = resolveConfig(withBoundOptions(this, opts));
+    if (config.debug) return new this(debugSandbox(), config);
     const info = await connectSandbox(config, sandboxId, opts.timeoutMs ?? DEFAULT_SANDBOX_TIMEOUT_MS, opts);
     if (!atLeast(info.envdVersion, MIN_ENVD_VERSION)) throw tooOld(info.envdVersion, sandboxId);
-    return new Sandbox(info, config);
+    return new this(info, config);
   }
 
   /**
@@ -246,55 +249,55 @@ export class Sandbox {
   static fromConnectionInfo(info: SandboxConnectionInfo, opts: ConnectionOpts = {}): Sandbox {
     if (!info.sandboxId) throw new InvalidArgumentError('sandboxId must not be empty');
     if (!atLeast(info.envdVersion, MIN_ENVD_VERSION)) throw tooOld(info.envdVersion, info.sandboxId);
-    return new Sandbox(info, resolveConfig(opts));
+    return new this(info, resolveConfig(withBoundOptions(this, opts)));
   }
 
   /** Sandboxes of the team, newest first, filtered by `query`. */
   static list(opts: SandboxListOpts = {}): SandboxPaginator {
-    return listSandboxes(resolveConfig(opts), opts);
+    return listSandboxes(resolveConfig(withBoundOptions(this, opts)), opts);
   }
 
   /** Kills a sandbox. False when it does not exist. */
   static async kill(sandboxId: string, opts: SandboxApiOpts = {}): Promise<boolean> {
-    const config = resolveConfig(opts);
+    const config = resolveConfig(withBoundOptions(this, opts));
     return config.debug ? true : killSandbox(config, sandboxId, opts);
   }
 
   /** Describes a sandbox, including its network and lifecycle settings. */
   static getInfo(sandboxId: string, opts: SandboxApiOpts = {}): Promise<SandboxInfo> {
-    return getSandboxInfo(resolveConfig(opts), sandboxId, opts);
+    return getSandboxInfo(resolveConfig(withBoundOptions(this, opts)), sandboxId, opts);
   }
 
   /** @deprecated E2B's former name of `getInfo`. */
   static getFullInfo(sandboxId: string, opts: SandboxApiOpts = {}): Promise<SandboxInfo> {
-    return Sandbox.getInfo(sandboxId, opts);
+    return this.getInfo(sandboxId, opts);
   }
 
   /** Resource usage samples of a sandbox, oldest first. */
   static getMetrics(sandboxId: string, opts: SandboxMetricsOpts = {}): Promise<SandboxMetrics[]> {
-    return getSandboxMetrics(resolveConfig(opts), sandboxId, metricsRange(opts), opts);
+    return getSandboxMetrics(resolveConfig(withBoundOptions(this, opts)), sandboxId, metricsRange(opts), opts);
   }
 
   /** Sets the sandbox to expire `timeoutMs` from now, sooner or later than before. */
   static async setTimeout(sandboxId: string, timeoutMs: number, opts: SandboxApiOpts = {}): Promise<void> {
     checkDuration('timeoutMs', timeoutMs);
-    const config = resolveConfig(opts);
+    const config = resolveConfig(withBoundOptions(this, opts));
     if (!config.debug) await setSandboxTimeout(config, sandboxId, timeoutMs, opts);
   }
 
   /** Pauses a sandbox; `Sandbox.connect` resumes it. False when it was not running. */
   static pause(sandboxId: string, opts: SandboxPauseOpts = {}): Promise<boolean> {
-    return pauseSandbox(resolveConfig(opts), sandboxId, opts.keepMemory, opts);
+    return pauseSandbox(resolveConfig(withBoundOptions(this, opts)), sandboxId, opts.keepMemory, opts);
   }
 
   /** @deprecated E2B's former name of `pause`. */
   static betaPause(sandboxId: string, opts: SandboxPauseOpts = {}): Promise<boolean> {
-    return Sandbox.pause(sandboxId, opts);
+    return this.pause(sandboxId, opts);
   }
 
   /** Replaces the sandbox's outbound rules with `network`; what it leaves out is cleared. */
   static updateNetwork(sandboxId: string, network: SandboxNetworkUpdate, opts: SandboxApiOpts = {}): Promise<void> {
-    return updateSandboxNetwork(resolveConfig(opts), sandboxId, network, opts);
+    return updateSandboxNetwork(resolveConfig(withBoundOptions(this, opts)), sandboxId, network, opts);
   }
 
   /**
@@ -303,17 +306,17 @@ export class Sandbox {
    * processes are not part of it.
    */
   static createSnapshot(sandboxId: string, opts: CreateSnapshotOpts = {}): Promise<SnapshotInfo> {
-    return createSnapshot(resolveConfig(opts), sandboxId, opts.name, opts);
+    return createSnapshot(resolveConfig(withBoundOptions(this, opts)), sandboxId, opts.name, opts);
   }
 
   /** The team's snapshots, optionally only those of one sandbox or name. */
   static listSnapshots(opts: SnapshotListOpts = {}): SnapshotPaginator {
-    return listSnapshots(resolveConfig(opts), opts);
+    return listSnapshots(resolveConfig(withBoundOptions(this, opts)), opts);
   }
 
   /** Deletes a snapshot. False when there is no such snapshot. */
   static deleteSnapshot(snapshotId: string, opts: SandboxApiOpts = {}): Promise<boolean> {
-    return deleteSnapshot(resolveConfig(opts), snapshotId, opts);
+    return deleteSnapshot(resolveConfig(withBoundOptions(this, opts)), snapshotId, opts);
   }
 
   /**
@@ -327,11 +330,11 @@ export class Sandbox {
     if (opts.count !== undefined && (!Number.isSafeInteger(opts.count) || opts.count < 1 || opts.count > 100)) {
       throw new InvalidArgumentError(`count must be a whole number from 1 to 100; got ${String(opts.count)}`);
     }
-    const config = resolveConfig(opts);
+    const config = resolveConfig(withBoundOptions(this, opts));
     const results = await forkSandbox(config, sandboxId, { timeoutMs: opts.timeoutMs ?? DEFAULT_SANDBOX_TIMEOUT_MS, count: opts.count }, opts);
     return results.map((result) => {
       if (result instanceof Error) return result;
-      return atLeast(result.envdVersion, MIN_ENVD_VERSION) ? new Sandbox(result, config) : tooOld(result.envdVersion, sandboxId);
+      return atLeast(result.envdVersion, MIN_ENVD_VERSION) ? new this(result, config) : tooOld(result.envdVersion, sandboxId);
     });
   }
 
@@ -377,7 +380,7 @@ export class Sandbox {
 
   /** New sandboxes with a copy of this one's filesystem (see `Sandbox.fork`). */
   async fork(opts: RequestOpts & { count?: number; timeoutMs?: number } = {}): Promise<Array<Sandbox | Error>> {
-    return Sandbox.fork(this.sandboxId, { ...this.#connectionOpts(), ...opts });
+    return (this.constructor as typeof Sandbox).fork(this.sandboxId, { ...this.#connectionOpts(), ...opts });
   }
 
   /** The connection settings this object was made with, as options of a static call. */
@@ -393,6 +396,7 @@ export class Sandbox {
       logger: c.logger,
       headers: c.headers,
       apiHeaders: c.apiHeaders,
+      proxy: c.proxy,
     };
   }
 

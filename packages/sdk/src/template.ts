@@ -7,7 +7,7 @@
 // with a stand-in that refuses.
 import type { ControlClient } from '@paddock/control-client';
 import { LogEntry, LogEntryEnd, LogEntryStart, type TemplateBuildStatusResponse } from './build-log.js';
-import { checkDuration, resolveConfig, type ConnectionOpts } from './config.js';
+import { checkDuration, resolveConfig, withBoundOptions, type ConnectionOpts } from './config.js';
 import { parseDockerfile, readDockerfile } from './dockerfile.js';
 import { fromControlError } from './error-mapping.js';
 import { BuildError, FileUploadError, InvalidArgumentError, NotFoundError } from './errors.js';
@@ -273,7 +273,7 @@ export class TemplateBase implements TemplateFromImage, TemplateBuilder, Templat
   static build(template: TemplateClass, options: BuildOptions): Promise<BuildInfo>;
   static async build(template: TemplateClass, nameOrOptions: string | BuildOptions, maybeOptions?: Omit<BuildOptions, 'alias'>): Promise<BuildInfo> {
     const { name, options } = buildArgs(nameOrOptions, maybeOptions);
-    const control = controlClient(resolveConfig(options));
+    const control = controlClient(resolveConfig(withBoundOptions(this, options)));
     const log = options.onBuildLogs;
     log?.(new LogEntryStart(new Date(), `Building template ${name}`));
     const info = await asTemplate(template).#start(control, name, options);
@@ -291,17 +291,17 @@ export class TemplateBase implements TemplateFromImage, TemplateBuilder, Templat
     maybeOptions?: Omit<BuildOptions, 'alias'>,
   ): Promise<BuildInfo> {
     const { name, options } = buildArgs(nameOrOptions, maybeOptions);
-    return asTemplate(template).#start(controlClient(resolveConfig(options)), name, options);
+    return asTemplate(template).#start(controlClient(resolveConfig(withBoundOptions(this, options))), name, options);
   }
 
   /** Status of a build and its log entries from `logsOffset` on. */
   static getBuildStatus(data: Pick<BuildInfo, 'templateId' | 'buildId'>, options: GetBuildStatusOptions = {}): Promise<TemplateBuildStatusResponse> {
-    return buildStatus(controlClient(resolveConfig(options)), data.templateId, data.buildId, options.logsOffset ?? 0, options);
+    return buildStatus(controlClient(resolveConfig(withBoundOptions(this, options))), data.templateId, data.buildId, options.logsOffset ?? 0, options);
   }
 
   /** Whether a template of this name exists. */
   static async exists(name: string, options: ConnectionOpts = {}): Promise<boolean> {
-    const control = controlClient(resolveConfig(options));
+    const control = controlClient(resolveConfig(withBoundOptions(this, options)));
     try {
       await control.getTemplateByAlias(name);
       return true;
@@ -314,25 +314,25 @@ export class TemplateBase implements TemplateFromImage, TemplateBuilder, Templat
 
   /** `exists` under E2B's former name. */
   static aliasExists(alias: string, options: ConnectionOpts = {}): Promise<boolean> {
-    return TemplateBase.exists(alias, options);
+    return this.exists(alias, options);
   }
 
   /** Points tags at the build that `targetName` (`name` or `name:tag`) names. */
   static async assignTags(targetName: string, tags: string | string[], options: ConnectionOpts = {}): Promise<TemplateTagInfo> {
-    const control = controlClient(resolveConfig(options));
+    const control = controlClient(resolveConfig(withBoundOptions(this, options)));
     const assigned = await buildCall(() => control.assignTemplateTags({ target: targetName, tags: list(tags) }));
     return { buildId: assigned.buildID, tags: assigned.tags };
   }
 
   /** Removes tags from the template `name`; the builds stay. */
   static async removeTags(name: string, tags: string | string[], options: ConnectionOpts = {}): Promise<void> {
-    const control = controlClient(resolveConfig(options));
+    const control = controlClient(resolveConfig(withBoundOptions(this, options)));
     await buildCall(() => control.deleteTemplateTags({ name, tags: list(tags) }));
   }
 
   /** Tags of a template and the builds they point at. */
   static async getTags(templateId: string, options: ConnectionOpts = {}): Promise<TemplateTag[]> {
-    const control = controlClient(resolveConfig(options));
+    const control = controlClient(resolveConfig(withBoundOptions(this, options)));
     const tags = await buildCall(() => control.listTemplateTags(templateId));
     return tags.map((t) => ({ tag: t.tag, buildId: t.buildID, createdAt: new Date(t.createdAt) }));
   }
@@ -661,11 +661,16 @@ function buildArgs(nameOrOptions: string | BuildOptions, maybeOptions: Omit<Buil
 /** `Template()` makes a builder; `Template.build(...)` and the other statics are the build API. */
 export type CallableTemplate = typeof TemplateBase & ((options?: TemplateOptions) => TemplateFromImage);
 
-function makeTemplate(options?: TemplateOptions): TemplateFromImage {
-  return new TemplateBase(options);
+/**
+ * `base` as a function that makes builders, with `base`'s statics reached
+ * through the prototype chain; an `E2B` client makes one of a subclass that
+ * has its options bound.
+ */
+export function callableTemplate(base: typeof TemplateBase): CallableTemplate {
+  const make = (options?: TemplateOptions): TemplateFromImage => new base(options);
+  Object.setPrototypeOf(make, base);
+  return make as unknown as CallableTemplate;
 }
-// The statics are TemplateBase's, reached through the prototype chain.
-Object.setPrototypeOf(makeTemplate, TemplateBase);
 
 /** Makes a template builder (`Template()`), and holds the build API as statics (`Template.build`). */
-export const Template = makeTemplate as unknown as CallableTemplate;
+export const Template = callableTemplate(TemplateBase);

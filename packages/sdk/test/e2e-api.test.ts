@@ -1,14 +1,21 @@
 // The SDK's methods beyond files and commands, against a real Paddock server:
-// snapshots, forks, writeFiles, git in the sandbox, and one error class per
-// condition whichever method meets it.
+// snapshots, forks, writeFiles, git in the sandbox, one error class per
+// condition whichever method meets it, the `proxy` option and `E2B` clients.
+import { createServer, type IncomingMessage } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { createProxy } from 'proxy';
 import PaddockSandbox, {
+  AuthenticationError,
   CommandExitError,
   ConnectionError,
+  E2B,
   GitAuthError,
   GitUpstreamError,
   InvalidArgumentError,
   Sandbox,
   SandboxNotFoundError,
+  Template,
+  TemplateBase,
   type ConnectionOpts,
 } from '../src/index.js';
 import { eventually } from '../../../tools/testing/poll.mjs';
@@ -284,4 +291,67 @@ describe('one error class per condition', () => {
     expect(err).toBeInstanceOf(InvalidArgumentError);
     expect((err as Error).message).toBe('timeoutMs must be a whole number of milliseconds, 0 or more; got -5');
   });
+});
+
+describe('the proxy option and E2B clients', () => {
+  test('with `proxy`, every request goes through it: control calls, envd routes, Connect streams; a refused or missing proxy is an error', async () => {
+    const tunnels: string[] = [];
+    const proxyServer = createProxy(createServer());
+    const credentials = `Basic ${Buffer.from('sdk:secret').toString('base64')}`;
+    proxyServer.authenticate = (req: IncomingMessage) => req.headers['proxy-authorization'] === credentials;
+    // Only tunnels that the proxy let through (the listener of the library runs first and checks the credentials).
+    proxyServer.on('connect', (req: IncomingMessage) => {
+      if (req.headers['proxy-authorization'] === credentials) tunnels.push(req.url!);
+    });
+    await new Promise<void>((done) => proxyServer.listen(0, '127.0.0.1', done));
+    const proxy = `http://sdk:secret@127.0.0.1:${(proxyServer.address() as AddressInfo).port}`;
+    try {
+      const client = new E2B({ ...opts, proxy });
+      const sbx = await client.Sandbox.create('base');
+      expect(sbx).toBeInstanceOf(client.Sandbox);
+      expect(sbx).toBeInstanceOf(Sandbox);
+      const out: string[] = [];
+      const run = await sbx.commands.run('for i in 1 2 3; do echo line $i; done', { onStdout: (s) => out.push(s) });
+      expect(run.stdout).toBe('line 1\nline 2\nline 3\n');
+      expect(out.join('')).toBe(run.stdout);
+      await sbx.files.write('via-proxy.txt', 'through the proxy');
+      expect(await sbx.files.read('via-proxy.txt')).toBe('through the proxy');
+      expect((await sbx.files.list('.')).map((e) => e.name)).toContain('via-proxy.txt');
+      expect((await client.Sandbox.getInfo(sbx.sandboxId)).sandboxId).toBe(sbx.sandboxId);
+      await sbx.kill();
+      // Nothing went around it: both the control API and the sandbox proxy were reached through tunnels.
+      expect([...new Set(tunnels)].sort()).toEqual([new URL(opts.apiUrl!).host, new URL(opts.sandboxUrl!).host].sort());
+
+      const refused = new E2B({ ...opts, proxy: proxy.replace('secret', 'wrong'), retries: 0 });
+      await expect(refused.Sandbox.list().nextItems()).rejects.toBeInstanceOf(ConnectionError);
+    } finally {
+      proxyServer.close();
+    }
+    const nowhere = new E2B({ ...opts, proxy: `http://127.0.0.1:${await freePort()}`, retries: 0 });
+    await expect(nowhere.Sandbox.list().nextItems()).rejects.toBeInstanceOf(ConnectionError);
+    expect(() => new E2B({ proxy: 'socks5://127.0.0.1:1080' })).toThrow(new InvalidArgumentError("proxy must be an http:// or https:// URL; got 'socks5://127.0.0.1:1080'"));
+  }, 120_000);
+
+  test("a client's options are its calls' defaults, a call's own win, and they stay in that client", async () => {
+    expect(process.env.PADDOCK_API_KEY).toBeUndefined();
+    const client = new E2B(opts);
+    const wrongKey = new E2B({ ...opts, apiKey: `e2b_${'0'.repeat(40)}` });
+    expect(await client.Template.exists('base')).toBe(true);
+    // An option given as undefined falls back to the client's, not to the environment.
+    expect(await client.Template.exists('base', { apiKey: undefined })).toBe(true);
+    expect(await client.Template.aliasExists('sdk-no-such-template')).toBe(false);
+    expect(client.Template()).toBeInstanceOf(TemplateBase);
+    await expect(wrongKey.Template.exists('base')).rejects.toBeInstanceOf(AuthenticationError);
+    await expect(wrongKey.Sandbox.list().nextItems()).rejects.toBeInstanceOf(AuthenticationError);
+    expect(Array.isArray(await wrongKey.Sandbox.list({ apiKey: opts.apiKey }).nextItems())).toBe(true);
+    // The top-level classes have nothing bound.
+    await expect(Template.exists('base', { apiUrl: opts.apiUrl })).rejects.toThrow(new AuthenticationError('an API key is required: pass `apiKey` or set PADDOCK_API_KEY'));
+    await expect(Sandbox.list({ apiUrl: opts.apiUrl }).nextItems()).rejects.toBeInstanceOf(AuthenticationError);
+    // Instance methods keep the client's options: a fork is of the client's class too.
+    const sbx = await client.Sandbox.create('base');
+    const [fork] = await sbx.fork();
+    expect(fork).toBeInstanceOf(client.Sandbox);
+    await (fork as Sandbox).kill();
+    await sbx.kill();
+  }, 120_000);
 });

@@ -1,7 +1,7 @@
 // Template and the build API through the SDK, against a real Paddock server:
 // every builder method in one template, the cache on a second build, a
 // background build followed by status, tags, failing builds, and the ready
-// commands run in a real sandbox.
+// commands run in a real sandbox, and a template from a Dockerfile.
 import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -63,6 +63,7 @@ beforeAll(async () => {
   writeFileSync(join(context, 'make_wheel.py'), MAKE_WHEEL);
   writeFileSync(join(context, 'pkg/package.json'), JSON.stringify({ name: 'sdk-local-pkg', version: '1.0.0', bin: { 'sdk-local-hello': 'hello.js' } }));
   writeFileSync(join(context, 'pkg/hello.js'), '#!/usr/bin/env node\nconsole.log("hello from npm");\n', { mode: 0o755 });
+  writeFileSync(join(context, 'app.Dockerfile'), DOCKERFILE);
   real = await realServer('templates', { warmPoolSize: 0 });
   opts = real.opts;
 }, 300_000);
@@ -71,6 +72,21 @@ afterAll(async () => {
   await real.teardown();
   rmSync(work, { recursive: true, force: true });
 });
+
+/** Every instruction fromDockerfile turns into a step, and some it only notes. */
+const DOCKERFILE = `ARG BASE=e2bdev/base
+FROM \${BASE}
+ARG WHO=docker
+ENV GREETING="hello from \${WHO}" \\
+    PLAIN=plain
+WORKDIR /srv/app
+COPY --chown=user:user app/ ./site/
+ADD --chmod=0640 /single.txt /opt/added.txt
+RUN echo "$WHO built me" > built.txt && whoami >> built.txt
+USER user
+EXPOSE 8000
+CMD ["python3", "-m", "http.server", "8000", "--directory", "/srv/app/site"]
+`;
 
 const everything = () =>
   Template({ fileContextPath: context, fileIgnorePatterns: ['app/skip-*'] })
@@ -216,6 +232,55 @@ test('refused before sending: a template without a base, a copy from outside the
     'FROM debian:stable\nENV A=1\nRUN true\nWORKDIR /w\n',
   );
 });
+
+test('a template from a Dockerfile (its path, or its text): each instruction shows in its sandboxes; CMD is the start command', async () => {
+  const logs: LogEntry[] = [];
+  const t = Template({ fileContextPath: context }).fromDockerfile(join(context, 'app.Dockerfile')).setReadyCmd(waitForPort(8000));
+  await Template.build(t, 'sdk-dockerfile', { ...opts, onBuildLogs: (l) => logs.push(l) }).catch((err: unknown) => {
+    throw new Error(`${(err as Error).message}\n${logs.slice(-15).join('\n')}`);
+  });
+  // What a template has no place for is told, not dropped silently.
+  expect(logs.filter((l) => l.level === 'warn').map((l) => l.message)).toEqual([
+    `${join(context, 'app.Dockerfile')}:8: ADD copies '/single.txt' as it is; an archive is not unpacked`,
+    `${join(context, 'app.Dockerfile')}:11: EXPOSE is ignored; a template has no place for it`,
+  ]);
+  expect(logs.map((l) => l.message)).toContain('FROM template base');
+
+  const sbx = await Sandbox.create('sdk-dockerfile', opts);
+  const r = await sbx.commands.run(
+    [
+      'echo "$GREETING/$PLAIN"',
+      'pwd',
+      'whoami',
+      'cat built.txt',
+      'stat -c "%U %n" site/index.html site/sub/deep.txt',
+      'stat -c "%U %a" /opt/added.txt',
+      'curl -s localhost:8000/sub/deep.txt',
+    ].join('; '),
+  );
+  expect(r.stdout).toBe(
+    [
+      'hello from docker/plain',
+      '/srv/app',
+      'user',
+      'docker built me', 'root',
+      'user site/index.html', 'user site/sub/deep.txt',
+      'root 640',
+      'deep',
+      '',
+    ].join('\n'),
+  );
+  await sbx.kill();
+
+  // The same Dockerfile as text, on an image: its Dockerfile form is the steps it became.
+  const fromText = Template({ fileContextPath: context }).fromDockerfile('FROM debian:stable\nARG V=1\nENV A=$V\nRUN echo $V\nCMD sleep infinity');
+  expect(Template.toDockerfile(fromText)).toBe('FROM debian:stable\nENV A=1\nRUN export V=1; echo $V\nUSER user\nWORKDIR /home/user\nENTRYPOINT sleep infinity\n');
+  // What Docker would do differently is refused before anything is sent, naming the line.
+  expect(() => Template().fromDockerfile('FROM debian AS a\nFROM debian\n')).toThrow(
+    new InvalidArgumentError('Dockerfile:2: multi-stage builds are not supported (FROM on lines 1, 2); a template is built from one FROM'),
+  );
+  expect(() => Template().fromDockerfile('FROM debian\nCOPY ../secret /x\n')).toThrow(InvalidArgumentError);
+}, 300_000);
 
 test('the ready commands fail before their condition holds and succeed after, in a real sandbox', async () => {
   const sbx = await Sandbox.create('base', opts);

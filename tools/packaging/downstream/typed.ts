@@ -1,6 +1,6 @@
 // Type-checked with `tsc --strict` under node16 and under bundler module
 // resolution (tsconfig.node16.json, tsconfig.bundler.json); never run.
-import { CommandExitError, Sandbox, type CommandResult, type SandboxOpts } from '@paddock/sdk';
+import { CommandExitError, E2B, Sandbox, Template, waitForPort, type CommandResult, type SandboxOpts } from '@paddock/sdk';
 import { EnvdClient, type EnvdClientOptions } from '@paddock/envd-client';
 import { ControlClient } from '@paddock/control-client';
 import type { paths } from '@paddock/models/control';
@@ -27,3 +27,8 @@ export const envd = new EnvdClient(envdOptions);
 export const control = new ControlClient({ apiUrl: 'http://127.0.0.1:3000', apiKey: 'key' });
 export type SandboxPath = keyof paths;
 export const service: string = Filesystem.typeName;
+
+// A client with its options bound, and a template from a Dockerfile (both Node-only features type-check anywhere).
+export const client = new E2B({ apiUrl: 'http://127.0.0.1:3000', apiKey: 'key', proxy: 'http://127.0.0.1:3128' });
+export const fromDockerfile = Template().fromDockerfile('FROM debian:stable\nRUN true').setReadyCmd(waitForPort(8000));
+export const built = client.Template.build(fromDockerfile, 'typed');
