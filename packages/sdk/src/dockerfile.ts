@@ -11,13 +11,39 @@ import { shellCommand } from './shell.js';
 
 /** A step of the build request, with the Dockerfile line it came from; a COPY also says which files of the context it takes and whether it was an ADD. */
 export type DockerfileStep =
-  | { type: 'RUN' | 'ENV' | 'WORKDIR' | 'USER'; args: string[]; line: number }
-  | { type: 'COPY'; args: string[]; line: number; source: string; add: boolean };
+  | {
+      /** The build API's step type. */
+      type: 'RUN' | 'ENV' | 'WORKDIR' | 'USER';
+      /** The arguments of the build API's step of this type. */
+      args: string[];
+      /** The Dockerfile's line the step came from, counted from 1. */
+      line: number;
+    }
+  | {
+      /** A COPY or an ADD, each source a step of its own. */
+      type: 'COPY';
+      /** The build API's COPY arguments: source, destination, owner, and the mode when given. */
+      args: string[];
+      /** The Dockerfile's line the step came from, counted from 1. */
+      line: number;
+      /** The source as the Dockerfile names it, relative to the build context. */
+      source: string;
+      /** Whether it was an ADD. */
+      add: boolean;
+    };
 
 /** What a Dockerfile makes of a build: its base, its steps, its start command, and notes for the person building. */
 export interface DockerfilePlan {
   /** `FROM e2bdev/base` is the server's base template; anything else is an image. */
-  from: { fromImage: string } | { fromTemplate: string };
+  from:
+    | {
+        /** The image to build on. */
+        fromImage: string;
+      }
+    | {
+        /** The template of the server to build on. */
+        fromTemplate: string;
+      };
   /** The build steps, in order; USER and WORKDIR steps are added to start and end as E2B's templates expect. */
   steps: DockerfileStep[];
   /** From the last CMD and ENTRYPOINT, as one shell command line. */
