@@ -23,6 +23,7 @@ export interface BuildOptions {
   noCache?: boolean;
   /** Replace the start command the Dockerfile's CMD/ENTRYPOINT give. */
   startCmd?: string;
+  /** Replace the ready command the Dockerfile's HEALTHCHECK gives. */
   readyCmd?: string;
 }
 
@@ -77,7 +78,8 @@ export async function prepareBuild(opts: BuildOptions, notes: string[]): Promise
     files.set(i, { ...(await context.hash(entries)), source: step.source });
   }
   const startCmd = opts.startCmd ?? plan.startCmd;
-  return { plan, context, files, ...(startCmd ? { startCmd } : {}), ...(opts.readyCmd ? { readyCmd: opts.readyCmd } : {}) };
+  const readyCmd = opts.readyCmd ?? plan.readyCmd;
+  return { plan, context, files, ...(startCmd ? { startCmd } : {}), ...(readyCmd ? { readyCmd } : {}) };
 }
 
 /** A log entry as a line: the step in brackets, errors in red. */

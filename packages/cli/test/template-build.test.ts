@@ -90,12 +90,22 @@ describe('a Dockerfile read as build steps', () => {
   });
 
   test('instructions a template has no place for are ignored with a note', () => {
-    expect(steps('FROM debian\nEXPOSE 80\nLABEL a=b\nHEALTHCHECK CMD true\nVOLUME /data\nSTOPSIGNAL SIGINT').notes).toEqual(
-      ['EXPOSE:2', 'LABEL:3', 'HEALTHCHECK:4', 'VOLUME:5', 'STOPSIGNAL:6'].map((x) => {
+    expect(steps('FROM debian\nEXPOSE 80\nLABEL a=b\nVOLUME /data\nSTOPSIGNAL SIGINT').notes).toEqual(
+      ['EXPOSE:2', 'LABEL:3', 'VOLUME:4', 'STOPSIGNAL:5'].map((x) => {
         const [k, n] = x.split(':');
         return `Dockerfile:${n}: ${k} is ignored; a template has no place for it`;
       }),
     );
+  });
+
+  test('HEALTHCHECK CMD is the ready command, in shell or exec form; its options are noted, NONE clears it, the last one counts', () => {
+    expect(steps('FROM debian\nARG PORT=8000\nHEALTHCHECK --interval=5s --retries=3 CMD curl -sf http://localhost:$PORT/health')).toMatchObject({
+      readyCmd: 'curl -sf http://localhost:8000/health',
+      notes: ['Dockerfile:3: HEALTHCHECK --interval=5s --retries=3 is ignored; the ready command runs until it succeeds'],
+    });
+    expect(steps('FROM debian\nHEALTHCHECK CMD ["test", "-f", "/tmp/up file"]').readyCmd).toBe("test -f '/tmp/up file'");
+    expect(steps('FROM debian\nHEALTHCHECK CMD true\nHEALTHCHECK NONE').readyCmd).toBeUndefined();
+    expect(() => steps('FROM debian\nHEALTHCHECK --interval=1s')).toThrow('Dockerfile:2: HEALTHCHECK takes CMD <command> or NONE');
   });
 
   test.each([

@@ -48,6 +48,8 @@ export interface DockerfilePlan {
   steps: DockerfileStep[];
   /** From the last CMD and ENTRYPOINT, as one shell command line. */
   startCmd?: string;
+  /** From the last HEALTHCHECK CMD: the command that says a sandbox is ready. */
+  readyCmd?: string;
   /** What was ignored or could not be resolved, one line each, for the person building. */
   notes: string[];
 }
@@ -55,7 +57,7 @@ export interface DockerfilePlan {
 /** The images the SDKs call E2B's base, which a Paddock server's `base` template stands in for. */
 const E2B_BASE_IMAGES = new Set(['e2bdev/base', 'e2bdev/base:latest', 'docker.io/e2bdev/base', 'docker.io/e2bdev/base:latest']);
 /** Instructions that say something about running the image that a template has no place for. */
-const IGNORED = new Set(['EXPOSE', 'LABEL', 'MAINTAINER', 'HEALTHCHECK', 'STOPSIGNAL', 'VOLUME', 'ONBUILD']);
+const IGNORED = new Set(['EXPOSE', 'LABEL', 'MAINTAINER', 'STOPSIGNAL', 'VOLUME', 'ONBUILD']);
 const VAR_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 /** What marks a source as fetched from the network rather than read from the context. */
 const REMOTE_SOURCE = /^([a-z][a-z0-9+.-]*:\/\/|git@)/i;
@@ -177,8 +179,9 @@ export interface DockerfileParseOptions {
 /**
  * Reads a Dockerfile's text into the steps of a build. Multi-stage builds,
  * ADD of a URL, RUN --mount, SHELL and instructions Docker does not know are
- * refused with an `InvalidArgumentError` naming their line; EXPOSE, LABEL,
- * HEALTHCHECK and the like are ignored with a note.
+ * refused with an `InvalidArgumentError` naming their line; EXPOSE, LABEL
+ * and the like are ignored with a note. HEALTHCHECK CMD is the ready command:
+ * what says a sandbox is ready.
  */
 export function parseDockerfile(text: string, opts: DockerfileParseOptions = {}): DockerfilePlan {
   const file = opts.file ?? 'Dockerfile';
@@ -217,6 +220,7 @@ export function parseDockerfile(text: string, opts: DockerfileParseOptions = {})
   let workdirSet = false;
   let entrypoint: { exec?: string[]; shell?: string } | undefined;
   let cmd: { exec?: string[]; shell?: string } | undefined;
+  let readyCmd: string | undefined;
 
   for (const ins of instructions) {
     const keyword = ins.getKeyword();
@@ -341,6 +345,29 @@ export function parseDockerfile(text: string, opts: DockerfileParseOptions = {})
         else entrypoint = form;
         break;
       }
+      case 'HEALTHCHECK': {
+        // Docker's check that a container is healthy is the template's check that a sandbox is ready.
+        const flags = (ins as ModifiableInstruction).getFlags().map((f) => `--${f.getName()}${f.getValue() === null ? '' : `=${f.getValue()}`}`);
+        if (flags.length > 0) notes.push(`${file}:${at}: HEALTHCHECK ${flags.join(' ')} is ignored; the ready command runs until it succeeds`);
+        const rest = (ins.getArgumentsContent() ?? '').trim();
+        if (/^NONE$/i.test(rest)) {
+          readyCmd = undefined;
+          break;
+        }
+        const command = /^CMD\s+(.*)$/is.exec(rest)?.[1]?.trim();
+        if (!command) throw problem(file, at, 'HEALTHCHECK takes CMD <command> or NONE');
+        let exec: string[] | undefined;
+        if (command.startsWith('[')) {
+          try {
+            const parsed: unknown = JSON.parse(command);
+            if (Array.isArray(parsed) && parsed.every((w) => typeof w === 'string')) exec = parsed;
+          } catch {
+            // Not JSON: a shell command that starts with '['.
+          }
+        }
+        readyCmd = exec ? shellJoin(exec.map((w) => expand(ins, w, false))) : expand(ins, command, false);
+        break;
+      }
       case 'SHELL':
         throw problem(file, at, 'SHELL is not supported; RUN steps run with the image\'s bash (or sh)');
       default:
@@ -356,7 +383,7 @@ export function parseDockerfile(text: string, opts: DockerfileParseOptions = {})
 
   for (const name of Object.keys(buildArgs)) if (!used.has(name)) notes.push(`--build-arg ${name} is not used: the Dockerfile declares no ARG ${name}`);
   const startCmd = startCommand(entrypoint, cmd, notes);
-  return { from: from!, steps, ...(startCmd ? { startCmd } : {}), notes };
+  return { from: from!, steps, ...(startCmd ? { startCmd } : {}), ...(readyCmd ? { readyCmd } : {}), notes };
 }
 
 /**

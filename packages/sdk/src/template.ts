@@ -408,6 +408,7 @@ export class TemplateBase implements TemplateFromImage, TemplateBuilder, Templat
       }
     }
     if (plan.startCmd !== undefined) this.#startCmd = plan.startCmd;
+    if (plan.readyCmd !== undefined) this.#readyCmd = plan.readyCmd;
     this.#notes.push(...plan.notes);
     return this;
   }
