@@ -15,10 +15,15 @@ export interface CompatServer {
   teardown(): Promise<void>;
 }
 
+/**
+ * A server on a new data directory, or on `options.home` when given (kept
+ * afterwards: a test that reuses what an earlier run built there).
+ */
 export async function startForE2b(options: StartOptions = {}): Promise<CompatServer> {
-  const home = mkdtempSync(join(tmpdir(), 'paddock-compat-'));
-  const logFile = join(home, 'server.log');
-  const server = await startServer({ home, apiPort: 0, proxyPort: 0, warmPoolSize: 1, metricsIntervalMs: 500, initialApiKey: API_KEY, logFile, shutdownGraceMs: 1_000, ...options });
+  const scratch = mkdtempSync(join(tmpdir(), 'paddock-compat-'));
+  const home = options.home ?? scratch;
+  const logFile = join(scratch, 'server.log');
+  const server = await startServer({ apiPort: 0, proxyPort: 0, warmPoolSize: 1, metricsIntervalMs: 500, initialApiKey: API_KEY, logFile, shutdownGraceMs: 1_000, ...options, home });
   process.env.E2B_API_URL = server.apiUrl;
   process.env.E2B_SANDBOX_URL = server.proxyUrl;
   process.env.E2B_API_KEY = API_KEY;
@@ -35,7 +40,7 @@ export async function startForE2b(options: StartOptions = {}): Promise<CompatSer
       expect(await runtime.leftovers()).toEqual([]);
       // JSON lines, and no key or token the server handed out in any.
       auditLog(server.config.logFile ?? logFile, [API_KEY, ...(await storedTokens(home))]);
-      rmSync(home, { recursive: true, force: true });
+      rmSync(scratch, { recursive: true, force: true });
     },
   };
 }

@@ -1,7 +1,8 @@
 """The Jupyter kernels this server runs, written as kernel specs at start.
 
 Python is ipykernel with a startup file that adds the chart and data
-formats; JavaScript, TypeScript and bash are this package's own kernels
+formats (ipykernel makes matplotlib's backend its inline one, which shows
+figures as PNG); JavaScript, TypeScript and bash are this package's own kernels
 (ipykernel's wrapper-kernel base around node and bash). The specs are made
 with absolute paths of this installation, in a directory of their own, so
 that kernels installed elsewhere on the machine do not stand in for them.
@@ -40,8 +41,6 @@ def _argv(language: str) -> list[str]:
         return [
             sys.executable, "-Xfrozen_modules=off", "-m", "ipykernel_launcher", "-f", "{connection_file}",
             f"--IPKernelApp.exec_files={os.path.join(PACKAGE_DIR, 'python_startup.py')}",
-            # Figures are shown as PNG by the inline backend when a cell ends or plt.show() is called.
-            "--matplotlib=inline",
         ]
     if language == "bash":
         return [sys.executable, "-Xfrozen_modules=off", "-m", "paddock_code_interpreter.bash_kernel", "-f", "{connection_file}"]
