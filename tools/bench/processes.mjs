@@ -66,18 +66,19 @@ async function startHelper(role, arg, { execArgv = benchNodeFlags, env } = {}) {
   };
 }
 
-/** The service on a fresh temporary home; `close` stops it and removes the home, also on interruption. */
-export async function serverInHome(prefix, options) {
+/** The service on a fresh temporary home (or a given one, kept); `close` stops it and removes a temporary home, also on interruption. */
+export async function serverInHome(prefix, options, { home: kept } = {}) {
   // Loaded here, not at the top: the baseline processes, forked from this file, stay small.
   const { serverNodeFlags } = await import('@paddock/server');
-  const home = mkdtempSync(join(tmpdir(), prefix));
+  // A given data directory is kept (what was built there serves the next run); a new one is removed.
+  const home = kept ?? mkdtempSync(join(tmpdir(), prefix));
   const starting = startHelper('server', { apiPort: 0, proxyPort: 0, ...options, home }, { execArgv: serverNodeFlags });
   const close = undoOnInterrupt(async () => {
     const server = await starting.catch(() => null);
     try {
       await server?.close();
     } finally {
-      await removeUnmounted(home);
+      if (!kept) await removeUnmounted(home);
     }
   });
   const server = await starting.catch(async (err) => {

@@ -29,6 +29,7 @@ const suites = {
   images: async () => (await import('./suites/images.mjs')).imagesSuite,
   builds: async () => (await import('./suites/builds.mjs')).buildsSuite,
   network: async () => (await import('./suites/network.mjs')).networkSuite,
+  'code-interpreter': async () => (await import('./suites/code-interpreter.mjs')).codeInterpreterSuite,
 };
 const defaultSuites = ['sdk', 'memory'];
 

@@ -23,6 +23,13 @@ export const CODE_INTERPRETER_TEMPLATE = 'code-interpreter-v1';
 /** Memory of its sandboxes and build steps, MiB: dpkg and the kernels need more than a sandbox's default. */
 export const CODE_INTERPRETER_MEMORY_MB = 2048;
 
+/**
+ * The API key of servers on the kept data directory: the store keeps the key
+ * its first server was given, so every user of the directory (the compat
+ * suite, the bench) gives the same one (the compat harness's).
+ */
+export const CODE_INTERPRETER_API_KEY = 'e2b_c0ffee00c0ffee00c0ffee00c0ffee00c0ffee00';
+
 /** The server data directory kept for code-interpreter builds, or a new one when another process holds it. */
 export function codeInterpreterHome() {
   const kept = `${testCacheDir()}-code-interpreter`;

@@ -6,9 +6,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { isHostAdmin } from '@paddock/runtime';
 import { startServer, type PaddockServer, type StartOptions } from '@paddock/server';
+import { CODE_INTERPRETER_API_KEY } from '../../../tools/testing/code-interpreter.mjs';
 import { auditLog, storedTokens } from '../../../tools/testing/log-audit.mjs';
 
-export const API_KEY = 'e2b_c0ffee00c0ffee00c0ffee00c0ffee00c0ffee00';
+// The code-interpreter test's kept data directory has this key in its store (tools/testing/code-interpreter.mjs).
+export const API_KEY = CODE_INTERPRETER_API_KEY;
 
 export interface CompatServer {
   server: PaddockServer;
