@@ -365,7 +365,7 @@ export function parseDockerfile(text: string, opts: DockerfileParseOptions = {})
             // Not JSON: a shell command that starts with '['.
           }
         }
-        readyCmd = exec ? shellJoin(exec.map((w) => expand(ins, w, false))) : expand(ins, command, false);
+        readyCmd = exec ? shellCommand(exec.map((w) => expand(ins, w, false))) : expand(ins, command, false);
         break;
       }
       case 'SHELL':
