@@ -178,13 +178,15 @@ test("pause({ keepMemory: false }) and connect with onResume: 'reboot' keep the 
   await sbx.files.write('kept.txt', 'files only');
   const sleeper = async (s: Sandbox) => (await s.commands.run('pgrep -x sleep | wc -l')).stdout;
   await sbx.commands.run('sleep 600', { background: true, timeoutMs: 0 });
-  expect(await sleeper(sbx)).toBe('1\n');
+  // A background command is answered once its shell started, which may be before the shell has run sleep.
+  await eventually(async () => (await sleeper(sbx)) === '1\n', 'the background sleep to run');
 
   expect(await sbx.pause({ keepMemory: false })).toBe(true);
   const cold = await Sandbox.connect(sbx.sandboxId);
   expect([await cold.files.read('kept.txt'), await sleeper(cold)]).toEqual(['files only', '0\n']);
 
   await cold.commands.run('sleep 600', { background: true, timeoutMs: 0 });
+  await eventually(async () => (await sleeper(cold)) === '1\n', 'the background sleep to run');
   expect(await cold.pause()).toBe(true);
   const rebooted = await Sandbox.connect(sbx.sandboxId, { onResume: 'reboot' });
   expect([await rebooted.files.read('kept.txt'), await sleeper(rebooted)]).toEqual(['files only', '0\n']);
