@@ -2,7 +2,7 @@
 // key (flags, then PADDOCK_* variables, then what `paddock start` saved),
 // and what its failures mean to a person at the terminal.
 import type { Command } from 'commander';
-import { ControlClient } from '@paddock/control-client';
+import { ControlClient, type Team } from '@paddock/control-client';
 import { AuthenticationError, NotFoundError, SandboxError, type ConnectionOpts } from '@paddock/sdk';
 import { readCredentials } from './credentials.js';
 import { CliError, EXIT } from './output.js';
@@ -23,6 +23,49 @@ export function connection(home: string, flags: ClientFlags): Connection {
   if (!apiKey) throw new CliError('no API key', EXIT.unreachable, 'pass --api-key, set PADDOCK_API_KEY, or run `paddock start` here once (it saves one)');
   const sandboxUrl = flags.sandboxUrl ?? process.env.PADDOCK_SANDBOX_URL ?? saved.sandboxUrl;
   return { apiUrl, apiKey, ...(sandboxUrl ? { sandboxUrl } : {}) };
+}
+
+/** The admin credential: --admin-key, then PADDOCK_ADMIN_KEY, then what the first `paddock start` here saved. */
+export function adminConnection(home: string, flags: ClientFlags & { adminKey?: string }): { apiUrl: string; adminKey: string } {
+  const saved = readCredentials(home);
+  const apiUrl = flags.apiUrl ?? process.env.PADDOCK_API_URL ?? saved.apiUrl ?? 'http://127.0.0.1:3000';
+  const adminKey = flags.adminKey ?? process.env.PADDOCK_ADMIN_KEY ?? saved.adminKey;
+  if (!adminKey) {
+    throw new CliError('no admin credential', EXIT.unreachable, 'pass --admin-key, set PADDOCK_ADMIN_KEY, or run this where the first `paddock start` saved it');
+  }
+  return { apiUrl, adminKey };
+}
+
+/**
+ * Gives a group of commands the --api-url and --admin-key options, and
+ * returns how its actions run: with a ControlClient holding the admin
+ * credential, their failures turned into CLI errors.
+ */
+export function adminCommands(group: Command, home: () => string): (fn: (control: ControlClient) => Promise<void>) => Promise<void> {
+  // `paddock keys` has --api-url already, for its own team's keys.
+  if (!group.options.some((o) => o.long === '--api-url')) group.option('--api-url <url>', 'control API (default: $PADDOCK_API_URL, or the local server)');
+  group.option('--admin-key <key>', 'the admin credential, for --team (default: $PADDOCK_ADMIN_KEY, or the one the local server saved)');
+  return async (fn) => {
+    const c = adminConnection(home(), group.opts<ClientFlags & { adminKey?: string }>());
+    try {
+      await fn(new ControlClient({ apiUrl: c.apiUrl, apiKey: c.adminKey }));
+    } catch (err) {
+      const status = (err as { status?: number } | null)?.status;
+      if (status === 401 || status === 403) {
+        const message = (err as { serverMessage?: string; message?: string }).serverMessage ?? (err as Error).message;
+        throw new CliError(message, EXIT.unreachable, 'the team commands need the admin credential, shown once by the first `paddock start` (PADDOCK_ADMIN_KEY or --admin-key)');
+      }
+      const mapped = controlError(err);
+      throw mapped instanceof CliError ? mapped : cliError(mapped, c.apiUrl);
+    }
+  };
+}
+
+/** A team by its id or its name. */
+export async function findTeam(control: ControlClient, ref: string): Promise<Team> {
+  const found = (await control.listTeams()).find((t) => t.teamID === ref || t.name === ref);
+  if (!found) throw new CliError(`no team has the id or name '${ref}'`, EXIT.notFound, 'see `paddock team list`');
+  return found;
 }
 
 /** Turns SDK and network failures into messages with the exit code they mean. */

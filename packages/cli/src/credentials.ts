@@ -1,6 +1,7 @@
 // Where the local CLI finds the server: `$PADDOCK_HOME/credentials.json`,
 // written by `paddock start` (mode 0600, root only). The server itself keeps
-// API keys only as hashes; this file is the local client's copy of one.
+// API keys and the admin credential only as hashes; this file is the local
+// client's copy of the first of each.
 import { readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { defaultHome } from '@paddock/server';
@@ -10,6 +11,8 @@ export interface Credentials {
   sandboxUrl: string;
   domain: string;
   apiKey: string;
+  /** The admin credential, shown by the first start (`paddock team`, `paddock keys --team`). */
+  adminKey?: string;
 }
 
 export function paddockHome(flag?: string): string {

@@ -5,6 +5,7 @@ import { resolveServerConfig } from '@paddock/server';
 import { showConfig } from './commands/config.js';
 import { doctor } from './commands/doctor.js';
 import { registerKeyCommands } from './commands/keys.js';
+import { registerTeamCommands } from './commands/team.js';
 import { registerSandboxCommands } from './commands/sandbox.js';
 import { registerServiceCommands } from './commands/service.js';
 import { start } from './commands/start.js';
@@ -140,6 +141,7 @@ function program(): Command {
   });
 
   registerKeyCommands(root, home);
+  registerTeamCommands(root, home);
   registerServiceCommands(root, home, configFile);
   registerSandboxCommands(root, home);
   registerTemplateCommands(root, home);

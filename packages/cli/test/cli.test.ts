@@ -20,7 +20,7 @@ delete env.PADDOCK_SANDBOX_URL;
 
 interface Started {
   child: ChildProcess;
-  info: { apiUrl: string; sandboxUrl: string; domain: string; apiKey?: string };
+  info: { apiUrl: string; sandboxUrl: string; domain: string; apiKey?: string; adminKey?: string };
 }
 
 /** `paddock start --json`, resolved once it printed its addresses. */
@@ -68,8 +68,9 @@ afterAll(async () => {
 test('start prints its addresses and a new key of the e2b form, and saves them for the CLI', () => {
   expect(service.info.apiUrl).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
   expect(service.info.apiKey).toMatch(/^e2b_[0-9a-f]{40}$/);
+  expect(service.info.adminKey).toMatch(/^paddock_admin_[0-9a-f]{40}$/);
   const saved = JSON.parse(readFileSync(join(home, 'credentials.json'), 'utf8')) as Record<string, string>;
-  expect(saved).toMatchObject({ apiUrl: service.info.apiUrl, sandboxUrl: service.info.sandboxUrl, apiKey: service.info.apiKey });
+  expect(saved).toMatchObject({ apiUrl: service.info.apiUrl, sandboxUrl: service.info.sandboxUrl, apiKey: service.info.apiKey, adminKey: service.info.adminKey });
   expect(paddock(['keys', 'current']).stdout).toBe(`${service.info.apiKey}\n`);
 });
 
@@ -109,6 +110,49 @@ test('keys: create, list, rename and revoke through the running server; a revoke
   expect(human.stderr).toMatch(/^created key [0-9a-f-]{36} \('person'\); it is shown only now\n$/);
   const id = /created key (\S+)/.exec(human.stderr)![1]!;
   expect(paddock(['keys', 'revoke', id]).code).toBe(0);
+});
+
+test('team: create, list, show, limits, keys of a team and delete, with the admin credential saved here or given from another machine', () => {
+  const made = paddock(['team', 'create', 'cli-team', '--max-sandboxes', '2', '--json']);
+  expect([made.code, made.stderr]).toEqual([0, '']);
+  const team = JSON.parse(made.stdout) as { teamID: string; name: string; limits: Record<string, number | null> };
+  expect(team).toMatchObject({ name: 'cli-team', limits: { maxSandboxes: 2, maxMemoryMB: null, maxDiskMB: null }, usage: { sandboxes: 0 } });
+  expect((JSON.parse(paddock(['team', 'list', '--json']).stdout) as Array<{ name: string }>).map((t) => t.name)).toEqual(['default', 'cli-team']);
+  expect(paddock(['team', 'show', 'cli-team']).stdout).toMatch(/sandboxes\s+0 running, limit 2\n/);
+  const limited = JSON.parse(paddock(['team', 'limits', team.teamID, '--max-sandboxes', 'none', '--max-memory-mb', '512', '--json']).stdout) as { limits: unknown };
+  expect(limited.limits).toEqual({ maxSandboxes: null, maxMemoryMB: 512, maxDiskMB: null });
+  const bad = paddock(['team', 'limits', 'cli-team', '--max-disk-mb', 'lots']);
+  expect([bad.code, bad.stderr]).toEqual([2, expect.stringContaining("'lots' is not a whole number or 'none'")]);
+
+  // A key of the team: made once, listed masked, and it sees its own team's keys only.
+  const key = JSON.parse(paddock(['keys', 'create', '--team', 'cli-team', '--name', 'member', '--json']).stdout) as { id: string; key: string };
+  expect(key.key).toMatch(/^e2b_[0-9a-f]{40}$/);
+  const listed = paddock(['keys', 'list', '--team', 'cli-team', '--json']);
+  expect((JSON.parse(listed.stdout) as Array<{ name: string }>).map((k) => k.name)).toEqual(['member']);
+  expect(listed.stdout).not.toContain(key.key);
+  expect((JSON.parse(paddock(['keys', 'list', '--json'], { PADDOCK_API_KEY: key.key }).stdout) as Array<{ name: string }>).map((k) => k.name)).toEqual(['member']);
+
+  // From another machine: no saved credentials, the admin credential by variable or flag.
+  const elsewhere = mkdtempSync(join(tmpdir(), 'paddock-cli-remote-'));
+  try {
+    const remote = { PADDOCK_HOME: elsewhere, PADDOCK_API_URL: service.info.apiUrl };
+    expect(paddock(['team', 'show', 'cli-team', '--json'], { ...remote, PADDOCK_ADMIN_KEY: service.info.adminKey }).code).toBe(0);
+    expect(paddock(['team', 'list', '--admin-key', service.info.adminKey!], remote).stdout).toMatch(/cli-team/);
+    const none = paddock(['team', 'list'], remote);
+    expect([none.code, none.stderr]).toEqual([5, expect.stringContaining('no admin credential')]);
+    // An ordinary key is not the admin credential.
+    const ordinary = paddock(['team', 'list'], { ...remote, PADDOCK_ADMIN_KEY: key.key });
+    expect([ordinary.code, ordinary.stderr]).toEqual([5, expect.stringContaining('takes the admin credential only')]);
+  } finally {
+    rmSync(elsewhere, { recursive: true, force: true });
+  }
+
+  expect(paddock(['keys', 'revoke', key.id, '--team', 'cli-team']).code).toBe(0);
+  expect(paddock(['keys', 'list'], { PADDOCK_API_KEY: key.key }).code).toBe(5);
+  const deleted = paddock(['team', 'delete', 'cli-team']);
+  expect([deleted.code, deleted.stderr]).toEqual([0, "deleted team 'cli-team'\n"]);
+  const gone = paddock(['team', 'show', 'cli-team']);
+  expect([gone.code, gone.stderr]).toEqual([4, expect.stringContaining("no team has the id or name 'cli-team'")]);
 });
 
 test('keys say plainly when no server is running, and never open the database file', async () => {
@@ -365,6 +409,12 @@ test('every command has --help; unknown commands and bad options are usage error
     ['keys', 'rename'],
     ['keys', 'revoke'],
     ['keys', 'current'],
+    ['team'],
+    ['team', 'create'],
+    ['team', 'list'],
+    ['team', 'show'],
+    ['team', 'delete'],
+    ['team', 'limits'],
     ['sandbox'],
     ['sandbox', 'create'],
     ['sandbox', 'list'],

@@ -41,7 +41,7 @@ export async function startForE2b(options: StartOptions = {}): Promise<CompatSer
       await runtime.removeEverything();
       expect(await runtime.leftovers()).toEqual([]);
       // JSON lines, and no key or token the server handed out in any.
-      auditLog(server.config.logFile ?? logFile, [API_KEY, ...(await storedTokens(home))]);
+      auditLog(server.config.logFile ?? logFile, [API_KEY, ...(server.createdAdminKey ? [server.createdAdminKey] : []), ...(await storedTokens(home))]);
       rmSync(scratch, { recursive: true, force: true });
     },
   };

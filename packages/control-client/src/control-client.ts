@@ -15,6 +15,7 @@ import type {
   LogsDirection,
   LogsSource,
   NewSandbox,
+  NewTeam,
   NewTeamAPIKey,
   OrderDirection,
   ResumedSandbox,
@@ -31,7 +32,9 @@ import type {
   SandboxState,
   SandboxTimeoutRequest,
   SnapshotInfo,
+  Team,
   TeamAPIKey,
+  TeamLimits,
   Template,
   TemplateAliasResponse,
   TemplateBuild,
@@ -553,7 +556,7 @@ export class ControlClient {
 
   // --- API keys ------------------------------------------------------------
 
-  /** `GET /api-keys`: every key of the server, values masked. */
+  /** `GET /api-keys`: the keys of the caller's team, values masked. */
   async listApiKeys(options?: CallOptions): Promise<TeamAPIKey[]> {
     return this.#json('GET', '/api-keys', options, (init) => this.api.GET('/api-keys', init));
   }
@@ -574,6 +577,54 @@ export class ControlClient {
   async deleteApiKey(apiKeyID: string, options?: CallOptions): Promise<void> {
     await this.#call('DELETE', '/api-keys/{apiKeyID}', options, (init) =>
       this.api.DELETE('/api-keys/{apiKeyID}', { ...init, params: { path: { apiKeyID } } }),
+    );
+  }
+
+  // --- teams (the admin credential only) -----------------------------------
+
+  /** `GET /admin/teams`: every team, with its limits and usage. */
+  async listTeams(options?: CallOptions): Promise<Team[]> {
+    return this.#json('GET', '/admin/teams', options, (init) => this.api.GET('/admin/teams', init));
+  }
+
+  /** `POST /admin/teams`: a new team. Not retried: a repeat would be refused as a taken name. */
+  async createTeam(body: NewTeam, options?: CallOptions): Promise<Team> {
+    return this.#json('POST', '/admin/teams', options, (init) => this.api.POST('/admin/teams', { ...init, body }));
+  }
+
+  /** `GET /admin/teams/{teamID}`. */
+  async getTeam(teamID: string, options?: CallOptions): Promise<Team> {
+    return this.#json('GET', '/admin/teams/{teamID}', options, (init) => this.api.GET('/admin/teams/{teamID}', { ...init, params: { path: { teamID } } }));
+  }
+
+  /** `DELETE /admin/teams/{teamID}`: the team and its keys; refused with kind `conflict` while it has sandboxes or templates. */
+  async deleteTeam(teamID: string, options?: CallOptions): Promise<void> {
+    await this.#call('DELETE', '/admin/teams/{teamID}', options, (init) => this.api.DELETE('/admin/teams/{teamID}', { ...init, params: { path: { teamID } } }));
+  }
+
+  /** `PATCH /admin/teams/{teamID}/limits`: sets the limits given (null lifts one). Retried: it sets absolute values. */
+  async setTeamLimits(teamID: string, body: TeamLimits, options?: CallOptions): Promise<Team> {
+    return this.#json('PATCH', '/admin/teams/{teamID}/limits', { ...options, idempotent: true }, (init) =>
+      this.api.PATCH('/admin/teams/{teamID}/limits', { ...init, params: { path: { teamID } }, body }),
+    );
+  }
+
+  /** `GET /admin/teams/{teamID}/api-keys`: the team's keys, values masked. */
+  async listTeamApiKeys(teamID: string, options?: CallOptions): Promise<TeamAPIKey[]> {
+    return this.#json('GET', '/admin/teams/{teamID}/api-keys', options, (init) => this.api.GET('/admin/teams/{teamID}/api-keys', { ...init, params: { path: { teamID } } }));
+  }
+
+  /** `POST /admin/teams/{teamID}/api-keys`: a new key of the team; its value is in the answer and nowhere else. Not retried. */
+  async createTeamApiKey(teamID: string, body: NewTeamAPIKey, options?: CallOptions): Promise<CreatedTeamAPIKey> {
+    return this.#json('POST', '/admin/teams/{teamID}/api-keys', options, (init) =>
+      this.api.POST('/admin/teams/{teamID}/api-keys', { ...init, params: { path: { teamID } }, body }),
+    );
+  }
+
+  /** `DELETE /admin/teams/{teamID}/api-keys/{apiKeyID}`. The server's last key is refused with kind `conflict`. */
+  async deleteTeamApiKey(teamID: string, apiKeyID: string, options?: CallOptions): Promise<void> {
+    await this.#call('DELETE', '/admin/teams/{teamID}/api-keys/{apiKeyID}', options, (init) =>
+      this.api.DELETE('/admin/teams/{teamID}/api-keys/{apiKeyID}', { ...init, params: { path: { teamID, apiKeyID } } }),
     );
   }
 

@@ -103,3 +103,11 @@ export type CreatedTeamAPIKey = Schemas['CreatedTeamAPIKey'];
 export type NewTeamAPIKey = Schemas['NewTeamAPIKey'];
 /** A new name for a key. The control API's `UpdateTeamAPIKey` schema. */
 export type UpdateTeamAPIKey = Schemas['UpdateTeamAPIKey'];
+/** A team, with its limits and what its running sandboxes hold. The control API's `Team` schema. */
+export type Team = Schemas['Team'];
+/** What a team's running sandboxes may add up to; null, no limit. The control API's `TeamLimits` schema. */
+export type TeamLimits = Schemas['TeamLimits'];
+/** What a team's running sandboxes hold now. The control API's `TeamUsage` schema. */
+export type TeamUsage = Schemas['TeamUsage'];
+/** A team to create. The control API's `NewTeam` schema. */
+export type NewTeam = Schemas['NewTeam'];

@@ -111,6 +111,14 @@ describe('typed operations', () => {
     ['createApiKey', (c) => c.createApiKey({ name: 'ci' }), 'POST', '/api-keys', { name: 'ci' }],
     ['renameApiKey', (c) => c.renameApiKey('k/1', { name: 'ci' }), 'PATCH', '/api-keys/k%2F1', { name: 'ci' }],
     ['deleteApiKey', (c) => c.deleteApiKey('k1'), 'DELETE', '/api-keys/k1', undefined],
+    ['listTeams', (c) => c.listTeams(), 'GET', '/admin/teams', undefined],
+    ['createTeam', (c) => c.createTeam({ name: 'a', limits: { maxSandboxes: 2 } }), 'POST', '/admin/teams', { name: 'a', limits: { maxSandboxes: 2 } }],
+    ['getTeam', (c) => c.getTeam('t/1'), 'GET', '/admin/teams/t%2F1', undefined],
+    ['deleteTeam', (c) => c.deleteTeam('t1'), 'DELETE', '/admin/teams/t1', undefined],
+    ['setTeamLimits', (c) => c.setTeamLimits('t1', { maxMemoryMB: null }), 'PATCH', '/admin/teams/t1/limits', { maxMemoryMB: null }],
+    ['listTeamApiKeys', (c) => c.listTeamApiKeys('t1'), 'GET', '/admin/teams/t1/api-keys', undefined],
+    ['createTeamApiKey', (c) => c.createTeamApiKey('t1', { name: 'ci' }), 'POST', '/admin/teams/t1/api-keys', { name: 'ci' }],
+    ['deleteTeamApiKey', (c) => c.deleteTeamApiKey('t1', 'k1'), 'DELETE', '/admin/teams/t1/api-keys/k1', undefined],
     ['health', (c) => c.health(), 'GET', '/health', undefined],
   ];
 

@@ -24,7 +24,8 @@ import { nextTokenHeader } from './pagination.js';
 import type { Health } from './health.js';
 import type { Metrics } from './metrics.js';
 import type { Sandboxes } from './sandboxes.js';
-import type { ApiKeyRecord, ApiKeyRepository } from './store/repositories.js';
+import { scopeOf, type Authenticator, type Caller } from './auth.js';
+import type { ApiKeyRecord, ApiKeyRepository, SandboxRepository, TeamLimits, TeamRecord, TeamRepository } from './store/repositories.js';
 import { BUILDS_NOT_IMPLEMENTED, type Templates } from './templates.js';
 
 // ajv-formats is CommonJS; under ESM its plugin is the default export's default.
@@ -51,8 +52,8 @@ interface Call<K extends OpId> {
   body: Body<K>;
   /** `scheme://host` the client reached the API at: the base of URLs the API hands out. */
   origin: string;
-  /** The id of the API key the request was made with (none on public routes). */
-  apiKeyId?: string;
+  /** Who made the request (on public routes, nobody: their handlers do not ask). */
+  caller: Caller;
   /** The dashboard session the request was made with, when it came with the session cookie instead of a key. */
   session?: SessionRef;
 }
@@ -63,6 +64,10 @@ export interface ApiDeps {
   sandboxes: Sandboxes;
   templates: Templates;
   keys: ApiKeyRepository;
+  teams: TeamRepository;
+  /** What each team's running sandboxes hold, for the admin routes. */
+  usage: SandboxRepository['usage'];
+  auth: Authenticator;
   log: Logger;
   metrics: Metrics;
   health: Health;
@@ -80,9 +85,6 @@ const notImplemented = (): never => {
   throw new ApiError(501, BUILDS_NOT_IMPLEMENTED);
 };
 
-/** The credentials of `Authorization: Bearer {credentials}`. */
-const bearer = (header: string | undefined) => /^Bearer\s+(\S+)\s*$/i.exec(header ?? '')?.[1];
-
 const iso = (ms: number) => new Date(ms).toISOString();
 
 /** A key as the `TeamAPIKey` schema lists it. */
@@ -95,10 +97,21 @@ const listedKey = (k: ApiKeyRecord) => ({
   lastUsed: k.lastUsedAt === null ? null : iso(k.lastUsedAt),
 });
 
-/** Which key made a request (its id, never the key), for its log line. */
-const keyOfRequest = new WeakMap<FastifyRequest, string>();
-/** The dashboard session a request was made with. */
-const sessionOfRequest = new WeakMap<FastifyRequest, SessionRef>();
+/** Who made a request; its key's id (never the key) goes on its log line. */
+const callerOfRequest = new WeakMap<FastifyRequest, Caller>();
+
+/** The team a caller makes things in: the admin credential has none. */
+function teamOfCaller(caller: Caller, what: string): string {
+  if (caller.teamId === null) throw new ApiError(403, `the admin credential belongs to no team and ${what}; use an API key of a team, or the /admin routes`);
+  return caller.teamId;
+}
+
+/** A limit as the API takes it: a number, null (none), or left out (unchanged). */
+const limitsOf = (l: control.components['schemas']['TeamLimits'] | undefined): Partial<TeamLimits> => ({
+  ...(l?.maxSandboxes !== undefined ? { maxSandboxes: l.maxSandboxes } : {}),
+  ...(l?.maxMemoryMB !== undefined ? { maxMemoryMB: l.maxMemoryMB } : {}),
+  ...(l?.maxDiskMB !== undefined ? { maxDiskMB: l.maxDiskMB } : {}),
+});
 
 /**
  * The API's own lines about requests: one when each is answered, with its
@@ -109,7 +122,7 @@ class AccessLog extends LogController {
   override incomingRequest(): void {}
 
   override requestCompleted(error: Error | null | undefined, req: FastifyRequest, reply: FastifyReply): void {
-    const keyID = keyOfRequest.get(req);
+    const keyID = callerOfRequest.get(req)?.keyId;
     const line = { method: req.method, path: pathOf(req.url), status: reply.statusCode, ms: Math.round(reply.elapsedTime * 10) / 10, ...(keyID ? { keyID } : {}) };
     if (error) req.log.error({ ...line, err: error }, 'request ended in error');
     else req.log.info(line, 'request');
@@ -120,7 +133,13 @@ class AccessLog extends LogController {
   }
 }
 
-function handlers({ sandboxes, templates, keys, metrics, health, dashboard }: ApiDeps): Handlers {
+function handlers({ sandboxes, templates, keys, teams, usage, metrics, health, dashboard }: ApiDeps): Handlers {
+  const team = async (t: TeamRecord) => ({ teamID: t.id, name: t.name, createdAt: iso(t.createdAt), limits: t.limits, usage: await usage(t.id) });
+  const requireTeam = async (id: string) => {
+    const t = await teams.get(id);
+    if (!t) throw new ApiError(404, `team '${id}' not found`);
+    return t;
+  };
   return {
     postDashboardSession: ({ body }) => (dashboard ? dashboard.api.signIn(body.key) : dashboardOff()),
     getDashboardSession: ({ session }) => (dashboard ? dashboard.api.current(session) : dashboardOff()),
@@ -134,106 +153,128 @@ function handlers({ sandboxes, templates, keys, metrics, health, dashboard }: Ap
     },
     getMetrics: async () => ({ status: 200, body: await metrics.text(), headers: { 'content-type': metrics.contentType } }),
 
-    getSandboxes: async ({ query }) => ({ status: 200, body: await sandboxes.listRunning(query.metadata) }),
-    postSandboxes: async ({ body, apiKeyId }) => ({ status: 201, body: await sandboxes.create(body, apiKeyId) }),
-    postV2Sandboxes: async ({ body, apiKeyId }) => ({ status: 201, body: await sandboxes.create(body, apiKeyId) }),
-    getV2Sandboxes: async ({ query }) => {
-      const page = await sandboxes.list(query);
+    getSandboxes: async ({ query, caller }) => ({ status: 200, body: await sandboxes.listRunning(caller, query.metadata) }),
+    postSandboxes: async ({ body, caller }) => ({ status: 201, body: await sandboxes.create(caller, body) }),
+    postV2Sandboxes: async ({ body, caller }) => ({ status: 201, body: await sandboxes.create(caller, body) }),
+    getV2Sandboxes: async ({ query, caller }) => {
+      const page = await sandboxes.list(caller, query);
       return { status: 200, body: page.items, headers: { 'X-Total-Running': String(page.totalRunning), ...nextTokenHeader(page) } };
     },
     // `sandbox_ids=a,b` (explode false in the spec) is split before validation,
     // as is the repeated form `sandbox_ids=a&sandbox_ids=b`.
-    getSandboxesMetrics: async ({ query }) => ({ status: 200, body: await sandboxes.latestMetrics(query.sandbox_ids) }),
-    getSandboxesSandboxID: async ({ params }) => ({ status: 200, body: await sandboxes.detail(params.sandboxID) }),
-    deleteSandboxesSandboxID: async ({ params }) => {
-      await sandboxes.kill(params.sandboxID);
+    getSandboxesMetrics: async ({ query, caller }) => ({ status: 200, body: await sandboxes.latestMetrics(caller, query.sandbox_ids) }),
+    getSandboxesSandboxID: async ({ params, caller }) => ({ status: 200, body: await sandboxes.detail(caller, params.sandboxID) }),
+    deleteSandboxesSandboxID: async ({ params, caller }) => {
+      await sandboxes.kill(caller, params.sandboxID);
       return { status: 204 };
     },
-    getSandboxesSandboxIDLogs: async ({ params, query }) => ({ status: 200, body: await sandboxes.logs(params.sandboxID, query) }),
-    getV2SandboxesSandboxIDLogs: async ({ params, query }) => ({ status: 200, body: await sandboxes.logsV2(params.sandboxID, query) }),
-    getSandboxesSandboxIDMetrics: async ({ params, query }) => ({ status: 200, body: await sandboxes.metrics(params.sandboxID, query.start, query.end) }),
-    postSandboxesSandboxIDPause: async ({ params, body }) => {
-      await sandboxes.pause(params.sandboxID, body?.memory ?? true);
+    getSandboxesSandboxIDLogs: async ({ params, query, caller }) => ({ status: 200, body: await sandboxes.logs(caller, params.sandboxID, query) }),
+    getV2SandboxesSandboxIDLogs: async ({ params, query, caller }) => ({ status: 200, body: await sandboxes.logsV2(caller, params.sandboxID, query) }),
+    getSandboxesSandboxIDMetrics: async ({ params, query, caller }) => ({ status: 200, body: await sandboxes.metrics(caller, params.sandboxID, query.start, query.end) }),
+    postSandboxesSandboxIDPause: async ({ params, body, caller }) => {
+      await sandboxes.pause(caller, params.sandboxID, body?.memory ?? true);
       return { status: 204 };
     },
-    postSandboxesSandboxIDResume: async ({ params, body }) => ({ status: 201, body: await sandboxes.resume(params.sandboxID, body.timeout) }),
-    postSandboxesSandboxIDConnect: async ({ params, body }) => {
-      const { sandbox, resumed } = await sandboxes.connect(params.sandboxID, body.timeout);
+    postSandboxesSandboxIDResume: async ({ params, body, caller }) => ({ status: 201, body: await sandboxes.resume(caller, params.sandboxID, body.timeout) }),
+    postSandboxesSandboxIDConnect: async ({ params, body, caller }) => {
+      const { sandbox, resumed } = await sandboxes.connect(caller, params.sandboxID, body.timeout);
       return resumed ? { status: 201, body: sandbox } : { status: 200, body: sandbox };
     },
-    postV2SandboxesSandboxIDConnect: async ({ params, body }) => {
-      const { sandbox, resumed } = await sandboxes.connect(params.sandboxID, body.timeout, body.memory ?? true);
+    postV2SandboxesSandboxIDConnect: async ({ params, body, caller }) => {
+      const { sandbox, resumed } = await sandboxes.connect(caller, params.sandboxID, body.timeout, body.memory ?? true);
       return resumed ? { status: 201, body: sandbox } : { status: 200, body: sandbox };
     },
-    postSandboxesSandboxIDTimeout: async ({ params, body }) => {
+    postSandboxesSandboxIDTimeout: async ({ params, body, caller }) => {
       if (body?.timeout === undefined) throw new ApiError(400, "body must have required property 'timeout'");
-      await sandboxes.setTimeout(params.sandboxID, body.timeout);
+      await sandboxes.setTimeout(caller, params.sandboxID, body.timeout);
       return { status: 204 };
     },
-    putSandboxesSandboxIDNetwork: async ({ params, body }) => {
-      await sandboxes.updateNetwork(params.sandboxID, body);
+    putSandboxesSandboxIDNetwork: async ({ params, body, caller }) => {
+      await sandboxes.updateNetwork(caller, params.sandboxID, body);
       return { status: 204 };
     },
-    postSandboxesSandboxIDRefreshes: async ({ params, body }) => {
-      await sandboxes.refresh(params.sandboxID, body?.duration);
+    postSandboxesSandboxIDRefreshes: async ({ params, body, caller }) => {
+      await sandboxes.refresh(caller, params.sandboxID, body?.duration);
       return { status: 204 };
     },
-    postSandboxesSandboxIDFork: async ({ params, body, apiKeyId }) => ({
+    postSandboxesSandboxIDFork: async ({ params, body, caller }) => ({
       status: 201,
-      body: await sandboxes.fork(params.sandboxID, body?.count ?? 1, body?.timeout, apiKeyId),
+      body: await sandboxes.fork(caller, params.sandboxID, body?.count ?? 1, body?.timeout),
     }),
-    postSandboxesSandboxIDSnapshots: async ({ params, body }) => {
-      const t = await sandboxes.snapshot(params.sandboxID, body.name);
+    postSandboxesSandboxIDSnapshots: async ({ params, body, caller }) => {
+      const t = await sandboxes.snapshot(caller, params.sandboxID, body.name);
       return { status: 201, body: { snapshotID: t.id, names: t.names } };
     },
-    getSnapshots: async ({ query }) => {
-      const page = await templates.snapshots(query);
+    getSnapshots: async ({ query, caller }) => {
+      const page = await templates.snapshots(caller, query);
       return { status: 200, body: page.items, headers: nextTokenHeader(page) };
     },
 
-    getTemplates: async () => ({ status: 200, body: await templates.list() }),
+    getTemplates: async ({ caller }) => ({ status: 200, body: await templates.list(caller) }),
     postTemplates: notImplemented,
-    postV3Templates: async ({ body }) => ({ status: 202, body: await templates.requestBuild(body) }),
-    getTemplatesTemplateID: async ({ params, query }) => {
-      const { body, nextToken } = await templates.withBuilds(params.templateID, query);
+    postV3Templates: async ({ body, caller }) => ({ status: 202, body: await templates.requestBuild(caller, body) }),
+    getTemplatesTemplateID: async ({ params, query, caller }) => {
+      const { body, nextToken } = await templates.withBuilds(caller, params.templateID, query);
       return { status: 200, body, headers: nextTokenHeader({ nextToken }) };
     },
-    deleteTemplatesTemplateID: async ({ params }) => {
-      await templates.remove(params.templateID);
+    deleteTemplatesTemplateID: async ({ params, caller }) => {
+      await templates.remove(caller, params.templateID);
       return { status: 204 };
     },
-    patchTemplatesTemplateID: async ({ params, body }) => {
-      await templates.setPublic(params.templateID, body.public);
+    patchTemplatesTemplateID: async ({ params, body, caller }) => {
+      await templates.setPublic(caller, params.templateID, body.public);
       return { status: 200 };
     },
-    patchV2TemplatesTemplateID: async ({ params, body }) => ({ status: 200, body: await templates.setPublic(params.templateID, body.public) }),
-    getTemplatesTemplateIDFilesHash: async ({ params, origin }) => ({ status: 201, body: await templates.fileUpload(params.templateID, params.hash, origin) }),
-    postV2TemplatesTemplateIDBuildsBuildID: async ({ params, body }) => {
-      await templates.startBuild(params.templateID, params.buildID, body);
+    patchV2TemplatesTemplateID: async ({ params, body, caller }) => ({ status: 200, body: await templates.setPublic(caller, params.templateID, body.public) }),
+    getTemplatesTemplateIDFilesHash: async ({ params, origin, caller }) => ({ status: 201, body: await templates.fileUpload(caller, params.templateID, params.hash, origin) }),
+    postV2TemplatesTemplateIDBuildsBuildID: async ({ params, body, caller }) => {
+      await templates.startBuild(caller, params.templateID, params.buildID, body);
       return { status: 202 };
     },
-    postTemplatesTemplateIDRebuild: async ({ params }) => ({ status: 202, body: await templates.rebuild(params.templateID) }),
-    getTemplatesTemplateIDBuildsBuildIDStatus: async ({ params, query }) => ({ status: 200, body: await templates.buildStatus(params.templateID, params.buildID, query) }),
-    getTemplatesTemplateIDBuildsBuildIDLogs: async ({ params, query }) => ({ status: 200, body: await templates.buildLogs(params.templateID, params.buildID, query) }),
-    postTemplatesTags: async ({ body }) => ({ status: 201, body: await templates.assignTags(body.target, body.tags) }),
-    deleteTemplatesTags: async ({ body }) => {
-      await templates.deleteTags(body.name, body.tags);
+    postTemplatesTemplateIDRebuild: async ({ params, caller }) => ({ status: 202, body: await templates.rebuild(caller, params.templateID) }),
+    getTemplatesTemplateIDBuildsBuildIDStatus: async ({ params, query, caller }) => ({ status: 200, body: await templates.buildStatus(caller, params.templateID, params.buildID, query) }),
+    getTemplatesTemplateIDBuildsBuildIDLogs: async ({ params, query, caller }) => ({ status: 200, body: await templates.buildLogs(caller, params.templateID, params.buildID, query) }),
+    postTemplatesTags: async ({ body, caller }) => ({ status: 201, body: await templates.assignTags(caller, body.target, body.tags) }),
+    deleteTemplatesTags: async ({ body, caller }) => {
+      await templates.deleteTags(caller, body.name, body.tags);
       return { status: 204 };
     },
-    getTemplatesTemplateIDTags: async ({ params }) => ({ status: 200, body: await templates.tags(params.templateID) }),
-    getTemplatesAliasesAlias: async ({ params }) => ({ status: 200, body: await templates.byAlias(params.alias) }),
+    getTemplatesTemplateIDTags: async ({ params, caller }) => ({ status: 200, body: await templates.tags(caller, params.templateID) }),
+    getTemplatesAliasesAlias: async ({ params, caller }) => ({ status: 200, body: await templates.byAlias(caller, params.alias) }),
 
-    getApiKeys: async () => ({ status: 200, body: (await keys.list()).map(listedKey) }),
-    postApiKeys: async ({ body }) => {
-      const { record, key } = await keys.create(body.name);
+    getApiKeys: async ({ caller }) => ({ status: 200, body: (await keys.list(scopeOf(caller))).map(listedKey) }),
+    postApiKeys: async ({ body, caller }) => {
+      const { record, key } = await keys.create(teamOfCaller(caller, 'has no keys of its own'), body.name);
       return { status: 201, body: { ...listedKey(record), key } };
     },
-    patchApiKeysApiKeyID: async ({ params, body }) => {
-      await keys.rename(params.apiKeyID, body.name);
+    patchApiKeysApiKeyID: async ({ params, body, caller }) => {
+      await keys.rename(scopeOf(caller), params.apiKeyID, body.name);
       return { status: 200 };
     },
-    deleteApiKeysApiKeyID: async ({ params }) => {
-      await keys.remove(params.apiKeyID);
+    deleteApiKeysApiKeyID: async ({ params, caller }) => {
+      await keys.remove(scopeOf(caller), params.apiKeyID);
+      return { status: 204 };
+    },
+
+    getAdminTeams: async () => ({ status: 200, body: await Promise.all((await teams.list()).map(team)) }),
+    postAdminTeams: async ({ body }) => ({ status: 201, body: await team(await teams.create(body.name, limitsOf(body.limits))) }),
+    getAdminTeamsTeamID: async ({ params }) => ({ status: 200, body: await team(await requireTeam(params.teamID)) }),
+    deleteAdminTeamsTeamID: async ({ params }) => {
+      await teams.remove(params.teamID);
+      return { status: 204 };
+    },
+    patchAdminTeamsTeamIDLimits: async ({ params, body }) => ({ status: 200, body: await team(await teams.setLimits(params.teamID, limitsOf(body))) }),
+    getAdminTeamsTeamIDApiKeys: async ({ params }) => {
+      await requireTeam(params.teamID);
+      return { status: 200, body: (await keys.list({ teamId: params.teamID })).map(listedKey) };
+    },
+    postAdminTeamsTeamIDApiKeys: async ({ params, body }) => {
+      const { record, key } = await keys.create((await requireTeam(params.teamID)).id, body.name);
+      return { status: 201, body: { ...listedKey(record), key } };
+    },
+    deleteAdminTeamsTeamIDApiKeysApiKeyID: async ({ params }) => {
+      await requireTeam(params.teamID);
+      await keys.remove({ teamId: params.teamID }, params.apiKeyID);
       return { status: 204 };
     },
   };
@@ -356,7 +397,7 @@ export function createApi(operations: Operation[], deps: ApiDeps, limits: Connec
   // Each handler was checked against its own operation above; here they are
   // only dispatched by operationId.
   type Result = { status: number; body?: unknown; headers?: Record<string, string> };
-  const table = handlers(deps) as unknown as Record<string, (call: { params: unknown; query: unknown; body: unknown; origin: string; apiKeyId?: string; session?: SessionRef }) => Promise<Result> | Result>;
+  const table = handlers(deps) as unknown as Record<string, (call: { params: unknown; query: unknown; body: unknown; origin: string; caller?: Caller; session?: SessionRef }) => Promise<Result> | Result>;
   for (const op of operations) {
     const handle = table[op.operationId];
     if (!handle) throw new Error(`no handler for operation '${op.operationId}' of the spec`);
@@ -366,21 +407,13 @@ export function createApi(operations: Operation[], deps: ApiDeps, limits: Connec
       schema: op.schema,
       onRequest: async (req, reply) => {
         if (op.public) return;
-        const header = req.headers['x-api-key'];
-        const key = (Array.isArray(header) ? header[0] : header) ?? (op.bearerKey ? bearer(req.headers.authorization) : undefined);
-        // Without a key, the dashboard's session cookie stands for the key it was opened with.
-        const session = key ? undefined : await deps.dashboard?.api.authenticate(req);
-        if (session instanceof ApiError) return session.status === 401 ? unauthorized(reply, session.message) : sendError(reply, session);
-        if (session) {
-          sessionOfRequest.set(req, session);
-          keyOfRequest.set(req, session.session.principal.keyId);
-          return undefined;
+        const who = await deps.auth.identify(req.headers, { bearer: op.bearerKey, method: req.method });
+        if (who.kind === 'none') return unauthorized(reply, 'missing X-API-Key header');
+        if (who.kind === 'refused') return who.status === 403 ? sendError(reply, new ApiError(403, who.message)) : unauthorized(reply, who.message);
+        callerOfRequest.set(req, who.caller);
+        if (op.admin && !who.caller.admin) {
+          return sendError(reply.header('connection', 'close'), new ApiError(403, `${op.method} ${op.path} takes the admin credential only; an API key of a team may not manage teams`));
         }
-        if (!key) return unauthorized(reply, 'missing X-API-Key header');
-        const id = await deps.keys.verify(key);
-        if (!id) return unauthorized(reply, 'invalid API key');
-        await deps.keys.touch(id);
-        keyOfRequest.set(req, id);
         return undefined;
       },
       preValidation: async (req) => {
@@ -398,7 +431,14 @@ export function createApi(operations: Operation[], deps: ApiDeps, limits: Connec
       },
       handler: async (req, reply) => {
         const result = await withLog(req.log, () =>
-          handle({ params: req.params, query: req.query, body: req.body, origin: `${req.protocol}://${req.host}`, apiKeyId: keyOfRequest.get(req), session: sessionOfRequest.get(req) }),
+          handle({
+            params: req.params,
+            query: req.query,
+            body: req.body,
+            origin: `${req.protocol}://${req.host}`,
+            caller: callerOfRequest.get(req),
+            session: deps.dashboard?.api.sessionOf(req.headers),
+          }),
         );
         if (result.headers) reply.headers(result.headers);
         reply.code(result.status);

@@ -4,3 +4,4 @@ export { serverNodeFlags } from './node-flags.js';
 export { newApiKey, type ApiKeyRecord, type ApiKeyRepository } from './store/repositories.js';
 export { inspectInstallation, uninstall, type Installation } from './uninstall.js';
 export { createLogger, LOG_LEVELS, type LogLevel, type Logger } from './log.js';
+export { Authenticator, type Caller, type CredentialResolver, type Identified, type IdentifyOptions } from './auth.js';

@@ -24,6 +24,8 @@ export interface Operation {
   public: boolean;
   /** Operations that also take the API key as `Authorization: Bearer` (ApiKeyBearerAuth). */
   bearerKey: boolean;
+  /** Operations that take the admin credential only (AdminKeyAuth). */
+  admin: boolean;
 }
 
 /** Where the spec is: copied next to the build, or at the repository root when running from source. */
@@ -103,6 +105,7 @@ export function loadOperations(file = specPath()): Operation[] {
         commaArrays,
         public: Array.isArray(op.security) && op.security.length === 0,
         bearerKey: Array.isArray(op.security) && op.security.some((req) => isObject(req) && 'ApiKeyBearerAuth' in req),
+        admin: Array.isArray(op.security) && op.security.length > 0 && op.security.every((req) => isObject(req) && 'AdminKeyAuth' in req),
       });
     }
   }

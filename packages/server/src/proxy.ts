@@ -8,6 +8,13 @@
 // undici, or its fast path); WebSocket upgrades are spliced through. A
 // sandbox that is not running answers 502. A request the proxy refuses itself (400,
 // 401, 403, 502) closes its connection: a client refused holds none.
+//
+// What opens a sandbox is its own secrets: envd checks its access token, the
+// proxy its traffic token; the SDKs send no API key here. A request that
+// does carry a Paddock credential (an API key; a dashboard's session) is
+// held to its team besides: another team's sandbox is not there for it,
+// with the body of a sandbox that does not exist. A header that is no valid
+// credential is left alone, for the sandbox's own service may use the name.
 import {
   ENVD_PORT,
   FILE_SIGNATURE_EXPIRATION_PARAM,
@@ -31,7 +38,8 @@ import type { ConnectionLimits } from './config.js';
 import { createRelay, type SandboxRelay } from './relay/index.js';
 import { ProxyError, type Destination, type RequestView } from './relay/relay.js';
 import type { Sandboxes } from './sandboxes.js';
-import type { SandboxRecord, SandboxRoute, SandboxRepository } from './store/repositories.js';
+import { inScope, type SandboxRecord, type SandboxRoute, type SandboxRepository } from './store/repositories.js';
+import { SERVER, scopeOf, type Authenticator } from './auth.js';
 import { CorsPolicy } from './cors.js';
 import { pathOf, requestId, type Logger } from './log.js';
 import { REQUEST_ID } from './relay/headers.js';
@@ -59,6 +67,7 @@ export interface ProxyDeps {
   runtime: Runtime;
   store: SandboxRepository;
   sandboxes: Sandboxes;
+  auth: Authenticator;
   log: Logger;
   metrics: Metrics;
 }
@@ -69,7 +78,7 @@ export interface SandboxProxy extends SandboxRelay {
 }
 
 export function createProxy(
-  { runtime, store, sandboxes, log, metrics }: ProxyDeps,
+  { runtime, store, sandboxes, auth, log, metrics }: ProxyDeps,
   limits: ConnectionLimits & { proxyFastPath: boolean; corsOrigins: string[]; tls?: SecureContextOptions },
 ): SandboxProxy {
   let stopping = false;
@@ -107,7 +116,7 @@ export function createProxy(
         throw new ProxyError(400, `request target '${target.slice(0, 64)}' is not a valid URL`);
       }
       const signed = await bySignature(req.method ?? '', url);
-      if (signed) return resolveState(signed, ENVD_PORT);
+      if (signed) return resolveState(await ofCallersTeam(req, signed), ENVD_PORT);
       if (url.pathname === '/files' && url.searchParams.has(FILE_SIGNATURE_PARAM)) throw new ProxyError(401, 'invalid signature');
       throw new ProxyError(400, "the request names no sandbox: use the host '{port}-{sandboxID}.{domain}' or the E2b-Sandbox-Id and E2b-Sandbox-Port headers");
     }
@@ -115,13 +124,20 @@ export function createProxy(
     const s = isSandboxId(id) ? await store.route(id) : undefined;
     // E2B's body for a sandbox that is not there: clients read both fields.
     if (!s) throw new ProxyError(502, 'The sandbox was not found', { sandboxId: String(id) });
-    return resolveState(s, port!);
+    return resolveState(await ofCallersTeam(req, s), port!);
+  }
+
+  /** The sandbox, unless the request carries a credential of a team it is not of: then, as if there were none. */
+  async function ofCallersTeam<S extends Pick<SandboxRoute, 'id' | 'teamId'>>(req: RequestView, s: S): Promise<S> {
+    const who = await auth.identify(req.headers, { bearer: false, ...(req.method ? { method: req.method } : {}) });
+    if (who.kind === 'caller' && !inScope(scopeOf(who.caller), s.teamId)) throw new ProxyError(502, 'The sandbox was not found', { sandboxId: s.id });
+    return s;
   }
 
   async function resolveState(s: SandboxRoute, port: number): Promise<Target> {
     if (s.state === 'paused') {
       if (!s.autoResume) throw new ProxyError(502, `sandbox '${s.id}' is paused`);
-      await sandboxes.connect(s.id, undefined).catch((err: Error) => {
+      await sandboxes.connect(SERVER, s.id, undefined).catch((err: Error) => {
         throw new ProxyError(502, `sandbox '${s.id}' is paused and could not be resumed: ${err.message}`);
       });
       const resumed = await store.route(s.id);

@@ -10,6 +10,8 @@ import { isSandboxId } from '@paddock/protocol';
 import type { ServerConfig } from './config.js';
 import { logOf, type Logger } from './log.js';
 import { RateLimiter } from './rate-limit.js';
+import { Admission } from './admission.js';
+import { scopeOf, type Caller } from './auth.js';
 import type { Metrics } from './metrics.js';
 import { ApiError, badRequest, conflict, errorBody, notFound, toApiError } from './errors.js';
 import { parseMetadataFilter } from './metadata-filter.js';
@@ -19,6 +21,7 @@ import type { Templates } from './templates.js';
 import { readPage } from './pagination.js';
 import {
   StoreError,
+  inScope,
   type MetricSample,
   type NetworkRules,
   type Repositories,
@@ -87,13 +90,12 @@ export class Sandboxes {
   private readonly createLimiter: RateLimiter;
   /** Out-of-memory kills in each running sandbox as last sampled; more at the next sample are an event. */
   private readonly oomSeen = new Map<string, number>();
-  /** Creates under way per API key, counted against its limit of running sandboxes until they are recorded. */
-  private readonly makingByKey = new Map<string, number>();
+  private readonly admission: Admission;
 
   constructor(
     private readonly config: ServerConfig,
     private readonly runtime: Runtime,
-    repositories: Pick<Repositories, 'sandboxes' | 'templates' | 'telemetry'>,
+    repositories: Pick<Repositories, 'sandboxes' | 'templates' | 'telemetry' | 'teams'>,
     private readonly templateApi: Pick<Templates, 'startable'>,
     private readonly observe: { log: Logger; metrics: Metrics },
   ) {
@@ -101,21 +103,25 @@ export class Sandboxes {
     this.templates = repositories.templates;
     this.telemetry = repositories.telemetry;
     this.createLimiter = new RateLimiter(config.createRate, config.createBurst);
+    this.admission = new Admission(config.maxSandboxesPerKey, repositories.sandboxes, repositories.teams);
   }
 
   // ---------------------------------------------------------------- helpers
 
-  /** A sandbox clients can see (not killed), or 404. */
-  private async require(id: string): Promise<SandboxRecord> {
+  /**
+   * A sandbox the caller can see (not killed, of its team), or 404: another
+   * team's is answered exactly as one that does not exist.
+   */
+  private async require(caller: Caller, id: string): Promise<SandboxRecord> {
     const s = isSandboxId(id) ? await this.records.live(id) : undefined;
-    if (!s) throw notFound(`sandbox '${id}' not found`);
+    if (!s || !inScope(scopeOf(caller), s.teamId)) throw notFound(`sandbox '${id}' not found`);
     return s;
   }
 
-  /** A sandbox in any state, killed included (its metrics and logs stay readable), or 404. */
-  private async requireAny(id: string): Promise<SandboxRecord> {
+  /** A sandbox of the caller's team in any state, killed included (its metrics and logs stay readable), or 404. */
+  private async requireAny(caller: Caller, id: string): Promise<SandboxRecord> {
     const s = isSandboxId(id) ? await this.records.get(id) : undefined;
-    if (!s) throw notFound(`sandbox '${id}' not found`);
+    if (!s || !inScope(scopeOf(caller), s.teamId)) throw notFound(`sandbox '${id}' not found`);
     return s;
   }
 
@@ -178,12 +184,21 @@ export class Sandboxes {
 
   // ---------------------------------------------------------------- create
 
-  /** Makes a sandbox; `apiKeyId`, the key that asked, is held to the per-key limits and recorded. */
-  async create(req: CreateRequest, apiKeyId?: string): Promise<SandboxHandle> {
+  /**
+   * Makes a sandbox of the caller's team (a fork: of its source's team,
+   * `teamId`); the key that asked is held to the per-key limits and
+   * recorded, the team to its limits.
+   */
+  async create(caller: Caller, req: CreateRequest, teamId = caller.teamId): Promise<SandboxHandle> {
     const { metrics } = this.observe;
     const started = performance.now();
     try {
-      const { handle, fromPool } = await this.admitted(apiKeyId, () => this.createSandbox(req, apiKeyId));
+      if (teamId === null) throw new ApiError(403, 'the admin credential belongs to no team and makes no sandboxes; use an API key of a team');
+      const keyId = caller.admin ? null : caller.keyId;
+      if (keyId !== null) this.limitRate(keyId);
+      const start = await this.templateApi.startable(req.templateID, { scope: { teamId }, publicToo: true });
+      const demand = { teamId, ...(keyId !== null ? { keyId } : {}), memoryMB: start.build.memoryMB, diskMB: start.build.diskSizeMB };
+      const { handle, fromPool } = await this.admission.admit(demand, () => this.createSandbox(req, start, keyId, teamId));
       const pool = fromPool ? 'warm' : 'cold';
       metrics.creates.inc({ pool, result: 'ok' });
       metrics.createSeconds.observe({ pool }, (performance.now() - started) / 1000);
@@ -195,13 +210,8 @@ export class Sandboxes {
     }
   }
 
-  /**
-   * Runs `make` if the key is within its limits: creates a second (429 with
-   * Retry-After beyond) and running sandboxes at once, counting those being
-   * made (429 beyond; one must end first, so no Retry-After).
-   */
-  private async admitted<T>(apiKeyId: string | undefined, make: () => Promise<T>): Promise<T> {
-    if (apiKeyId === undefined) return make();
+  /** Refuses a create beyond the key's rate (429 with Retry-After). */
+  private limitRate(apiKeyId: string): void {
     const wait = this.createLimiter.take(apiKeyId);
     if (wait > 0) {
       const seconds = Math.ceil(wait / 1000);
@@ -209,26 +219,14 @@ export class Sandboxes {
         'retry-after': String(seconds),
       });
     }
-    const max = this.config.maxSandboxesPerKey;
-    if (max > 0) {
-      const making = this.makingByKey.get(apiKeyId) ?? 0;
-      const running = await this.records.countRunningByKey(apiKeyId);
-      if (running + making >= max) {
-        throw new ApiError(429, `API key '${apiKeyId}' has ${running + making} running sandboxes, the most this server allows one key (PADDOCK_MAX_SANDBOXES_PER_KEY); kill or pause one first`);
-      }
-    }
-    this.makingByKey.set(apiKeyId, (this.makingByKey.get(apiKeyId) ?? 0) + 1);
-    try {
-      return await make();
-    } finally {
-      const left = (this.makingByKey.get(apiKeyId) ?? 1) - 1;
-      if (left > 0) this.makingByKey.set(apiKeyId, left);
-      else this.makingByKey.delete(apiKeyId);
-    }
   }
 
-  private async createSandbox(req: CreateRequest, apiKeyId?: string): Promise<{ handle: SandboxHandle; fromPool: boolean }> {
-    const { template, build, runtimeTemplateId } = await this.templateApi.startable(req.templateID);
+  private async createSandbox(
+    req: CreateRequest,
+    { template, build, runtimeTemplateId }: Awaited<ReturnType<Templates['startable']>>,
+    apiKeyId: string | null,
+    teamId: string,
+  ): Promise<{ handle: SandboxHandle; fromPool: boolean }> {
     const timeout = this.seconds(req.timeout);
     if (req.volumeMounts?.length) throw badRequest('volumeMounts are not supported by this server');
     const max = this.config.maxNetworkRules;
@@ -276,7 +274,8 @@ export class Sandboxes {
         allowInternetAccess: req.allow_internet_access ?? null,
         network,
         buildId: build.id,
-        apiKeyId: apiKeyId ?? null,
+        apiKeyId,
+        teamId,
       });
       await this.startCommands(info.id, build, accessToken);
     } catch (err) {
@@ -294,8 +293,8 @@ export class Sandboxes {
   // ---------------------------------------------------------------- read
 
   /** GET /sandboxes/{id}: what a listing says of it, and how to reach it and what it may do. */
-  async detail(id: string) {
-    const s = await this.require(id);
+  async detail(caller: Caller, id: string) {
+    const s = await this.require(caller, id);
     return {
       ...this.listed(s),
       ...(s.envdAccessToken ? { envdAccessToken: s.envdAccessToken } : {}),
@@ -326,12 +325,13 @@ export class Sandboxes {
   }
 
   /** GET /v2/sandboxes: one page, and the number running. */
-  async list(q: ListQuery) {
+  async list(caller: Caller, q: ListQuery) {
+    const scope = scopeOf(caller);
     const startedAfter = q.startedAfter === undefined ? undefined : Date.parse(q.startedAfter);
     if (startedAfter !== undefined && Number.isNaN(startedAfter)) throw badRequest(`startedAfter '${q.startedAfter}' is not a date-time`);
     let templateIds: string[] | undefined;
     if (q.template) {
-      const t = await this.templates.resolve(q.template);
+      const t = await this.templates.resolve(q.template, { scope, publicToo: true });
       templateIds = t ? [t.id] : [];
     }
     const metadata = parseMetadataFilter(q.metadata);
@@ -340,6 +340,7 @@ export class Sandboxes {
       (window) =>
         this.records.list({
           ...window,
+          scope,
           states: q.state?.length ? q.state : ['running', 'paused'],
           metadata,
           startedAfter,
@@ -348,13 +349,15 @@ export class Sandboxes {
         }),
       (s) => ({ key: s.startedAt, id: s.id }),
     );
-    return { items: page.items.map((s) => this.listed(s)), nextToken: page.nextToken, totalRunning: await this.records.countRunning() };
+    return { items: page.items.map((s) => this.listed(s)), nextToken: page.nextToken, totalRunning: await this.records.countRunning(scope) };
   }
 
   /** GET /sandboxes (legacy): every running sandbox. */
-  async listRunning(metadata?: string) {
+  async listRunning(caller: Caller, metadata?: string) {
     const filter = parseMetadataFilter(metadata);
+    const scope = scopeOf(caller);
     return (await this.records.running())
+      .filter((s) => inScope(scope, s.teamId))
       .filter((s) => Object.entries(filter ?? {}).every(([k, v]) => s.metadata[k] === v))
       .sort((a, b) => b.startedAt - a.startedAt)
       .map((s) => this.listed(s));
@@ -362,9 +365,9 @@ export class Sandboxes {
 
   // ---------------------------------------------------------------- lifecycle
 
-  kill(id: string): Promise<void> {
+  kill(caller: Caller, id: string): Promise<void> {
     return this.mutex.run(id, async () => {
-      await this.require(id);
+      await this.require(caller, id);
       // Recorded first: should the removal fail half-way, the next start
       // removes what is left of a sandbox the store calls killed.
       await this.records.transition(id, 'killed');
@@ -376,9 +379,9 @@ export class Sandboxes {
     });
   }
 
-  pause(id: string, memory = true): Promise<void> {
+  pause(caller: Caller, id: string, memory = true): Promise<void> {
     return this.mutex.run(id, async () => {
-      await this.require(id);
+      await this.require(caller, id);
       await this.doPause(await this.records.claim(id, 'paused'), memory);
     });
   }
@@ -401,25 +404,34 @@ export class Sandboxes {
    * Connect: a running sandbox only ever gets a later expiry; a paused one is
    * resumed. `resumed` tells which (201 vs 200).
    */
-  connect(id: string, timeout: number | undefined, memory = true): Promise<{ sandbox: SandboxHandle; resumed: boolean }> {
+  connect(caller: Caller, id: string, timeout: number | undefined, memory = true): Promise<{ sandbox: SandboxHandle; resumed: boolean }> {
     return this.mutex.run(id, async () => {
-      const s = await this.require(id);
+      const s = await this.require(caller, id);
       if (s.state === 'running') {
         const now = timeout === undefined ? s : await this.extend(id, this.seconds(timeout));
         return { sandbox: this.handle(now), resumed: false };
       }
       const seconds = this.seconds(timeout);
-      return { sandbox: this.handle(await this.doResume(await this.records.claim(id, 'running'), seconds, memory)), resumed: true };
+      return { sandbox: this.handle(await this.resumeAdmitted(s, seconds, memory)), resumed: true };
     });
   }
 
   /** Legacy resume: 409 when the sandbox is already running. */
-  resume(id: string, timeout: number | undefined): Promise<SandboxHandle> {
+  resume(caller: Caller, id: string, timeout: number | undefined): Promise<SandboxHandle> {
     return this.mutex.run(id, async () => {
-      await this.require(id);
+      const s = await this.require(caller, id);
       const seconds = this.seconds(timeout);
-      return this.handle(await this.doResume(await this.records.claim(id, 'running'), seconds, true));
+      // A running one is refused by the claim (409) before its team's limits are asked.
+      if (s.state === 'running' || s.pendingChange) return this.handle(await this.doResume(await this.records.claim(id, 'running'), seconds, true));
+      return this.handle(await this.resumeAdmitted(s, seconds, true));
     });
+  }
+
+  /** Resumes a paused sandbox if its team's limits leave room for it. */
+  private resumeAdmitted(s: SandboxRecord, seconds: number, memory: boolean): Promise<SandboxRecord> {
+    return this.admission.admit({ teamId: s.teamId, memoryMB: s.memoryMB, diskMB: s.diskSizeMB }, async () =>
+      this.doResume(await this.records.claim(s.id, 'running'), seconds, memory),
+    );
   }
 
   private async doResume(claim: SandboxClaim, timeoutSeconds: number, memory: boolean): Promise<SandboxRecord> {
@@ -453,28 +465,28 @@ export class Sandboxes {
   }
 
   /** POST /timeout: expiry = now + seconds, sooner or later than before. */
-  setTimeout(id: string, timeout: number): Promise<void> {
+  setTimeout(caller: Caller, id: string, timeout: number): Promise<void> {
     return this.mutex.run(id, async () => {
-      await this.require(id);
+      await this.require(caller, id);
       const seconds = this.seconds(timeout);
       await this.records.update(id, () => ({ endAt: Date.now() + seconds * 1000 }));
       this.scheduleExpiry();
     });
   }
 
-  refresh(id: string, duration: number | undefined): Promise<void> {
+  refresh(caller: Caller, id: string, duration: number | undefined): Promise<void> {
     return this.mutex.run(id, async () => {
-      await this.require(id);
+      await this.require(caller, id);
       await this.extend(id, this.seconds(duration, 'duration'));
     });
   }
 
-  updateNetwork(id: string, body: { allowOut?: string[]; denyOut?: string[]; allow_internet_access?: boolean }): Promise<void> {
+  updateNetwork(caller: Caller, id: string, body: { allowOut?: string[]; denyOut?: string[]; allow_internet_access?: boolean }): Promise<void> {
     return this.mutex.run(id, async () => {
       // An update replaces the whole egress configuration, as E2B's does:
       // what it leaves out is cleared, and internet access goes back to the
       // default. What the proxy does with public traffic stays.
-      const record = await this.require(id);
+      const record = await this.require(caller, id);
       const max = this.config.maxNetworkRules;
       const network: NetworkRules = { ...(record.network.allowPublicTraffic !== undefined ? { allowPublicTraffic: record.network.allowPublicTraffic } : {}), ...(record.network.maskRequestHost ? { maskRequestHost: record.network.maskRequestHost } : {}) };
       if (body.allowOut !== undefined) network.allowOut = validateEgress('allowOut', body.allowOut, max);
@@ -610,25 +622,27 @@ export class Sandboxes {
     };
   }
 
-  async metrics(id: string, start?: number, end?: number) {
-    await this.requireAny(id);
+  async metrics(caller: Caller, id: string, start?: number, end?: number) {
+    await this.requireAny(caller, id);
     if (start !== undefined && end !== undefined && start > end) throw badRequest(`start ${start} is after end ${end}`);
     const from = start === undefined ? 0 : start * 1000;
     const to = end === undefined ? Date.now() : end * 1000 + 999;
     return (await this.telemetry.samples(id, from, to)).map((m) => this.metric(m));
   }
 
-  async latestMetrics(ids: string[]) {
+  async latestMetrics(caller: Caller, ids: string[]) {
     const out: Record<string, ReturnType<Sandboxes['metric']>> = {};
+    const scope = scopeOf(caller);
     for (const id of ids) {
-      const m = isSandboxId(id) ? await this.telemetry.latest(id) : undefined;
+      const s = isSandboxId(id) ? await this.records.get(id) : undefined;
+      const m = s && inScope(scope, s.teamId) ? await this.telemetry.latest(id) : undefined;
       if (m) out[id] = this.metric(m);
     }
     return { sandboxes: out };
   }
 
-  async logs(id: string, q: { start?: number; limit?: number }) {
-    await this.requireAny(id);
+  async logs(caller: Caller, id: string, q: { start?: number; limit?: number }) {
+    await this.requireAny(caller, id);
     const entries = await this.telemetry.logs(id, { fromTs: q.start, limit: q.limit ?? 1000, direction: 'forward' });
     return {
       logs: entries.map((e) => ({ timestamp: iso(e.ts), line: e.message })),
@@ -636,8 +650,8 @@ export class Sandboxes {
     };
   }
 
-  async logsV2(id: string, q: { cursor?: number; limit?: number; direction?: 'forward' | 'backward'; level?: 'debug' | 'info' | 'warn' | 'error'; search?: string }) {
-    await this.requireAny(id);
+  async logsV2(caller: Caller, id: string, q: { cursor?: number; limit?: number; direction?: 'forward' | 'backward'; level?: 'debug' | 'info' | 'warn' | 'error'; search?: string }) {
+    await this.requireAny(caller, id);
     const order = ['debug', 'info', 'warn', 'error'];
     const levels = q.level ? order.slice(order.indexOf(q.level)) : undefined;
     const entries = await this.telemetry.logs(id, { fromTs: q.cursor, limit: q.limit ?? 1000, direction: q.direction ?? 'forward', levels, search: q.search });
@@ -647,14 +661,14 @@ export class Sandboxes {
   // ---------------------------------------------------------------- snapshots and forks
 
   /** Copies the sandbox's filesystem into a new template. */
-  snapshot(id: string, name: string | undefined): Promise<TemplateRecord> {
+  snapshot(caller: Caller, id: string, name: string | undefined): Promise<TemplateRecord> {
     return this.mutex.run(id, async () => {
-      const s = await this.require(id);
+      const s = await this.require(caller, id);
       if (name !== undefined && (!/^[a-z0-9][a-z0-9._/-]{0,127}$/i.test(name) || name.includes(':'))) {
         throw badRequest(`snapshot name '${name}' may use letters, digits, '.', '_', '-' and '/', up to 128 characters`);
       }
       // Asked before the copy, which takes long; the insert checks again.
-      if (name !== undefined && (await this.templates.nameTaken(name))) throw conflict(`the name '${name}' is already taken`);
+      if (name !== undefined && (await this.templates.nameTaken(s.teamId, name))) throw conflict(`the name '${name}' is already taken`);
       const templateId = `snap${randomBytes(10).toString('hex')}`;
       const info = await this.runtime.snapshot(s.id, templateId).catch((err: unknown) => {
         throw toApiError(err);
@@ -663,6 +677,7 @@ export class Sandboxes {
       try {
         template = await this.templates.insert({
           id: templateId,
+          teamId: s.teamId,
           kind: 'snapshot',
           public: false,
           names: name ? [name] : [],
@@ -685,15 +700,15 @@ export class Sandboxes {
    * Fork: a snapshot of the sandbox's filesystem, then `count` new sandboxes
    * from it. Processes and memory are not copied.
    */
-  async fork(id: string, count = 1, timeout?: number, apiKeyId?: string): Promise<Array<{ sandbox?: SandboxHandle; error?: { code: number; message: string } }>> {
-    const source = await this.require(id);
+  async fork(caller: Caller, id: string, count = 1, timeout?: number): Promise<Array<{ sandbox?: SandboxHandle; error?: { code: number; message: string } }>> {
+    const source = await this.require(caller, id);
     this.seconds(timeout);
-    const template = await this.snapshot(source.id, undefined);
+    const template = await this.snapshot(caller, source.id, undefined);
     const results: Array<{ sandbox?: SandboxHandle; error?: { code: number; message: string } }> = [];
     for (let i = 0; i < count; i++) {
       try {
         results.push({
-          sandbox: await this.create({
+          sandbox: await this.create(caller, {
             templateID: template.id,
             timeout,
             metadata: source.metadata,
@@ -705,7 +720,7 @@ export class Sandboxes {
             // A fork is bound by the rules of what it copies: a locked-down sandbox's forks stay locked down.
             network: source.network,
             ...(source.allowInternetAccess !== null ? { allow_internet_access: source.allowInternetAccess } : {}),
-          }, apiKeyId),
+          }, source.teamId),
         });
       } catch (err) {
         results.push({ error: errorBody(toApiError(err)) });

@@ -4,6 +4,7 @@ import { mkdirSync } from 'node:fs';
 import type { AddressInfo, Server } from 'node:net';
 import { join } from 'node:path';
 import { createApi } from './api.js';
+import { Authenticator, keyResolver } from './auth.js';
 import { Builder } from './builds/builder.js';
 import { BuildFiles } from './builds/build-files.js';
 import { lockHome } from './home-lock.js';
@@ -11,7 +12,7 @@ import { resolveServerConfig, type ServerConfig } from './config.js';
 import { loadOperations } from './openapi.js';
 import { createProxy } from './proxy.js';
 import { Sandboxes } from './sandboxes.js';
-import type { ApiKeyRepository } from './store/repositories.js';
+import { DEFAULT_TEAM_NAME, type ApiKeyRepository } from './store/repositories.js';
 import { openSqliteStore } from './store/sqlite.js';
 import { componentLog, createLogger, type Logger } from './log.js';
 import { Metrics } from './metrics.js';
@@ -27,6 +28,8 @@ export interface StartOptions extends Partial<ServerConfig> {
   runtime?: Runtime;
   /** The API key to create when the store has none (default: a new random one). */
   initialApiKey?: string;
+  /** The admin credential to create when the store has none (default: a new random one). */
+  initialAdminKey?: string;
   onProgress?: (message: string) => void;
   /** Where the server logs; default JSON lines at `logLevel` to `logFile` or standard output. */
   logger?: Logger;
@@ -38,7 +41,15 @@ export interface PaddockServer {
   proxyUrl: string;
   /** The API key created by this start, when the store had none; shown once. */
   createdApiKey?: string;
+  /** The admin credential created by this start, when the store had none; shown once. */
+  createdAdminKey?: string;
   keys: ApiKeyRepository;
+  /**
+   * Turns a request's credential into its caller, for the control API and
+   * the sandbox proxy; another kind of credential (a session cookie) is
+   * added to it with `auth.add`.
+   */
+  auth: Authenticator;
   runtime: Runtime;
   log: Logger;
   metrics: Metrics;
@@ -97,6 +108,8 @@ export async function startServer(options: StartOptions = {}): Promise<PaddockSe
     templates: metrics.timed('templates', opened.templates),
     telemetry: metrics.timed('telemetry', opened.telemetry),
     apiKeys: metrics.timed('apiKeys', opened.apiKeys),
+    adminKeys: metrics.timed('adminKeys', opened.adminKeys),
+    teams: metrics.timed('teams', opened.teams),
     probe: (timeoutMs: number) => opened.probe(timeoutMs),
   };
   const progress = options.onProgress ?? (() => undefined);
@@ -122,14 +135,24 @@ export async function startServer(options: StartOptions = {}): Promise<PaddockSe
     await runtime.prepare(progress);
     const keys = store.apiKeys;
     const createdApiKey = (await keys.createFirst('default', options.initialApiKey))?.key;
+    const createdAdminKey = (await store.adminKeys.createFirst(options.initialAdminKey))?.key;
+    const auth = new Authenticator(keyResolver(keys, store.adminKeys));
+    // Without a key, the dashboard's session cookie stands for the credential it was opened with, on the API and the proxy.
+    const dashboard = config.dashboard ? { api: new DashboardApi(auth, keys, config.dashboardSessionTtlMs, Boolean(config.tlsCert && config.tlsKey)), assets: dashboardAssets(), domain: config.domain } : undefined;
+    if (dashboard) auth.add(dashboard.api.resolver());
     const templates = new Templates(store.templates, runtime, store.sandboxes);
-    await templates.ensureBase();
+    const defaultTeam = await store.teams.byName(DEFAULT_TEAM_NAME);
+    // The base template is the default team's (public to all); a store whose base is recorded needs no team for it.
+    await templates.ensureBase(async () => {
+      if (!defaultTeam) throw new Error(`the team '${DEFAULT_TEAM_NAME}', which the base template is made in, was deleted`);
+      return defaultTeam.id;
+    });
     const files = new BuildFiles(config.home, config.maxBuildUploadBytes);
     const builder = new Builder({
       runtime,
       records: store.templates,
       files,
-      runtimeTemplateOf: async (ref) => (await templates.startable(ref)).runtimeTemplateId,
+      runtimeTemplateOf: async (ref, teamId) => (await templates.startable(ref, { scope: { teamId }, publicToo: true })).runtimeTemplateId,
       concurrency: config.buildConcurrency,
       timeoutMs: config.buildTimeoutMs,
       readyTimeoutMs: config.readyTimeoutMs,
@@ -151,7 +174,7 @@ export async function startServer(options: StartOptions = {}): Promise<PaddockSe
     const tlsFiles = config.tlsCert && config.tlsKey ? { cert: config.tlsCert, key: config.tlsKey } : undefined;
     const tls = tlsFiles ? readTls(tlsFiles) : undefined;
     if (tls && config.proxyFastPath) log.info('over TLS the proxy relays through the library path; its fast path moves plain bytes only');
-    const proxy = createProxy({ runtime, store: store.sandboxes, sandboxes, log, metrics }, { ...config, ...(tls ? { tls } : {}) });
+    const proxy = createProxy({ runtime, store: store.sandboxes, sandboxes, auth, log, metrics }, { ...config, ...(tls ? { tls } : {}) });
     const proxyAddr = await listen(proxy.server, config.proxyHost, config.proxyPort);
     // The default domain names the port the proxy really got.
     if (options.domain === undefined && !process.env.PADDOCK_DOMAIN) config.domain = `localhost:${proxyAddr.port}`;
@@ -162,10 +185,21 @@ export async function startServer(options: StartOptions = {}): Promise<PaddockSe
       dirs: { layers: config.imagesDir ?? join(config.home, 'runtime', 'layers'), sandboxes: join(config.home, 'runtime', 'sandboxes') },
     });
     let stopping = false;
-    const dashboard = config.dashboard ? { api: new DashboardApi(keys, config.dashboardSessionTtlMs, Boolean(tls)), assets: dashboardAssets(), domain: config.domain } : undefined;
     const api = createApi(
       loadOperations(),
-      { sandboxes, templates, keys, log, metrics, health: new Health(store, runtime, config.home), stopping: () => stopping, ...(dashboard ? { dashboard } : {}) },
+      {
+        sandboxes,
+        templates,
+        keys,
+        teams: store.teams,
+        usage: (id) => store.sandboxes.usage(id),
+        auth,
+        log,
+        metrics,
+        health: new Health(store, runtime, config.home),
+        stopping: () => stopping,
+        ...(dashboard ? { dashboard } : {}),
+      },
       { ...config, ...(tls ? { tls } : {}) },
     );
     await api.listen({ host: config.apiHost, port: config.apiPort });
@@ -176,7 +210,9 @@ export async function startServer(options: StartOptions = {}): Promise<PaddockSe
       apiUrl: urlOf(apiAddr, Boolean(tls)),
       proxyUrl: urlOf(proxyAddr, Boolean(tls)),
       createdApiKey,
+      createdAdminKey,
       keys,
+      auth,
       runtime,
       log,
       metrics,

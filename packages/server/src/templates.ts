@@ -8,10 +8,11 @@ import type { BuildFiles } from './builds/build-files.js';
 import { planBuild, type BuildRequest } from './builds/steps.js';
 import { ApiError, badRequest, conflict, notFound, toApiError } from './errors.js';
 import { readPage, windowOf, type Page } from './pagination.js';
-import type { BuildLogEntry, BuildRecord, LogLevel, SandboxRepository, TemplateRecord, TemplateRepository } from './store/repositories.js';
+import { scopeOf, type Caller } from './auth.js';
+import { inScope, type BuildLogEntry, type BuildRecord, type LogLevel, type SandboxRepository, type TemplateRecord, type TemplateRepository, type TemplateViewer } from './store/repositories.js';
 
 const iso = (ms: number) => new Date(ms).toISOString();
-// Paddock has no teams; every template is created by the one local owner.
+// Templates name no user that made them: keys belong to teams, not people.
 const OWNER = { id: '00000000-0000-4000-8000-000000000000', email: null };
 const TAG = /^[a-z0-9][a-z0-9._-]{0,127}$/i;
 /** A template's name: lowercase letters, digits, `-`, `_`, `.` and `/` (a namespace), as E2B's names are. */
@@ -57,8 +58,8 @@ export class Templates {
    * The runtime template that sandboxes of `ref` (an id, a name, or
    * `name:tag`) start from, with the build it comes from.
    */
-  async startable(ref: string): Promise<{ template: TemplateRecord; build: BuildRecord; runtimeTemplateId: string }> {
-    const t = await this.records.resolve(ref);
+  async startable(ref: string, viewer: TemplateViewer): Promise<{ template: TemplateRecord; build: BuildRecord; runtimeTemplateId: string }> {
+    const t = await this.records.resolve(ref, viewer);
     if (!t) throw notFound(`template '${ref}' not found`);
     const colon = ref.lastIndexOf(':');
     const tag = colon > 0 && t.id !== ref && !t.names.includes(ref) ? await this.records.tag(t.id, ref.slice(colon + 1)) : undefined;
@@ -71,8 +72,9 @@ export class Templates {
   }
 
   /** `POST /v3/templates`: a new build, waiting for its steps, of the template named (made if new). */
-  async requestBuild(body: { name?: string; alias?: string; tags?: string[]; cpuCount?: number; memoryMB?: number }) {
+  async requestBuild(caller: Caller, body: { name?: string; alias?: string; tags?: string[]; cpuCount?: number; memoryMB?: number }) {
     this.buildServices();
+    if (caller.teamId === null) throw new ApiError(403, 'the admin credential belongs to no team and builds no templates; use an API key of a team');
     const full = body.name ?? body.alias;
     if (!full) throw badRequest('name is required');
     const colon = full.indexOf(':');
@@ -84,6 +86,7 @@ export class Templates {
     const cpuCount = body.cpuCount ?? DEFAULT_LIMITS.cpuCount;
     const memoryMB = body.memoryMB ?? DEFAULT_LIMITS.memoryMB;
     const { template, build } = await this.records.newBuild({
+      teamId: caller.teamId,
       templateId: randomUUID().replaceAll('-', '').slice(0, 20),
       buildId: randomUUID(),
       name,
@@ -97,9 +100,9 @@ export class Templates {
   }
 
   /** `GET /templates/{id}/files/{hash}`: whether the files are here, else where to upload them. */
-  async fileUpload(ref: string, hash: string, baseUrl: string) {
+  async fileUpload(caller: Caller, ref: string, hash: string, baseUrl: string) {
     const { files } = this.buildServices();
-    const t = await this.require(ref);
+    const t = await this.require(caller, ref, 'own');
     if (files.has(hash)) return { present: true };
     return { present: false, url: `${baseUrl}/templates/${encodeURIComponent(t.id)}/files/${hash}/upload?${files.sign(t.id, hash)}` };
   }
@@ -116,27 +119,28 @@ export class Templates {
   }
 
   /** `POST /v2/templates/{id}/builds/{buildID}`: checks the steps, then runs the build in the background. */
-  async startBuild(ref: string, buildId: string, body: BuildRequest): Promise<void> {
+  async startBuild(caller: Caller, ref: string, buildId: string, body: BuildRequest): Promise<void> {
     const { builder, files } = this.buildServices();
-    const t = await this.require(ref);
+    const t = await this.require(caller, ref, 'own');
     const b = t.builds.find((x) => x.id === buildId);
     if (!b) throw notFound(`template '${t.id}' has no build '${buildId}'`);
     const plan = planBuild(body, files);
     if (plan.source.kind === 'template') {
-      const source = await this.records.resolve(plan.source.ref);
+      const source = await this.records.resolve(plan.source.ref, { scope: { teamId: t.teamId }, publicToo: true });
       if (source?.id === t.id) throw badRequest(`template '${plan.source.ref}' cannot be built from itself`);
     }
     await this.records.startBuild(b.id);
-    builder.enqueue({ buildId: b.id, templateId: t.id, plan, limits: { cpuCount: b.cpuCount, memoryMB: b.memoryMB, diskSizeMB: b.diskSizeMB } });
+    builder.enqueue({ buildId: b.id, templateId: t.id, teamId: t.teamId, plan, limits: { cpuCount: b.cpuCount, memoryMB: b.memoryMB, diskSizeMB: b.diskSizeMB } });
   }
 
-  /** Creates the record of the base template on first start. */
-  async ensureBase(): Promise<void> {
+  /** Creates the record of the base template on first start: public, of the team `teamOf` gives (the default team). */
+  async ensureBase(teamOf: () => Promise<string>): Promise<void> {
     if (await this.records.get(BASE_TEMPLATE_ID)) return;
     const t = await this.runtime.getTemplate(BASE_TEMPLATE_ID);
     if (!t) throw new Error('the runtime has no base template; prepare() it first');
     await this.records.insert({
       id: BASE_TEMPLATE_ID,
+      teamId: await teamOf(),
       kind: 'base',
       public: true,
       names: [BASE_TEMPLATE_ID],
@@ -147,8 +151,13 @@ export class Templates {
     });
   }
 
-  private async require(ref: string): Promise<TemplateRecord> {
-    const t = await this.records.resolve(ref);
+  /**
+   * A template the caller may read (`'read'`: its team's, and public ones)
+   * or change (`'own'`: its team's only), or 404: another team's is answered
+   * exactly as one that does not exist.
+   */
+  private async require(caller: Caller, ref: string, use: 'read' | 'own'): Promise<TemplateRecord> {
+    const t = await this.records.resolve(ref, { scope: scopeOf(caller), publicToo: use === 'read' });
     if (!t) throw notFound(`template '${ref}' not found`);
     return t;
   }
@@ -189,13 +198,13 @@ export class Templates {
     };
   }
 
-  async list() {
-    return (await this.records.list()).map((t) => this.summary(t));
+  async list(caller: Caller) {
+    return (await this.records.list({ scope: scopeOf(caller), publicToo: true })).map((t) => this.summary(t));
   }
 
   /** The template and one page of its builds, newest first. */
-  async withBuilds(ref: string, q: { limit?: number; nextToken?: string }) {
-    const t = await this.require(ref);
+  async withBuilds(caller: Caller, ref: string, q: { limit?: number; nextToken?: string }) {
+    const t = await this.require(caller, ref, 'read');
     const builds = await readPage(q, (w) => windowOf(t.builds, w, (b) => ({ key: b.createdAt, id: b.id }), 'desc'), (b) => ({ key: b.createdAt, id: b.id }));
     return {
       body: {
@@ -213,13 +222,16 @@ export class Templates {
     };
   }
 
-  async remove(ref: string): Promise<void> {
-    const t = await this.require(ref);
+  async remove(caller: Caller, ref: string): Promise<void> {
+    const t = await this.require(caller, ref, 'own');
     if (t.kind === 'base') throw conflict(`template '${t.id}' is built in and cannot be deleted`);
     if (t.builds.some((b) => b.status === 'building')) throw conflict(`template '${t.id}' has a build under way`);
-    const users = await this.sandboxes.list({ states: ['running', 'paused'], templateIds: [t.id], order: 'asc', limit: 5 });
+    const users = await this.sandboxes.list({ scope: 'all', states: ['running', 'paused'], templateIds: [t.id], order: 'asc', limit: 5 });
     if (users.length) {
-      const ids = `${users.map((u) => u.id).join(', ')}${users.length === 5 ? ' and maybe more' : ''}`;
+      // Sandboxes of other teams (a public template's users) are counted, not named.
+      const named = users.filter((u) => inScope(scopeOf(caller), u.teamId)).map((u) => u.id);
+      const others = users.length - named.length;
+      const ids = [...named, ...(others ? [`${others} of other teams`] : [])].join(', ') + (users.length === 5 ? ' and maybe more' : '');
       throw conflict(`template '${t.id}' is used by ${users.length > 1 ? `sandboxes ${ids} (kill them first)` : `sandbox ${ids} (kill it first)`}`);
     }
     // A built template's files are layers of the build cache, which other builds may share; a snapshot's are its own.
@@ -231,30 +243,30 @@ export class Templates {
     await this.records.remove(t.id);
   }
 
-  async setPublic(ref: string, isPublic: boolean | undefined) {
-    const t = await this.require(ref);
+  async setPublic(caller: Caller, ref: string, isPublic: boolean | undefined) {
+    const t = await this.require(caller, ref, 'own');
     if (isPublic !== undefined) await this.records.setPublic(t.id, isPublic);
     return { names: t.names };
   }
 
-  async byAlias(alias: string) {
-    const t = await this.records.byName(alias);
+  async byAlias(caller: Caller, alias: string) {
+    const t = await this.records.byName(alias, { scope: scopeOf(caller), publicToo: true });
     if (!t) throw notFound(`no template is named '${alias}'`);
     return { templateID: t.id, public: t.public };
   }
 
-  async tags(ref: string) {
-    const t = await this.require(ref);
+  async tags(caller: Caller, ref: string) {
+    const t = await this.require(caller, ref, 'read');
     return (await this.records.tags(t.id)).map((x) => ({ tag: x.tag, buildID: x.buildId, createdAt: iso(x.createdAt) }));
   }
 
   /** Tags the build that `target` (`name` or `name:tag`) points at. */
-  async assignTags(target: string, tags: string[]) {
+  async assignTags(caller: Caller, target: string, tags: string[]) {
     if (tags.length === 0) throw badRequest('tags must name at least one tag');
     for (const tag of tags) if (!TAG.test(tag)) throw badRequest(`tag '${tag}' may use letters, digits, '.', '_' and '-', up to 128 characters`);
     const colon = target.lastIndexOf(':');
     const name = colon > 0 ? target.slice(0, colon) : target;
-    const t = await this.require(name);
+    const t = await this.require(caller, name, 'own');
     const fromTag = colon > 0 ? await this.records.tag(t.id, target.slice(colon + 1)) : undefined;
     if (colon > 0 && !fromTag) throw notFound(`template '${name}' has no tag '${target.slice(colon + 1)}'`);
     const buildId = fromTag?.buildId ?? t.builds[0]!.id;
@@ -262,23 +274,24 @@ export class Templates {
     return { tags, buildID: buildId };
   }
 
-  async deleteTags(name: string, tags: string[]) {
-    const t = await this.require(name);
+  async deleteTags(caller: Caller, name: string, tags: string[]) {
+    const t = await this.require(caller, name, 'own');
     const { missing } = await this.records.deleteTags(t.id, tags);
     if (missing.length) throw notFound(`template '${name}' has no tag ${missing.map((m) => `'${m}'`).join(', ')}`);
   }
 
-  private async requireBuild(ref: string, buildId: string): Promise<{ t: TemplateRecord; b: BuildRecord }> {
-    const t = await this.require(ref);
+  /** A build of a template of the caller's team (a public template's builds and their logs stay its team's). */
+  private async requireBuild(caller: Caller, ref: string, buildId: string): Promise<{ t: TemplateRecord; b: BuildRecord }> {
+    const t = await this.require(caller, ref, 'own');
     const b = t.builds.find((x) => x.id === buildId);
     if (!b) throw notFound(`template '${t.id}' has no build '${buildId}'`);
     return { t, b };
   }
 
   /** `POST /templates/{id}/rebuild`: the base template's image made again, as a build of it. */
-  async rebuild(ref: string) {
+  async rebuild(caller: Caller, ref: string) {
     const { builder } = this.buildServices();
-    const t = await this.require(ref);
+    const t = await this.require(caller, ref, 'own');
     if (t.kind !== 'base') throw badRequest(`template '${ref}' is not the base template; make it again with the build API`);
     const current = readyBuild(t) ?? t.builds[0]!;
     const build = await this.records.addBuild(t.id, {
@@ -293,6 +306,7 @@ export class Templates {
     builder.enqueue({
       buildId: build.id,
       templateId: t.id,
+      teamId: t.teamId,
       plan: { source: { kind: 'base' }, steps: [], force: true, startCmd: null, readyCmd: null },
       limits: { cpuCount: build.cpuCount, memoryMB: build.memoryMB, diskSizeMB: build.diskSizeMB },
     });
@@ -300,8 +314,8 @@ export class Templates {
   }
 
   /** A build's status and its log from `logsOffset` on (at most `limit` entries, of `level` and above). */
-  async buildStatus(ref: string, buildId: string, q: { logsOffset?: number; limit?: number; level?: LogLevel } = {}) {
-    const { t, b } = await this.requireBuild(ref, buildId);
+  async buildStatus(caller: Caller, ref: string, buildId: string, q: { logsOffset?: number; limit?: number; level?: LogLevel } = {}) {
+    const { t, b } = await this.requireBuild(caller, ref, buildId);
     const entries = await this.records.buildLogs(b.id, { offset: q.logsOffset ?? 0, limit: q.limit ?? 100, levels: levelsFrom(q.level) });
     return {
       logs: entries.map((e) => `${iso(e.ts)} ${e.message}`),
@@ -316,8 +330,8 @@ export class Templates {
   }
 
   /** A build's log from `cursor` (a time, ms) on, forward (oldest first) or backward. */
-  async buildLogs(ref: string, buildId: string, q: { cursor?: number; limit?: number; direction?: 'forward' | 'backward'; level?: LogLevel } = {}) {
-    const { b } = await this.requireBuild(ref, buildId);
+  async buildLogs(caller: Caller, ref: string, buildId: string, q: { cursor?: number; limit?: number; direction?: 'forward' | 'backward'; level?: LogLevel } = {}) {
+    const { b } = await this.requireBuild(caller, ref, buildId);
     const all = await this.records.buildLogs(b.id, { offset: 0, limit: -1, levels: levelsFrom(q.level) });
     const limit = q.limit ?? 100;
     const picked =
@@ -327,10 +341,10 @@ export class Templates {
     return { logs: picked.map(logEntry) };
   }
 
-  async snapshots(q: { sandboxID?: string; name?: string; limit?: number; nextToken?: string }): Promise<Page<{ snapshotID: string; names: string[] }>> {
+  async snapshots(caller: Caller, q: { sandboxID?: string; name?: string; limit?: number; nextToken?: string }): Promise<Page<{ snapshotID: string; names: string[] }>> {
     const page = await readPage(
       q,
-      (w) => this.records.listSnapshots({ ...w, sourceSandboxId: q.sandboxID, name: q.name }),
+      (w) => this.records.listSnapshots({ ...w, scope: scopeOf(caller), sourceSandboxId: q.sandboxID, name: q.name }),
       (t) => ({ key: t.createdAt, id: t.id }),
     );
     return { ...page, items: page.items.map((t) => ({ snapshotID: t.id, names: t.names })) };

@@ -13,9 +13,13 @@ import { startServer, type PaddockServer, type StartOptions } from '../src/index
 import { auditLog, storedTokens } from '../../../tools/testing/log-audit.mjs';
 
 export const API_KEY = 'e2b_00000000000000000000000000000000000000aa';
+/** The admin credential of test servers. */
+export const ADMIN_KEY = 'paddock_admin_00000000000000000000000000000000000000ad';
 
 export interface TestServer {
   server: PaddockServer;
+  /** Secrets a test made (keys it created) that the log audit looks for too. */
+  extraSecrets: string[];
   control: ControlClient;
   home: string;
   /** Stops the server, destroys its sandboxes and checks nothing is left on the host. */
@@ -26,10 +30,12 @@ export async function testServer(opts: StartOptions = {}): Promise<TestServer> {
   const home = opts.home ?? mkdtempSync(join(tmpdir(), 'paddock-srv-'));
   // Its log is read back at teardown: JSON lines, and no key or token in any.
   const logFile = join(home, 'server.log');
-  const server = await startServer({ home, apiPort: 0, proxyPort: 0, warmPoolSize: 0, metricsIntervalMs: 500, initialApiKey: API_KEY, logFile, shutdownGraceMs: 1_000, ...opts });
+  const server = await startServer({ home, apiPort: 0, proxyPort: 0, warmPoolSize: 0, metricsIntervalMs: 500, initialApiKey: API_KEY, initialAdminKey: ADMIN_KEY, logFile, shutdownGraceMs: 1_000, ...opts });
   const control = new ControlClient({ apiUrl: server.apiUrl, apiKey: API_KEY, retries: { maxRetries: 0 } });
+  const extraSecrets: string[] = [];
   return {
     server,
+    extraSecrets,
     control,
     home,
     async teardown() {
@@ -37,7 +43,7 @@ export async function testServer(opts: StartOptions = {}): Promise<TestServer> {
       const runtime = server.runtime as RuncRuntime;
       await runtime.removeEverything();
       expect(await runtime.leftovers()).toEqual([]);
-      auditLog(server.config.logFile ?? logFile, [API_KEY, ...(await storedTokens(home))]);
+      auditLog(server.config.logFile ?? logFile, [API_KEY, ADMIN_KEY, ...extraSecrets, ...(await storedTokens(home))]);
       rmSync(home, { recursive: true, force: true });
     },
   };

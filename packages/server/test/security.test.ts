@@ -61,7 +61,7 @@ test('API keys are stored as hashes only', async () => {
   })();
   expect(db.includes(API_KEY)).toBe(false);
   expect(wal.includes(API_KEY)).toBe(false);
-  expect((await t.server.keys.list())[0]?.mask).toBe(`${API_KEY.slice(0, 8)}…${API_KEY.slice(-4)}`);
+  expect((await t.server.keys.list('all'))[0]?.mask).toBe(`${API_KEY.slice(0, 8)}…${API_KEY.slice(-4)}`);
 });
 
 test("another sandbox's envd token does not open this sandbox", async () => {

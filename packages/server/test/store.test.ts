@@ -6,14 +6,18 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { migrate } from '../src/store/db.js';
-import { newApiKey, StoreError, type NewSandboxRecord, type Repositories, type SandboxRecord } from '../src/store/repositories.js';
+import { migrate, SCHEMA_VERSION } from '../src/store/db.js';
+import { newApiKey, StoreError, type NewSandboxRecord, type Repositories, type SandboxRecord, type TemplateViewer } from '../src/store/repositories.js';
 import { openSqliteStore } from '../src/store/sqlite.js';
 
 let dir: string;
 let file: string;
 let store: Repositories;
 const opened: Repositories[] = [];
+/** The default team, which a new store has. */
+let team: string;
+/** Every team's templates. */
+const ALL: TemplateViewer = { scope: 'all', publicToo: true };
 
 /** Removes the database file (closed first), its WAL and shared memory. */
 const removeFile = () => {
@@ -27,10 +31,11 @@ function another(): Repositories {
   return s;
 }
 
-beforeEach(() => {
+beforeEach(async () => {
   dir = mkdtempSync(join(tmpdir(), 'paddock-store-'));
   file = join(dir, 'paddock.db');
   store = another();
+  team = (await store.teams.byName('default'))!.id;
 });
 
 afterEach(async () => {
@@ -59,6 +64,7 @@ function sandbox(id: string, over: Partial<NewSandboxRecord> = {}): NewSandboxRe
     autoResume: false,
     allowInternetAccess: null,
     network: {},
+    teamId: team,
     ...over,
   };
 }
@@ -174,7 +180,7 @@ describe('sandboxes', () => {
     for (let i = 0; i < 5; i++) await s.insert(sandbox(`l${i}`, { startedAt: t0 + i, metadata: { n: String(i % 2) }, templateId: i < 4 ? 'base' : 'other' }));
     await s.transition('l1', 'paused');
     const ids = (rs: SandboxRecord[]) => rs.map((r) => r.id);
-    const all = { states: ['running', 'paused'] as Array<'running' | 'paused'>, order: 'asc' as const, limit: 10 };
+    const all = { scope: 'all' as const, states: ['running', 'paused'] as Array<'running' | 'paused'>, order: 'asc' as const, limit: 10 };
     expect(ids(await s.list(all))).toEqual(['l0', 'l1', 'l2', 'l3', 'l4']);
     expect(ids(await s.list({ ...all, order: 'desc' }))).toEqual(['l4', 'l3', 'l2', 'l1', 'l0']);
     expect(ids(await s.list({ ...all, states: ['paused'] }))).toEqual(['l1']);
@@ -184,7 +190,7 @@ describe('sandboxes', () => {
     expect(ids(await s.list({ ...all, startedAfter: t0 + 3 }))).toEqual(['l3', 'l4']);
     expect(ids(await s.list({ ...all, limit: 2, after: { key: t0 + 1, id: 'l1' } }))).toEqual(['l2', 'l3']);
     expect(ids(await s.list({ ...all, order: 'desc', limit: 2, after: { key: t0 + 3, id: 'l3' } }))).toEqual(['l2', 'l1']);
-    expect(await s.countRunning()).toBe(4);
+    expect(await s.countRunning('all')).toBe(4);
     expect(ids(await s.running())).toEqual(['l0', 'l2', 'l3', 'l4']);
     expect(ids(await s.allLive()).sort()).toEqual(['l0', 'l1', 'l2', 'l3', 'l4']);
   });
@@ -253,9 +259,9 @@ describe('routes, read on every proxied request', () => {
     await s.transition('paused1', 'paused');
     for (const id of ['run1', 'paused1']) {
       const whole = (await s.live(id))!;
-      expect(await s.route(id)).toEqual({ id, state: whole.state, autoResume: whole.autoResume, trafficAccessToken: whole.trafficAccessToken });
+      expect(await s.route(id)).toEqual({ id, state: whole.state, autoResume: whole.autoResume, trafficAccessToken: whole.trafficAccessToken, teamId: whole.teamId });
     }
-    expect(await s.route('paused1')).toEqual({ id: 'paused1', state: 'paused', autoResume: true, trafficAccessToken: 'traffic' });
+    expect(await s.route('paused1')).toEqual({ id: 'paused1', state: 'paused', autoResume: true, trafficAccessToken: 'traffic', teamId: team });
   });
 
   test('route finds no sandbox that was killed or never existed', async () => {
@@ -407,10 +413,11 @@ describe('an existing database of the first schema', () => {
     store = another();
     expect(await store.sandboxes.get('old1')).toMatchObject({ state: 'paused', pausedWithMemory: true, pendingChange: null, metadata: { a: 'b' } });
     expect((await store.sandboxes.transition('old1', 'running')).state).toBe('running');
-    expect(await store.apiKeys.list()).toEqual([
+    expect(await store.apiKeys.list('all')).toEqual([
       {
         id: 'k1',
         name: 'default',
+        teamId: (await store.teams.byName('default'))!.id,
         mask: 'e2b_1234…abcd',
         maskParts: { prefix: 'e2b_', valueLength: 40, maskedValuePrefix: '1234', maskedValueSuffix: 'abcd' },
         createdAt: 5,
@@ -418,7 +425,7 @@ describe('an existing database of the first schema', () => {
       },
     ]);
     const v = new Database(file, { readonly: true });
-    expect(v.pragma('user_version', { simple: true })).toBe(5);
+    expect(v.pragma('user_version', { simple: true })).toBe(SCHEMA_VERSION);
     v.close();
   });
 
@@ -438,7 +445,7 @@ describe('an existing database of the first schema', () => {
     old.close();
 
     store = another();
-    expect(await store.templates.resolve('my-snap:v1')).toMatchObject({
+    expect(await store.templates.resolve('my-snap:v1', ALL)).toMatchObject({
       id: 'snap1',
       kind: 'snapshot',
       public: true,
@@ -448,10 +455,48 @@ describe('an existing database of the first schema', () => {
     });
     // Foreign keys still hold: a template's removal takes its names, builds and tags with it.
     await store.templates.remove('snap1');
-    expect(await store.templates.byName('my-snap')).toBeUndefined();
+    expect(await store.templates.byName('my-snap', ALL)).toBeUndefined();
     const v = new Database(file, { readonly: true });
     expect(v.prepare('SELECT COUNT(*) AS n FROM builds').get()).toEqual({ n: 0 });
     v.close();
+  });
+
+  test('a store of schema 5 moves into the default team: its keys still reach their sandboxes, templates keep their names', async () => {
+    await store.close();
+    opened.length = 0;
+    removeFile();
+    const old = new Database(file);
+    expect(migrate(old, 5)).toBe(5);
+    old.exec(`
+      INSERT INTO api_keys (id, name, hash, mask, value_length, created_at) VALUES ('k1', 'default', 'h1', 'e2b_1234…abcd', 40, 5);
+      INSERT INTO sandboxes (id, template_id, alias, state, started_at, end_at, cpu_count, memory_mb, disk_size_mb, envd_version, api_key_id)
+        VALUES ('old-run', 'base', 'base', 'running', 1000, 2000, 2, 512, 1024, '0.5.7', 'k1'),
+               ('old-paused', 'snap1', NULL, 'paused', 1001, 2000, 1, 256, 512, '0.5.7', NULL);
+      INSERT INTO templates (id, kind, public, created_at, updated_at) VALUES ('base', 'base', 1, 1, 1), ('snap1', 'snapshot', 0, 2, 2);
+      INSERT INTO template_names (name, template_id) VALUES ('base', 'base'), ('my-snap', 'snap1');
+      INSERT INTO builds (id, template_id, status, created_at, updated_at, cpu_count, memory_mb, disk_size_mb, envd_version)
+        VALUES ('b0', 'base', 'ready', 1, 1, 2, 512, 1024, '0.5.7'), ('b1', 'snap1', 'ready', 2, 2, 1, 256, 512, '0.5.7');
+    `);
+    old.close();
+
+    store = another();
+    const teams = await store.teams.list();
+    expect(teams.map((t) => t.name)).toEqual(['default']);
+    const own = { teamId: teams[0]!.id };
+    expect(teams[0]!.id).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+    expect((await store.apiKeys.list(own)).map((k) => k.id)).toEqual(['k1']);
+    for (const id of ['old-run', 'old-paused']) expect(await store.sandboxes.live(id)).toMatchObject({ id, teamId: own.teamId });
+    expect((await store.sandboxes.list({ scope: own, states: ['running', 'paused'], order: 'asc', limit: 10 })).map((x) => x.id)).toEqual(['old-run', 'old-paused']);
+    expect(await store.sandboxes.usage(own.teamId)).toEqual({ sandboxes: 1, memoryMB: 512, diskMB: 1024 });
+    expect(await store.templates.resolve('my-snap', { scope: own, publicToo: false })).toMatchObject({ id: 'snap1', teamId: own.teamId, names: ['my-snap'] });
+    expect((await store.templates.listSnapshots({ scope: own, limit: 10 })).map((t) => t.id)).toEqual(['snap1']);
+    // A new team sees none of it but the public base template.
+    const other = await store.teams.create('other');
+    const theirs = { scope: { teamId: other.id }, publicToo: true };
+    expect(await store.templates.resolve('my-snap', theirs)).toBeUndefined();
+    expect(await store.templates.resolve('snap1', theirs)).toBeUndefined();
+    expect((await store.templates.resolve('base', theirs))?.id).toBe('base');
+    expect(await store.sandboxes.list({ scope: { teamId: other.id }, states: ['running', 'paused'], order: 'asc', limit: 10 })).toEqual([]);
   });
 
   test('a file newer than this server is refused, naming both versions', async () => {
@@ -460,7 +505,7 @@ describe('an existing database of the first schema', () => {
     const db = new Database(file);
     db.pragma('user_version = 99');
     db.close();
-    expect(() => openSqliteStore(file)).toThrow('the database is at schema version 99, newer than this server knows (5); upgrade Paddock');
+    expect(() => openSqliteStore(file)).toThrow(`the database is at schema version 99, newer than this server knows (${SCHEMA_VERSION}); upgrade Paddock`);
     removeFile();
     store = another();
   });
@@ -471,42 +516,42 @@ describe('templates', () => {
 
   test('insert, get, by name, resolve by id, name and name:tag; one ready build', async () => {
     const t = store.templates;
-    const made = await t.insert({ ...base, id: 'tpl1', names: ['app'], sourceSandboxId: 'sbx1' });
+    const made = await t.insert({ ...base, teamId: team, id: 'tpl1', names: ['app'], sourceSandboxId: 'sbx1' });
     expect(made).toMatchObject({ id: 'tpl1', kind: 'snapshot', names: ['app'], sourceSandboxId: 'sbx1', spawnCount: 0, lastSpawnedAt: null });
     expect(made.builds).toEqual([expect.objectContaining({ templateId: 'tpl1', status: 'ready', cpuCount: 2, memoryMB: 512 })]);
     expect(await t.get('tpl1')).toEqual(made);
-    expect(await t.byName('app')).toEqual(made);
-    expect(await t.resolve('tpl1')).toEqual(made);
-    expect(await t.resolve('app')).toEqual(made);
-    expect(await t.resolve('app:v1')).toBeUndefined();
+    expect(await t.byName('app', ALL)).toEqual(made);
+    expect(await t.resolve('tpl1', ALL)).toEqual(made);
+    expect(await t.resolve('app', ALL)).toEqual(made);
+    expect(await t.resolve('app:v1', ALL)).toBeUndefined();
     await t.assignTags('tpl1', made.builds[0]!.id, ['v1']);
-    expect((await t.resolve('app:v1'))?.id).toBe('tpl1');
-    expect(await t.nameTaken('app')).toBe(true);
-    expect(await t.nameTaken('other')).toBe(false);
+    expect((await t.resolve('app:v1', ALL))?.id).toBe('tpl1');
+    expect(await t.nameTaken(team, 'app')).toBe(true);
+    expect(await t.nameTaken(team, 'other')).toBe(false);
   });
 
   test('a taken name refuses the whole insert', async () => {
     const t = store.templates;
-    await t.insert({ ...base, id: 'tpl1', names: ['app'] });
-    expect(await refusal(t.insert({ ...base, id: 'tpl2', names: ['app'] }))).toEqual({ kind: 'conflict', message: "the name 'app' is already taken" });
+    await t.insert({ ...base, teamId: team, id: 'tpl1', names: ['app'] });
+    expect(await refusal(t.insert({ ...base, teamId: team, id: 'tpl2', names: ['app'] }))).toEqual({ kind: 'conflict', message: "the name 'app' is already taken" });
     expect(await t.get('tpl2')).toBeUndefined();
   });
 
   test('snapshots are listed oldest first, filtered, one window at a time', async () => {
     const t = store.templates;
-    await t.insert({ ...base, kind: 'base', id: 'base', names: ['base'] });
-    for (let i = 0; i < 4; i++) await t.insert({ ...base, id: `s${i}`, names: i === 2 ? ['named'] : [], sourceSandboxId: i % 2 ? 'sbxB' : 'sbxA' });
+    await t.insert({ ...base, teamId: team, kind: 'base', id: 'base', names: ['base'] });
+    for (let i = 0; i < 4; i++) await t.insert({ ...base, teamId: team, id: `s${i}`, names: i === 2 ? ['named'] : [], sourceSandboxId: i % 2 ? 'sbxB' : 'sbxA' });
     const ids = async (f: Parameters<typeof t.listSnapshots>[0]) => (await t.listSnapshots(f)).map((x) => x.id);
-    expect(await ids({ limit: 10 })).toEqual(['s0', 's1', 's2', 's3']);
-    expect(await ids({ limit: 10, sourceSandboxId: 'sbxB' })).toEqual(['s1', 's3']);
-    expect(await ids({ limit: 10, name: 'named' })).toEqual(['s2']);
-    const first = (await t.listSnapshots({ limit: 2 })).at(-1)!;
-    expect(await ids({ limit: 2, after: { key: first.createdAt, id: first.id } })).toEqual(['s2', 's3']);
+    expect(await ids({ scope: 'all', limit: 10 })).toEqual(['s0', 's1', 's2', 's3']);
+    expect(await ids({ scope: 'all', limit: 10, sourceSandboxId: 'sbxB' })).toEqual(['s1', 's3']);
+    expect(await ids({ scope: 'all', limit: 10, name: 'named' })).toEqual(['s2']);
+    const first = (await t.listSnapshots({ scope: 'all', limit: 2 })).at(-1)!;
+    expect(await ids({ scope: 'all', limit: 2, after: { key: first.createdAt, id: first.id } })).toEqual(['s2', 's3']);
   });
 
   test('tags: assign, move, list; delete is all or none', async () => {
     const t = store.templates;
-    const { builds } = await t.insert({ ...base, id: 'tpl1', names: ['app'] });
+    const { builds } = await t.insert({ ...base, teamId: team, id: 'tpl1', names: ['app'] });
     await t.assignTags('tpl1', builds[0]!.id, ['b', 'a']);
     await t.assignTags('tpl1', 'other-build', ['b']);
     expect((await t.tags('tpl1')).map((x) => [x.tag, x.buildId])).toEqual([
@@ -521,7 +566,7 @@ describe('templates', () => {
 
   test('spawns are counted; visibility changes; removal takes names, builds and tags with it', async () => {
     const t = store.templates;
-    const { builds } = await t.insert({ ...base, id: 'tpl1', names: ['app'] });
+    const { builds } = await t.insert({ ...base, teamId: team, id: 'tpl1', names: ['app'] });
     await t.assignTags('tpl1', builds[0]!.id, ['v1']);
     await t.recordSpawn('tpl1');
     await t.recordSpawn('tpl1');
@@ -529,9 +574,9 @@ describe('templates', () => {
     expect(await t.get('tpl1')).toMatchObject({ spawnCount: 2, public: true, lastSpawnedAt: expect.any(Number) });
     await t.remove('tpl1');
     expect(await t.get('tpl1')).toBeUndefined();
-    expect(await t.nameTaken('app')).toBe(false);
+    expect(await t.nameTaken(team, 'app')).toBe(false);
     expect(await t.tags('tpl1')).toEqual([]);
-    expect(await t.list()).toEqual([]);
+    expect(await t.list(ALL)).toEqual([]);
   });
 });
 
@@ -540,17 +585,17 @@ describe('builds', () => {
 
   test('a build of a new name makes a template; the next of that name is another build of it; one at a time', async () => {
     const t = store.templates;
-    const first = await t.newBuild({ ...build, templateId: 'built1', buildId: 'b-1', name: 'web', tags: ['v1'] });
+    const first = await t.newBuild({ ...build, teamId: team, templateId: 'built1', buildId: 'b-1', name: 'web', tags: ['v1'] });
     expect(first.template).toMatchObject({ id: 'built1', kind: 'build', names: ['web'] });
     expect(first.build).toMatchObject({ id: 'b-1', status: 'waiting', tags: ['v1'], runtimeTemplateId: null });
-    await expect(t.newBuild({ ...build, templateId: 'other', buildId: 'b-x', name: 'app', tags: [] })).resolves.toBeDefined();
+    await expect(t.newBuild({ ...build, teamId: team, templateId: 'other', buildId: 'b-x', name: 'app', tags: [] })).resolves.toBeDefined();
     // A name of a template not made by builds is not taken over.
-    await t.insert({ kind: 'snapshot', public: false, cpuCount: 2, memoryMB: 512, diskSizeMB: 1024, envdVersion: '0.5.7', id: 'snapX', names: ['snapped'] });
-    await expect(t.newBuild({ ...build, templateId: 'z', buildId: 'b-z', name: 'snapped', tags: [] })).rejects.toMatchObject({ kind: 'conflict' });
+    await t.insert({ teamId: team, kind: 'snapshot', public: false, cpuCount: 2, memoryMB: 512, diskSizeMB: 1024, envdVersion: '0.5.7', id: 'snapX', names: ['snapped'] });
+    await expect(t.newBuild({ ...build, teamId: team, templateId: 'z', buildId: 'b-z', name: 'snapped', tags: [] })).rejects.toMatchObject({ kind: 'conflict' });
 
     expect(await t.startBuild('b-1')).toMatchObject({ status: 'building' });
     await expect(t.startBuild('b-1')).rejects.toMatchObject({ kind: 'conflict', message: "build 'b-1' is building; only a waiting build can be started" });
-    await expect(t.newBuild({ ...build, templateId: 'ignored', buildId: 'b-2', name: 'web', tags: [] })).rejects.toMatchObject({ kind: 'conflict' });
+    await expect(t.newBuild({ ...build, teamId: team, templateId: 'ignored', buildId: 'b-2', name: 'web', tags: [] })).rejects.toMatchObject({ kind: 'conflict' });
     await expect(t.startBuild('nope')).rejects.toMatchObject({ kind: 'not_found' });
 
     await t.addBuildLogs('b-1', [
@@ -568,9 +613,9 @@ describe('builds', () => {
     expect(ready).toMatchObject({ status: 'ready', runtimeTemplateId: 'c-abc', startCmd: 'serve', finishedAt: expect.any(Number) });
     // The build's tags point at it once it is ready.
     expect(await t.tag('built1', 'v1')).toMatchObject({ buildId: 'b-1' });
-    expect(await t.resolve('web:v1')).toMatchObject({ id: 'built1' });
+    expect(await t.resolve('web:v1', ALL)).toMatchObject({ id: 'built1' });
 
-    const second = await t.newBuild({ ...build, templateId: 'ignored', buildId: 'b-2', name: 'web', tags: ['v1'] });
+    const second = await t.newBuild({ ...build, teamId: team, templateId: 'ignored', buildId: 'b-2', name: 'web', tags: ['v1'] });
     expect(second.template.id).toBe('built1');
     await t.startBuild('b-2');
     await t.finishBuild('b-2', { status: 'error', reason: { message: 'broke', step: '2', logEntries: [{ ts: 5, level: 'info', message: 'last words' }] } });
@@ -585,8 +630,8 @@ describe('builds', () => {
 
   test('builds left building by a stopped server end in error; waiting ones stay', async () => {
     const t = store.templates;
-    await t.newBuild({ ...build, templateId: 'r1', buildId: 'r-1', name: 'restart-a', tags: [] });
-    await t.newBuild({ ...build, templateId: 'r2', buildId: 'r-2', name: 'restart-b', tags: [] });
+    await t.newBuild({ ...build, teamId: team, templateId: 'r1', buildId: 'r-1', name: 'restart-a', tags: [] });
+    await t.newBuild({ ...build, teamId: team, templateId: 'r2', buildId: 'r-2', name: 'restart-b', tags: [] });
     await t.startBuild('r-1');
     expect(await t.failUnfinishedBuilds({ message: 'stopped' })).toEqual(['r-1']);
     expect((await t.get('r1'))!.builds[0]).toMatchObject({ status: 'error', reason: { message: 'stopped' } });
@@ -597,7 +642,7 @@ describe('builds', () => {
 describe('API keys', () => {
   test('a created key is returned once, stored as its hash, and verified', async () => {
     const k = store.apiKeys;
-    const { record, key } = await k.create('ci');
+    const { record, key } = await k.create(team, 'ci');
     expect(key).toMatch(/^e2b_[0-9a-f]{40}$/);
     expect(record).toMatchObject({
       name: 'ci',
@@ -605,14 +650,14 @@ describe('API keys', () => {
       maskParts: { prefix: 'e2b_', valueLength: 40, maskedValuePrefix: key.slice(4, 8), maskedValueSuffix: key.slice(-4) },
       lastUsedAt: null,
     });
-    expect(await k.verify(key)).toBe(record.id);
+    expect(await k.verify(key)).toEqual({ id: record.id, teamId: team });
     expect(await k.verify(newApiKey())).toBeUndefined();
     expect(await k.verify(undefined)).toBeUndefined();
     expect(readFileSync(file).includes(key)).toBe(false);
   });
 
   test('a key of another form keeps its length in the mask', async () => {
-    const { record } = await store.apiKeys.create('custom', 'my-own-secret-key-0123');
+    const { record } = await store.apiKeys.create(team, 'custom', 'my-own-secret-key-0123');
     expect(record.maskParts).toEqual({ prefix: '', valueLength: 22, maskedValuePrefix: 'my-own-s', maskedValueSuffix: '0123' });
   });
 
@@ -627,25 +672,92 @@ describe('API keys', () => {
 
   test('touch records the last use, at most once a minute', async () => {
     const k = store.apiKeys;
-    const { record } = await k.create('a');
+    const { record } = await k.create(team, 'a');
     await k.touch(record.id);
-    const used = (await k.list())[0]!.lastUsedAt;
+    const used = (await k.list('all'))[0]!.lastUsedAt;
     expect(used).toEqual(expect.any(Number));
     await k.touch(record.id);
-    expect((await k.list())[0]!.lastUsedAt).toBe(used);
+    expect((await k.list('all'))[0]!.lastUsedAt).toBe(used);
   });
 
   test('rename and remove; unknown ids and the last key are refused', async () => {
     const k = store.apiKeys;
-    const a = await k.create('a');
-    const b = await k.create('b');
-    expect((await k.rename(a.record.id, 'renamed')).name).toBe('renamed');
-    expect(await refusal(k.rename('nosuch', 'x'))).toEqual({ kind: 'not_found', message: "no API key has id 'nosuch'" });
-    expect(await refusal(k.remove('nosuch'))).toMatchObject({ kind: 'not_found' });
-    await k.remove(a.record.id);
+    const a = await k.create(team, 'a');
+    const b = await k.create(team, 'b');
+    expect((await k.rename('all', a.record.id, 'renamed')).name).toBe('renamed');
+    expect(await refusal(k.rename('all', 'nosuch', 'x'))).toEqual({ kind: 'not_found', message: "no API key has id 'nosuch'" });
+    expect(await refusal(k.remove('all', 'nosuch'))).toMatchObject({ kind: 'not_found' });
+    await k.remove('all', a.record.id);
     expect(await k.verify(a.key)).toBeUndefined();
-    expect(await refusal(k.remove(b.record.id))).toEqual({ kind: 'conflict', message: `API key '${b.record.id}' is the last one; create another before deleting it` });
-    expect((await k.list()).map((x) => x.name)).toEqual(['b']);
+    expect(await refusal(k.remove('all', b.record.id))).toEqual({ kind: 'conflict', message: `API key '${b.record.id}' is the last one; create another before deleting it` });
+    expect((await k.list('all')).map((x) => x.name)).toEqual(['b']);
+  });
+});
+
+describe('teams', () => {
+  test('create, list, limits; names are unique; a team with sandboxes, templates or the last keys is not deleted', async () => {
+    const a = await store.teams.create('a', { maxSandboxes: 2 });
+    expect(a).toMatchObject({ name: 'a', limits: { maxSandboxes: 2, maxMemoryMB: null, maxDiskMB: null } });
+    expect(await refusal(store.teams.create('a'))).toEqual({ kind: 'conflict', message: "a team is already named 'a'" });
+    expect((await store.teams.setLimits(a.id, { maxMemoryMB: 1024, maxSandboxes: null })).limits).toEqual({ maxSandboxes: null, maxMemoryMB: 1024, maxDiskMB: null });
+    expect(await refusal(store.teams.setLimits('nosuch', {}))).toEqual({ kind: 'not_found', message: "team 'nosuch' not found" });
+    expect((await store.teams.list()).map((t) => t.name)).toEqual(['default', 'a']);
+
+    const key = await store.apiKeys.create(a.id, 'ka');
+    expect(await refusal(store.teams.remove(a.id))).toEqual({ kind: 'conflict', message: "team 'a' holds the server's last API keys; create a key in another team first" });
+    await store.apiKeys.create(team, 'kd');
+    await store.sandboxes.insert(sandbox('a-sbx', { teamId: a.id }));
+    expect(await refusal(store.teams.remove(a.id))).toEqual({ kind: 'conflict', message: "team 'a' has 1 sandbox running or paused; kill them first" });
+    await store.sandboxes.transition('a-sbx', 'killed');
+    await store.templates.insert({ id: 'a-tpl', teamId: a.id, kind: 'snapshot', public: false, names: [], cpuCount: 1, memoryMB: 1, diskSizeMB: 1, envdVersion: '0.5.7' });
+    expect(await refusal(store.teams.remove(a.id))).toMatchObject({ kind: 'conflict', message: expect.stringMatching(/has 1 template/) });
+    await store.templates.remove('a-tpl');
+    await store.teams.remove(a.id);
+    // Its keys went with it.
+    expect(await store.apiKeys.verify(key.key)).toBeUndefined();
+    expect(await store.teams.get(a.id)).toBeUndefined();
+  });
+
+  test("a key is seen and changed only within its team's scope", async () => {
+    const b = await store.teams.create('b');
+    const mine = await store.apiKeys.create(team, 'mine');
+    const theirs = await store.apiKeys.create(b.id, 'theirs');
+    expect((await store.apiKeys.list({ teamId: team })).map((k) => k.name)).toEqual(['mine']);
+    expect(await refusal(store.apiKeys.rename({ teamId: team }, theirs.record.id, 'x'))).toEqual({ kind: 'not_found', message: `no API key has id '${theirs.record.id}'` });
+    expect(await refusal(store.apiKeys.remove({ teamId: team }, theirs.record.id))).toMatchObject({ kind: 'not_found' });
+    expect(await store.apiKeys.verify(theirs.key)).toEqual({ id: theirs.record.id, teamId: b.id });
+    expect(await refusal(store.apiKeys.create('nosuch', 'x'))).toEqual({ kind: 'not_found', message: "team 'nosuch' not found" });
+    expect(mine.record.teamId).toBe(team);
+  });
+
+  test('template names are per team: a name is its own team\'s first, then a public one', async () => {
+    const b = await store.teams.create('b');
+    const t = store.templates;
+    const tpl = { kind: 'snapshot' as const, cpuCount: 1, memoryMB: 1, diskSizeMB: 1, envdVersion: '0.5.7' };
+    await t.insert({ ...tpl, id: 'pub', teamId: team, public: true, names: ['shared'] });
+    await t.insert({ ...tpl, id: 'priv', teamId: team, public: false, names: ['secret'] });
+    const asB = { scope: { teamId: b.id }, publicToo: true };
+    expect((await t.resolve('shared', asB))?.id).toBe('pub');
+    expect(await t.resolve('secret', asB)).toBeUndefined();
+    expect(await t.resolve('priv', asB)).toBeUndefined();
+    expect(await t.resolve('pub', { ...asB, publicToo: false })).toBeUndefined();
+    // B may use the names A uses; its own come first for it.
+    await t.insert({ ...tpl, id: 'b-secret', teamId: b.id, public: false, names: ['secret', 'shared'] });
+    expect((await t.resolve('secret', asB))?.id).toBe('b-secret');
+    expect((await t.resolve('shared', asB))?.id).toBe('b-secret');
+    expect((await t.resolve('shared', { scope: { teamId: team }, publicToo: true }))?.id).toBe('pub');
+    expect((await t.list(asB)).map((x) => x.id).sort()).toEqual(['b-secret', 'pub']);
+  });
+});
+
+describe('the admin credential', () => {
+  test('made once, stored as its hash, verified', async () => {
+    const made = await store.adminKeys.createFirst();
+    expect(made?.key).toMatch(/^paddock_admin_[0-9a-f]{40}$/);
+    expect(await store.adminKeys.createFirst()).toBeUndefined();
+    expect(await store.adminKeys.verify(made!.key)).toBe(made!.id);
+    expect(await store.adminKeys.verify(`${made!.key.slice(0, -1)}${made!.key.endsWith('0') ? '1' : '0'}`)).toBeUndefined();
+    expect(readFileSync(file).includes(made!.key)).toBe(false);
   });
 });
 

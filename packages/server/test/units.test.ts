@@ -107,10 +107,10 @@ test("one conversion of failures to API errors: ours, the store's, the runtime's
   expect(pairs(toApiError('thrown string'))).toEqual([500, 'internal error: thrown string']);
 });
 
-test('every operation of the spec becomes a route; `state` is a comma list; health is public; /metrics also takes a bearer key', () => {
+test('every operation of the spec becomes a route; `state` is a comma list; health is public; /metrics also takes a bearer key; /admin takes the admin credential', () => {
   const ops = loadOperations();
-  expect(ops.length).toBe(47);
-  expect(new Set(ops.map((o) => o.operationId)).size).toBe(47);
+  expect(ops.length).toBe(55);
+  expect(new Set(ops.map((o) => o.operationId)).size).toBe(55);
   const list = ops.find((o) => o.operationId === 'getV2Sandboxes')!;
   expect(list).toMatchObject({ method: 'GET', routePath: '/v2/sandboxes', commaArrays: ['state'] });
   expect(list.schema.querystring?.properties).toHaveProperty('limit');
@@ -125,6 +125,16 @@ test('every operation of the spec becomes a route; `state` is a comma list; heal
     'POST /api-keys',
     'PATCH /api-keys/:apiKeyID',
     'DELETE /api-keys/:apiKeyID',
+  ]);
+  expect(ops.filter((o) => o.admin).map((o) => `${o.method} ${o.routePath}`)).toEqual([
+    'GET /admin/teams',
+    'POST /admin/teams',
+    'GET /admin/teams/:teamID',
+    'DELETE /admin/teams/:teamID',
+    'PATCH /admin/teams/:teamID/limits',
+    'GET /admin/teams/:teamID/api-keys',
+    'POST /admin/teams/:teamID/api-keys',
+    'DELETE /admin/teams/:teamID/api-keys/:apiKeyID',
   ]);
   expect(JSON.stringify(ops)).not.toContain('$ref');
 });

@@ -1,9 +1,11 @@
 // `paddock keys`: API keys of a Paddock server, through its control API (the
 // server keeps them as hashes; a key's value is shown once, when created).
+// Without --team, the keys of the team of the key in use; with it, any
+// team's, through the admin routes with the admin credential.
 import type { Command } from 'commander';
 import { Option } from 'commander';
-import type { TeamAPIKey } from '@paddock/control-client';
-import { controlCommands } from '../control.js';
+import type { ControlClient, CreatedTeamAPIKey, TeamAPIKey } from '@paddock/control-client';
+import { adminCommands, controlCommands, findTeam } from '../control.js';
 import { readCredentials } from '../credentials.js';
 import { CliError, EXIT, printJson, table } from '../output.js';
 
@@ -11,16 +13,22 @@ const masked = (k: TeamAPIKey) => `${k.mask.prefix}${k.mask.maskedValuePrefix}â€
 
 export function registerKeyCommands(root: Command, home: () => string): void {
   const keys = root.command('keys').description('API keys of a Paddock server (it must be running)');
-  const run = controlCommands(keys, home);
+  const ownTeam = controlCommands(keys, home);
+  const asAdmin = adminCommands(keys, home);
+  /** With --team, the admin's client and the team's id; without, the key's own team. */
+  const run = (team: string | undefined, fn: (control: ControlClient, teamID: string | undefined) => Promise<void>) =>
+    team === undefined ? ownTeam((control) => fn(control, undefined)) : asAdmin(async (control) => fn(control, (await findTeam(control, team)).teamID));
+  const teamOption = ['--team <team>', "a team's keys (by id or name), with the admin credential; default: the team of the key in use"] as const;
 
   keys
     .command('create')
     .description('Create an API key and print it (once)')
     .addOption(new Option('--name <name>', 'a label for the key').default('cli'))
+    .option(...teamOption)
     .option('--json', 'print as JSON')
-    .action((o: { name: string; json?: boolean }) =>
-      run(async (control) => {
-        const created = await control.createApiKey({ name: o.name });
+    .action((o: { name: string; team?: string; json?: boolean }) =>
+      run(o.team, async (control, teamID) => {
+        const created: CreatedTeamAPIKey = teamID ? await control.createTeamApiKey(teamID, { name: o.name }) : await control.createApiKey({ name: o.name });
         if (o.json) return printJson({ id: created.id, name: created.name, key: created.key });
         process.stdout.write(`${created.key}\n`);
         process.stderr.write(`created key ${created.id} ('${created.name}'); it is shown only now\n`);
@@ -30,10 +38,11 @@ export function registerKeyCommands(root: Command, home: () => string): void {
   keys
     .command('list')
     .description('List API keys (their ids and masked values)')
+    .option(...teamOption)
     .option('--json', 'print as JSON')
-    .action((o: { json?: boolean }) =>
-      run(async (control) => {
-        const list = await control.listApiKeys();
+    .action((o: { team?: string; json?: boolean }) =>
+      run(o.team, async (control, teamID) => {
+        const list = teamID ? await control.listTeamApiKeys(teamID) : await control.listApiKeys();
         if (o.json) return printJson(list);
         process.stdout.write(table(['id', 'name', 'key', 'created', 'last used'], list.map((k) => [k.id, k.name, masked(k), k.createdAt, k.lastUsed ?? '-'])));
       }),
@@ -42,14 +51,15 @@ export function registerKeyCommands(root: Command, home: () => string): void {
   keys
     .command('rename <id> <name>')
     .description('Give an API key a new name')
-    .action((id: string, name: string) => run((control) => control.renameApiKey(id, { name })));
+    .action((id: string, name: string) => ownTeam((control) => control.renameApiKey(id, { name })));
 
   keys
     .command('revoke <id>')
     .description('Delete an API key (the last one cannot be)')
-    .action((id: string) =>
-      run(async (control) => {
-        await control.deleteApiKey(id).catch((err: unknown) => {
+    .option(...teamOption)
+    .action((id: string, o: { team?: string }) =>
+      run(o.team, async (control, teamID) => {
+        await (teamID ? control.deleteTeamApiKey(teamID, id) : control.deleteApiKey(id)).catch((err: unknown) => {
           if ((err as { status?: number }).status === 404) throw new CliError(`no API key has id '${id}'`, EXIT.notFound, 'see `paddock keys list`');
           throw err;
         });

@@ -98,10 +98,11 @@ export async function start(flags: StartFlags): Promise<void> {
   });
   const saved = readCredentials(flags.home);
   const apiKey = server.createdApiKey ?? saved.apiKey;
-  if (apiKey) writeCredentials(flags.home, { apiUrl: server.apiUrl, sandboxUrl: server.proxyUrl, domain: server.config.domain, apiKey });
+  const adminKey = server.createdAdminKey ?? saved.adminKey;
+  if (apiKey) writeCredentials(flags.home, { apiUrl: server.apiUrl, sandboxUrl: server.proxyUrl, domain: server.config.domain, apiKey, ...(adminKey ? { adminKey } : {}) });
 
   if (flags.json) {
-    printJson({ apiUrl: server.apiUrl, sandboxUrl: server.proxyUrl, domain: server.config.domain, home: flags.home, ...(server.createdApiKey ? { apiKey: server.createdApiKey } : {}) });
+    printJson({ apiUrl: server.apiUrl, sandboxUrl: server.proxyUrl, domain: server.config.domain, home: flags.home, ...(server.createdApiKey ? { apiKey: server.createdApiKey } : {}), ...(server.createdAdminKey ? { adminKey: server.createdAdminKey } : {}) });
   } else {
     const keyRef = server.createdApiKey ?? '"$(paddock keys current)"';
     const lines = [
@@ -112,6 +113,9 @@ export async function start(flags: StartFlags): Promise<void> {
       server.createdApiKey
         ? `  API key        ${style.bold(server.createdApiKey)}\n                 ${style.dim(`shown once; the local CLI keeps a copy in ${flags.home}/credentials.json`)}`
         : `  API key        ${style.dim('the one shown at first start (`paddock keys current` prints it; `paddock keys create` makes another)')}`,
+      ...(server.createdAdminKey
+        ? [`  admin          ${style.bold(server.createdAdminKey)}\n                 ${style.dim('manages teams and their keys (`paddock team`); shown once, the local CLI keeps a copy')}`]
+        : []),
       '',
       style.dim('For @paddock/sdk:'),
       `  export PADDOCK_API_URL=${server.apiUrl}`,

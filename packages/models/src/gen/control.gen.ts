@@ -958,6 +958,136 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/admin/teams": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List teams
+         * @description Every team of the server, oldest first, with its limits and what its running sandboxes hold now.
+         */
+        get: operations["getAdminTeams"];
+        put?: never;
+        /**
+         * Create a team
+         * @description A new team with no keys; limits not given are none.
+         */
+        post: operations["postAdminTeams"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/admin/teams/{teamID}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description ID of the team. */
+                teamID: components["parameters"]["teamID"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Get a team
+         * @description The team, its limits and what its running sandboxes hold now.
+         */
+        get: operations["getAdminTeamsTeamID"];
+        put?: never;
+        post?: never;
+        /**
+         * Delete a team
+         * @description Deletes the team and its API keys. Refused (409) while it has running
+         *     or paused sandboxes or templates (snapshots and builds included), and
+         *     when its keys are the server's last.
+         */
+        delete: operations["deleteAdminTeamsTeamID"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/admin/teams/{teamID}/limits": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description ID of the team. */
+                teamID: components["parameters"]["teamID"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        /**
+         * Set a team's limits
+         * @description Sets the limits given; null lifts one, one left out stays. They hold
+         *     for creates and resumes from now on (429 beyond); sandboxes running
+         *     already are not stopped.
+         */
+        patch: operations["patchAdminTeamsTeamIDLimits"];
+        trace?: never;
+    };
+    "/admin/teams/{teamID}/api-keys": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description ID of the team. */
+                teamID: components["parameters"]["teamID"];
+            };
+            cookie?: never;
+        };
+        /**
+         * List a team's API keys
+         * @description The team's keys, oldest first, each with its value masked.
+         */
+        get: operations["getAdminTeamsTeamIDApiKeys"];
+        put?: never;
+        /**
+         * Create an API key of a team
+         * @description A new random key of the team. Its value is in this answer and nowhere else; the server keeps only its hash.
+         */
+        post: operations["postAdminTeamsTeamIDApiKeys"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/admin/teams/{teamID}/api-keys/{apiKeyID}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description ID of the team. */
+                teamID: components["parameters"]["teamID"];
+                /** @description ID of the API key (not its value). */
+                apiKeyID: components["parameters"]["apiKeyID"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Delete an API key of a team
+         * @description Revokes the key. The server's last key cannot be deleted (409).
+         */
+        delete: operations["deleteAdminTeamsTeamIDApiKeysApiKeyID"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -969,8 +1099,12 @@ export interface components {
         DashboardSession: {
             /** @description Id of the key the session acts as. */
             keyID: string;
-            /** @description Name of that key. */
+            /** @description Name of that key (`admin` for the admin credential). */
             keyName: string;
+            /** @description The key's team; absent for the admin credential, which sees every team. */
+            teamID?: string;
+            /** @description Whether the session was opened with the admin credential. */
+            admin: boolean;
             /** @description Sent as `X-CSRF-Token` on every state-changing request made with the session cookie. */
             csrfToken: string;
             /**
@@ -1955,6 +2089,47 @@ export interface components {
             /** @description The key's new name. */
             name: string;
         };
+        /** @description What a team's running sandboxes (and those being made or resumed) may add up to. Null, no limit. */
+        TeamLimits: {
+            /** @description Sandboxes running at once. */
+            maxSandboxes?: number | null;
+            /** @description Memory of the running sandboxes together, MiB. */
+            maxMemoryMB?: number | null;
+            /** @description Disk of the running sandboxes together, MiB. */
+            maxDiskMB?: number | null;
+        };
+        /** @description What a team's running sandboxes hold now. */
+        TeamUsage: {
+            /** @description Running sandboxes. */
+            sandboxes: number;
+            /** @description Their memory together, MiB. */
+            memoryMB: number;
+            /** @description Their disk together, MiB. */
+            diskMB: number;
+        };
+        /** @description A team, which API keys, sandboxes, templates and snapshots belong to. */
+        Team: {
+            /**
+             * Format: uuid
+             * @description ID of the team.
+             */
+            teamID: string;
+            /** @description Its name, unique on the server. */
+            name: string;
+            /**
+             * Format: date-time
+             * @description When the team was created.
+             */
+            createdAt: string;
+            limits: components["schemas"]["TeamLimits"];
+            usage: components["schemas"]["TeamUsage"];
+        };
+        /** @description A team to create. */
+        NewTeam: {
+            /** @description Its name, unique on the server; letters, digits, '.', '_' and '-'. */
+            name: string;
+            limits?: components["schemas"]["TeamLimits"];
+        };
     };
     responses: {
         /** @description The request is malformed or a field is invalid; the message names the problem. */
@@ -2061,6 +2236,8 @@ export interface components {
         templateID: string;
         /** @description ID of the build. */
         buildID: string;
+        /** @description ID of the team. */
+        teamID: string;
         /** @description ID of the API key (not its value). */
         apiKeyID: string;
         /**
@@ -3479,6 +3656,230 @@ export interface operations {
             401: components["responses"]["401"];
             403: components["responses"]["403"];
             404: components["responses"]["404"];
+        };
+    };
+    getAdminTeams: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The teams. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Team"][];
+                };
+            };
+            401: components["responses"]["401"];
+            403: components["responses"]["403"];
+            500: components["responses"]["500"];
+        };
+    };
+    postAdminTeams: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["NewTeam"];
+            };
+        };
+        responses: {
+            /** @description The team. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Team"];
+                };
+            };
+            400: components["responses"]["400"];
+            401: components["responses"]["401"];
+            403: components["responses"]["403"];
+            409: components["responses"]["409"];
+            500: components["responses"]["500"];
+        };
+    };
+    getAdminTeamsTeamID: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description ID of the team. */
+                teamID: components["parameters"]["teamID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The team. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Team"];
+                };
+            };
+            401: components["responses"]["401"];
+            403: components["responses"]["403"];
+            404: components["responses"]["404"];
+            500: components["responses"]["500"];
+        };
+    };
+    deleteAdminTeamsTeamID: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description ID of the team. */
+                teamID: components["parameters"]["teamID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The team was deleted. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            401: components["responses"]["401"];
+            403: components["responses"]["403"];
+            404: components["responses"]["404"];
+            409: components["responses"]["409"];
+            500: components["responses"]["500"];
+        };
+    };
+    patchAdminTeamsTeamIDLimits: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description ID of the team. */
+                teamID: components["parameters"]["teamID"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["TeamLimits"];
+            };
+        };
+        responses: {
+            /** @description The team with its new limits. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Team"];
+                };
+            };
+            400: components["responses"]["400"];
+            401: components["responses"]["401"];
+            403: components["responses"]["403"];
+            404: components["responses"]["404"];
+            500: components["responses"]["500"];
+        };
+    };
+    getAdminTeamsTeamIDApiKeys: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description ID of the team. */
+                teamID: components["parameters"]["teamID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The keys. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TeamAPIKey"][];
+                };
+            };
+            401: components["responses"]["401"];
+            403: components["responses"]["403"];
+            404: components["responses"]["404"];
+            500: components["responses"]["500"];
+        };
+    };
+    postAdminTeamsTeamIDApiKeys: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description ID of the team. */
+                teamID: components["parameters"]["teamID"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["NewTeamAPIKey"];
+            };
+        };
+        responses: {
+            /** @description The new key, with its value. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CreatedTeamAPIKey"];
+                };
+            };
+            400: components["responses"]["400"];
+            401: components["responses"]["401"];
+            403: components["responses"]["403"];
+            404: components["responses"]["404"];
+            500: components["responses"]["500"];
+        };
+    };
+    deleteAdminTeamsTeamIDApiKeysApiKeyID: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description ID of the team. */
+                teamID: components["parameters"]["teamID"];
+                /** @description ID of the API key (not its value). */
+                apiKeyID: components["parameters"]["apiKeyID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The key was deleted. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            401: components["responses"]["401"];
+            403: components["responses"]["403"];
+            404: components["responses"]["404"];
+            409: components["responses"]["409"];
+            500: components["responses"]["500"];
         };
     };
 }

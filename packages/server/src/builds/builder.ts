@@ -21,6 +21,8 @@ export interface BuildJob {
   log?: Logger;
   /** The template's id in the store. */
   templateId: string;
+  /** Its team: a build starts from that team's templates, or public ones. */
+  teamId: string;
   plan: BuildPlan;
   limits: Limits;
 }
@@ -29,8 +31,8 @@ export interface BuilderOptions {
   runtime: Runtime;
   records: TemplateRepository;
   files: BuildFiles;
-  /** The runtime template of a template's ready build, by its id, name or `name:tag`; throws a 4xx when there is none. */
-  runtimeTemplateOf(ref: string): Promise<string>;
+  /** The runtime template of a ready build of a template that team `teamId` may use, by its id, name or `name:tag`; throws a 4xx when there is none. */
+  runtimeTemplateOf(ref: string, teamId: string): Promise<string>;
   /** Builds run at once; the others wait. */
   concurrency: number;
   /** A build still running after this long fails, ms. */
@@ -250,7 +252,7 @@ export class Builder {
     log.add('info', `FROM template ${source.ref}`, 'base');
     let id: string;
     try {
-      id = await this.opts.runtimeTemplateOf(source.ref);
+      id = await this.opts.runtimeTemplateOf(source.ref, job.teamId);
     } catch (err) {
       throw new StepFailed((err as Error).message, 'base');
     }

@@ -1,7 +1,8 @@
 // The dashboard's part of the control API: signing in and out, and what a
 // request made with the session cookie instead of an API key is worth.
 import { fastifyCookie } from '@fastify/cookie';
-import type { FastifyRequest } from 'fastify';
+import type { IncomingHttpHeaders } from 'node:http';
+import type { Authenticator, CredentialResolver } from '../auth.js';
 import { ApiError } from '../errors.js';
 import type { ApiKeyRepository } from '../store/repositories.js';
 import { CSRF_HEADER, DashboardSessions, SESSION_COOKIE, type Session } from './sessions.js';
@@ -15,6 +16,8 @@ export interface SessionRef {
 /** What the `DashboardSession` schema answers. */
 const view = (s: Session) => ({
   keyID: s.principal.keyId,
+  ...(s.principal.teamId !== null ? { teamID: s.principal.teamId } : {}),
+  admin: s.principal.admin,
   keyName: s.principal.keyName,
   csrfToken: s.csrfToken,
   expiresAt: new Date(s.expiresAt).toISOString(),
@@ -27,6 +30,8 @@ export class DashboardApi {
   readonly #sessions: DashboardSessions;
 
   constructor(
+    /** Checks the credential given at sign-in, as a request's would be. */
+    private readonly auth: Pick<Authenticator, 'identify'>,
     private readonly keys: ApiKeyRepository,
     ttlMs: number,
     /** Over TLS the cookie is Secure. */
@@ -37,12 +42,13 @@ export class DashboardApi {
 
   /** `POST /dashboard/session`: the key checked, a session opened, its cookie set. */
   async signIn(key: string) {
-    const keyId = await this.keys.verify(key);
-    if (!keyId) throw new ApiError(401, 'invalid API key');
-    const record = (await this.keys.list()).find((k) => k.id === keyId);
-    if (!record) throw new ApiError(401, 'invalid API key');
-    await this.keys.touch(keyId);
-    const { id, session } = this.#sessions.open({ keyId, keyName: record.name });
+    // The credential alone, as X-API-Key: an API key of a team, or the admin credential.
+    const who = await this.auth.identify({ 'x-api-key': key }, { bearer: false });
+    if (who.kind !== 'caller') throw new ApiError(401, who.kind === 'refused' ? who.message : 'invalid API key');
+    const { caller } = who;
+    const keyName = caller.admin ? 'admin' : (await this.keys.list({ teamId: caller.teamId! })).find((k) => k.id === caller.keyId)?.name;
+    if (keyName === undefined) throw new ApiError(401, 'invalid API key');
+    const { id, session } = this.#sessions.open({ ...caller, keyName });
     return { status: 201 as const, body: view(session), headers: { 'set-cookie': this.#cookie(id, Math.floor(this.#sessions.ttlMs / 1000)) } };
   }
 
@@ -59,29 +65,47 @@ export class DashboardApi {
     return { status: 204 as const, headers: { 'set-cookie': this.#cookie('', 0) } };
   }
 
+  /** The session a request's cookie names, if it is live (for the session routes). */
+  sessionOf(headers: IncomingHttpHeaders): SessionRef | undefined {
+    const id = cookieOf(headers);
+    const session = id ? this.#sessions.find(id) : undefined;
+    return id && session ? { id, session } : undefined;
+  }
+
   /**
-   * The session of a request that came with the session cookie (and no API
-   * key): undefined when it has no cookie; an error when the session is gone,
-   * its key was deleted, or the request changes state without the session's
-   * CSRF token.
+   * The session cookie as a credential, for the server's authenticator
+   * (after the API key: a request with a key is the key's): nothing without
+   * the cookie; refused when the session is gone, its key was deleted, or
+   * the request changes state without the session's CSRF token (403); else
+   * the caller the session was opened as.
    */
-  async authenticate(req: FastifyRequest): Promise<SessionRef | ApiError | undefined> {
-    const id = req.cookies?.[SESSION_COOKIE];
-    if (!id) return undefined;
-    const session = this.#sessions.find(id);
-    if (!session) return new ApiError(401, 'the dashboard session has ended; sign in again');
-    if (!(await this.keys.list()).some((k) => k.id === session.principal.keyId)) {
-      this.#sessions.end(id);
-      return new ApiError(401, 'the API key of this dashboard session was deleted; sign in again');
-    }
-    if (!READS.has(req.method) && !DashboardSessions.csrfMatches(session, req.headers[CSRF_HEADER])) {
-      return new ApiError(403, `a ${req.method} request made with the dashboard session cookie must send the session's CSRF token in X-CSRF-Token`);
-    }
-    await this.keys.touch(session.principal.keyId);
-    return { id, session };
+  resolver(): CredentialResolver {
+    return async (headers, { method }) => {
+      const id = cookieOf(headers);
+      if (!id) return { kind: 'none' };
+      const session = this.#sessions.find(id);
+      if (!session) return { kind: 'refused', message: 'the dashboard session has ended; sign in again' };
+      const { principal } = session;
+      if (!principal.admin && !(await this.keys.list({ teamId: principal.teamId! })).some((k) => k.id === principal.keyId)) {
+        this.#sessions.end(id);
+        return { kind: 'refused', message: 'the API key of this dashboard session was deleted; sign in again' };
+      }
+      const verb = (method ?? 'GET').toUpperCase();
+      if (!READS.has(verb) && !DashboardSessions.csrfMatches(session, headers[CSRF_HEADER])) {
+        return { kind: 'refused', status: 403, message: `a ${verb} request made with the dashboard session cookie must send the session's CSRF token in X-CSRF-Token` };
+      }
+      if (!principal.admin) await this.keys.touch(principal.keyId);
+      return { kind: 'caller', caller: { keyId: principal.keyId, teamId: principal.teamId, admin: principal.admin } };
+    };
   }
 
   #cookie(value: string, maxAgeS: number): string {
     return fastifyCookie.serialize(SESSION_COOKIE, value, { httpOnly: true, sameSite: 'strict', path: '/', maxAge: maxAgeS, secure: this.secure });
   }
+}
+
+/** The session cookie's value in a request's Cookie header. */
+function cookieOf(headers: IncomingHttpHeaders): string | undefined {
+  const header = headers.cookie;
+  return header ? fastifyCookie.parse(header)[SESSION_COOKIE] : undefined;
 }

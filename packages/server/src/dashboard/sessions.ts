@@ -8,10 +8,10 @@
 // Sessions live in the server's memory: a restart signs everyone out, which
 // costs a sign-in and keeps the store's schema out of it.
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import type { Caller } from '../auth.js';
 
-/** Who a session acts as: what the credential given at sign-in resolved to. */
-export interface Principal {
-  keyId: string;
+/** Who a session acts as: what the credential given at sign-in resolved to (an API key of a team, or the admin credential). */
+export interface Principal extends Caller {
   keyName: string;
 }
 

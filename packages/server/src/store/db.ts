@@ -164,7 +164,60 @@ const MIGRATIONS: Migration[] = [
   ALTER TABLE sandboxes ADD COLUMN api_key_id TEXT;
   CREATE INDEX sandboxes_key_state ON sandboxes(api_key_id, state);
   `,
+  // 6: teams. Every key, sandbox and template belongs to one; what there was
+  // goes to the team 'default', so every key still reaches what it made.
+  // Template names are unique within a team. The admin credential manages
+  // teams and keys.
+  `
+  CREATE TABLE teams (
+    id TEXT PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE,
+    created_at INTEGER NOT NULL,
+    max_sandboxes INTEGER,
+    max_memory_mb INTEGER,
+    max_disk_mb INTEGER
+  );
+  INSERT INTO teams (id, name, created_at) VALUES (
+    lower(hex(randomblob(4)) || '-' || hex(randomblob(2)) || '-4' || substr(hex(randomblob(2)), 2) || '-' ||
+      substr('89ab', 1 + (abs(random()) % 4), 1) || substr(hex(randomblob(2)), 2) || '-' || hex(randomblob(6))),
+    'default',
+    CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)
+  );
+
+  ALTER TABLE api_keys ADD COLUMN team_id TEXT REFERENCES teams(id) ON DELETE CASCADE;
+  UPDATE api_keys SET team_id = (SELECT id FROM teams WHERE name = 'default');
+  CREATE INDEX api_keys_team ON api_keys(team_id);
+
+  ALTER TABLE sandboxes ADD COLUMN team_id TEXT;
+  UPDATE sandboxes SET team_id = (SELECT id FROM teams WHERE name = 'default');
+  CREATE INDEX sandboxes_team_state ON sandboxes(team_id, state);
+
+  ALTER TABLE templates ADD COLUMN team_id TEXT;
+  UPDATE templates SET team_id = (SELECT id FROM teams WHERE name = 'default');
+
+  CREATE TABLE template_names_new (
+    team_id TEXT NOT NULL,
+    name TEXT NOT NULL,
+    template_id TEXT NOT NULL REFERENCES templates(id) ON DELETE CASCADE,
+    PRIMARY KEY (team_id, name)
+  );
+  INSERT INTO template_names_new (team_id, name, template_id)
+    SELECT t.team_id, n.name, n.template_id FROM template_names n JOIN templates t ON t.id = n.template_id;
+  DROP TABLE template_names;
+  ALTER TABLE template_names_new RENAME TO template_names;
+  CREATE INDEX template_names_template ON template_names(template_id);
+  CREATE INDEX template_names_name ON template_names(name);
+
+  CREATE TABLE admin_keys (
+    id TEXT PRIMARY KEY,
+    hash TEXT NOT NULL UNIQUE,
+    created_at INTEGER NOT NULL
+  );
+  `,
 ];
+
+/** The schema version this code writes. */
+export const SCHEMA_VERSION = MIGRATIONS.length;
 
 const prepared = new WeakMap<Db, Map<string, Database.Statement>>();
 

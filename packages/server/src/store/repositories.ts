@@ -24,6 +24,57 @@ export class StoreError extends Error {
   }
 }
 
+// ---------------------------------------------------------------- teams
+
+/**
+ * Whose records an operation sees: one team's, or every team's (the admin
+ * credential, and the server's own work: expiry, the proxy's routing).
+ */
+export type TeamScope = { teamId: string } | 'all';
+
+/** Whether a record of team `teamId` is in `scope`. */
+export const inScope = (scope: TeamScope, teamId: string | null) => scope === 'all' || scope.teamId === teamId;
+
+/** What a team's running sandboxes may add up to; null: no limit. */
+export interface TeamLimits {
+  maxSandboxes: number | null;
+  maxMemoryMB: number | null;
+  maxDiskMB: number | null;
+}
+
+export interface TeamRecord {
+  id: string;
+  name: string;
+  createdAt: number;
+  limits: TeamLimits;
+}
+
+/** What a team's running sandboxes hold now. */
+export interface TeamUsage {
+  sandboxes: number;
+  memoryMB: number;
+  diskMB: number;
+}
+
+/** The name of the team that what a store held before teams went to, and that the first key joins. */
+export const DEFAULT_TEAM_NAME = 'default';
+
+export interface TeamRepository {
+  /** Refused (`conflict`) when the name is taken. */
+  create(name: string, limits?: Partial<TeamLimits>): Promise<TeamRecord>;
+  get(id: string): Promise<TeamRecord | undefined>;
+  byName(name: string): Promise<TeamRecord | undefined>;
+  /** Oldest first. */
+  list(): Promise<TeamRecord[]>;
+  /** Sets the limits given (null lifts one); refused (`not_found`) for an unknown id. */
+  setLimits(id: string, limits: Partial<TeamLimits>): Promise<TeamRecord>;
+  /**
+   * Deletes the team and its API keys, in one step. Refused: `not_found` for
+   * an unknown id; `conflict` while it has live sandboxes or templates.
+   */
+  remove(id: string): Promise<void>;
+}
+
 // ---------------------------------------------------------------- sandboxes
 
 export type SandboxRecordState = 'running' | 'paused' | 'killed';
@@ -66,6 +117,8 @@ export interface SandboxRecord {
   buildId: string | null;
   /** The id of the API key that made it; null for records older than per-key limits. */
   apiKeyId: string | null;
+  /** The team it belongs to: its key's (a fork's: its source's). */
+  teamId: string;
 }
 
 /** A new sandbox: running, with no change under way. */
@@ -75,7 +128,7 @@ export type NewSandboxRecord = Omit<SandboxRecord, 'state' | 'pendingChange' | '
 };
 
 /** The part of a sandbox's record that routes requests to it. */
-export type SandboxRoute = Pick<SandboxRecord, 'id' | 'state' | 'autoResume' | 'trafficAccessToken'> & {
+export type SandboxRoute = Pick<SandboxRecord, 'id' | 'state' | 'autoResume' | 'trafficAccessToken' | 'teamId'> & {
   /** The Host that requests to its ports carry inside (`${PORT}` is the port); unset: the client's. */
   maskRequestHost?: string;
 };
@@ -96,6 +149,7 @@ export interface ListWindow {
 }
 
 export interface SandboxListFilter extends ListWindow {
+  scope: TeamScope;
   states: Array<'running' | 'paused'>;
   metadata?: Record<string, string>;
   startedAfter?: number;
@@ -155,9 +209,11 @@ export interface SandboxRepository {
   /** Running and paused sandboxes. */
   allLive(): Promise<SandboxRecord[]>;
   running(): Promise<SandboxRecord[]>;
-  countRunning(): Promise<number>;
+  countRunning(scope: TeamScope): Promise<number>;
   /** Running sandboxes made with this API key. */
   countRunningByKey(apiKeyId: string): Promise<number>;
+  /** What the team's running sandboxes hold. */
+  usage(teamId: string): Promise<TeamUsage>;
   /** Sandboxes that are not killed, counted by state and template (its first name, else its id). */
   countByState(): Promise<Array<{ state: string; template: string; count: number }>>;
   /** One window of sandboxes, ordered by start time then id. */
@@ -241,6 +297,8 @@ export interface BuildLogEntry {
 
 /** A new build: of a new template named `names`, or another build of the template that has the name. */
 export interface NewBuild {
+  /** The team whose template (named `name` in that team) it is. */
+  teamId: string;
   /** The template's id if it is new. */
   templateId: string;
   buildId: string;
@@ -261,6 +319,8 @@ export type TemplateKind = 'base' | 'snapshot' | 'build';
 
 export interface TemplateRecord {
   id: string;
+  /** The team it belongs to; a public template is used (not changed) by every team. */
+  teamId: string;
   kind: TemplateKind;
   public: boolean;
   createdAt: number;
@@ -275,6 +335,7 @@ export interface TemplateRecord {
 
 export interface NewTemplate {
   id: string;
+  teamId: string;
   kind: 'base' | 'snapshot';
   public: boolean;
   names: string[];
@@ -292,24 +353,41 @@ export interface TemplateTagRecord {
 }
 
 export interface SnapshotFilter extends ListWindow {
+  scope: TeamScope;
   sourceSandboxId?: string;
   name?: string;
 }
 
 /**
+ * Whose templates a lookup finds: those of `scope`, and public ones of other
+ * teams too when `publicToo` (to start sandboxes from, or read). A name is
+ * looked for in the scope's team first, then among public templates.
+ */
+export interface TemplateViewer {
+  scope: TeamScope;
+  publicToo: boolean;
+}
+
+/**
  * Template records: the built-in base template and snapshots, their names
  * (aliases), builds and tags. (The runtime's template store holds their
- * files; this holds what the control API says of them.)
+ * files; this holds what the control API says of them.) Names are unique
+ * within a team.
  */
 export interface TemplateRepository {
+  /** By id, whoever it belongs to: for the server's own work, after a lookup that checked who asks. */
   get(id: string): Promise<TemplateRecord | undefined>;
-  byName(name: string): Promise<TemplateRecord | undefined>;
-  /** By id, by name, or `name:tag` (the tag must exist on the template). */
-  resolve(ref: string): Promise<TemplateRecord | undefined>;
-  list(): Promise<TemplateRecord[]>;
+  byName(name: string, viewer: TemplateViewer): Promise<TemplateRecord | undefined>;
+  /** By id, by name, or `name:tag` (the tag must exist on the template), among what `viewer` sees. */
+  resolve(ref: string, viewer: TemplateViewer): Promise<TemplateRecord | undefined>;
+  /** What `viewer` sees, oldest first. */
+  list(viewer: TemplateViewer): Promise<TemplateRecord[]>;
   /** One window of snapshots, oldest first. */
   listSnapshots(filter: SnapshotFilter): Promise<TemplateRecord[]>;
-  nameTaken(name: string): Promise<boolean>;
+  /** Whether the team has a template of this name. */
+  nameTaken(teamId: string, name: string): Promise<boolean>;
+  /** Templates of the team (any kind). */
+  countOfTeam(teamId: string): Promise<number>;
   /** Records a template with one ready build; refused (`conflict`) when a name is taken. */
   insert(template: NewTemplate): Promise<TemplateRecord>;
   remove(id: string): Promise<void>;
@@ -330,7 +408,7 @@ export interface TemplateRepository {
    */
   newBuild(build: NewBuild): Promise<{ template: TemplateRecord; build: BuildRecord }>;
   /** Records a build, waiting, of an existing template of any kind (the base template made again). */
-  addBuild(templateId: string, build: Omit<NewBuild, 'templateId' | 'name'>): Promise<BuildRecord>;
+  addBuild(templateId: string, build: Omit<NewBuild, 'templateId' | 'name' | 'teamId'>): Promise<BuildRecord>;
   /** Moves a waiting build to building; refused (`conflict`) in any other state. */
   startBuild(buildId: string): Promise<BuildRecord>;
   /** Ends a build: ready (its tags then point at it) or error. */
@@ -353,6 +431,7 @@ export function newApiKey(): string {
 export interface ApiKeyRecord {
   id: string;
   name: string;
+  teamId: string;
   /** The key with its middle hidden, `e2b_1234…abcd`. */
   mask: string;
   /** The parts of the mask: the key's prefix, the length of the rest, and what shows of the rest's start and end. */
@@ -363,25 +442,41 @@ export interface ApiKeyRecord {
 
 /**
  * API keys, kept as hashes: a key is in clear only in what `create` returns.
+ * Each belongs to a team. Operations given a `scope` see that team's keys
+ * only: another team's key is `not_found`, as one that does not exist.
  */
 export interface ApiKeyRepository {
   count(): Promise<number>;
-  /** Stores a new key (`key`, or a new random one). */
-  create(name: string, key?: string): Promise<{ record: ApiKeyRecord; key: string }>;
-  /** Stores the first key only when there is none, in one step; undefined when there was one. */
+  /** Stores a new key (`key`, or a new random one) of the team; refused (`not_found`) for an unknown team. */
+  create(teamId: string, name: string, key?: string): Promise<{ record: ApiKeyRecord; key: string }>;
+  /** Stores the first key, in the default team, only when there is no key, in one step; undefined when there was one. */
   createFirst(name: string, key?: string): Promise<{ record: ApiKeyRecord; key: string } | undefined>;
-  /** The id of the key, or undefined. */
-  verify(key: string | undefined): Promise<string | undefined>;
+  /** The key's id and team, or undefined. */
+  verify(key: string | undefined): Promise<{ id: string; teamId: string } | undefined>;
   /** Notes that the key was used (not more often than once a minute). */
   touch(id: string): Promise<void>;
-  list(): Promise<ApiKeyRecord[]>;
+  list(scope: TeamScope): Promise<ApiKeyRecord[]>;
   /** Refused (`not_found`) for an unknown id. */
-  rename(id: string, name: string): Promise<ApiKeyRecord>;
+  rename(scope: TeamScope, id: string, name: string): Promise<ApiKeyRecord>;
   /**
-   * Refused: `not_found` for an unknown id; `conflict` for the last key, which
-   * would leave the server with no way in until it restarts.
+   * Refused: `not_found` for an unknown id; `conflict` for the last key of
+   * the server, which would leave it with no way in but the admin credential.
    */
-  remove(id: string): Promise<void>;
+  remove(scope: TeamScope, id: string): Promise<void>;
+}
+
+/** `paddock_admin_` + 40 hex characters: told apart from API keys at a glance. */
+export const ADMIN_KEY_PREFIX = 'paddock_admin_';
+export function newAdminKey(): string {
+  return `${ADMIN_KEY_PREFIX}${randomBytes(20).toString('hex')}`;
+}
+
+/** The admin credential, kept as a hash: in clear only in what `createFirst` returns. */
+export interface AdminKeyRepository {
+  /** Stores the admin credential only when there is none, in one step; undefined when there was one. */
+  createFirst(key?: string): Promise<{ id: string; key: string } | undefined>;
+  /** The credential's id, or undefined. */
+  verify(key: string | undefined): Promise<string | undefined>;
 }
 
 // ---------------------------------------------------------------- telemetry
@@ -427,6 +522,8 @@ export interface Repositories {
   sandboxes: SandboxRepository;
   templates: TemplateRepository;
   apiKeys: ApiKeyRepository;
+  adminKeys: AdminKeyRepository;
+  teams: TeamRepository;
   telemetry: TelemetryRepository;
   /** Throws unless the store can be written now (within `timeoutMs`); nothing is changed. */
   probe(timeoutMs: number): Promise<void>;

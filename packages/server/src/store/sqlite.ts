@@ -7,8 +7,18 @@ import type Database from 'better-sqlite3';
 import { openDb, statement, type Db } from './db.js';
 import {
   API_KEY_PREFIX,
+  DEFAULT_TEAM_NAME,
+  inScope,
+  newAdminKey,
   newApiKey,
   StoreError,
+  type AdminKeyRepository,
+  type TeamLimits,
+  type TeamRecord,
+  type TeamRepository,
+  type TeamScope,
+  type TeamUsage,
+  type TemplateViewer,
   type ApiKeyRecord,
   type ApiKeyRepository,
   type BuildFailure,
@@ -50,6 +60,8 @@ export function openSqliteStore(file: string): Repositories {
     sandboxes: new SqliteSandboxRepository(db),
     templates: new SqliteTemplateRepository(db),
     apiKeys: new SqliteApiKeyRepository(db),
+    adminKeys: new SqliteAdminKeyRepository(db),
+    teams: new SqliteTeamRepository(db),
     telemetry: new SqliteTelemetryRepository(db),
     probe: async (timeoutMs) => {
       // Taking the write lock is what every change needs; another process holding it, a full or read-only disk, fail here.
@@ -98,6 +110,7 @@ interface SandboxRow {
   network: string;
   build_id: string | null;
   api_key_id: string | null;
+  team_id: string;
 }
 
 function sandboxFromRow(r: SandboxRow): SandboxRecord {
@@ -126,7 +139,13 @@ function sandboxFromRow(r: SandboxRow): SandboxRecord {
     network: JSON.parse(r.network) as NetworkRules,
     buildId: r.build_id,
     apiKeyId: r.api_key_id,
+    teamId: r.team_id,
   };
+}
+
+/** The SQL condition that a row's `team_id` is in `scope`, and its arguments. */
+function teamCondition(scope: TeamScope, column = 'team_id'): { sql: string; args: string[] } {
+  return scope === 'all' ? { sql: '1', args: [] } : { sql: `${column} = ?`, args: [scope.teamId] };
 }
 
 /** The states a sandbox may move to each state from. */
@@ -179,10 +198,10 @@ export class SqliteSandboxRepository implements SandboxRepository {
       this.db,
       `INSERT INTO sandboxes (id, template_id, alias, state, paused_with_memory, started_at, end_at, cpu_count, memory_mb,
            disk_size_mb, envd_version, metadata, env_vars, envd_access_token, traffic_access_token, auto_pause, auto_pause_memory,
-           auto_resume, allow_internet_access, network, build_id, api_key_id)
+           auto_resume, allow_internet_access, network, build_id, api_key_id, team_id)
          VALUES (@id, @templateId, @alias, 'running', 0, @startedAt, @endAt, @cpuCount, @memoryMB,
            @diskSizeMB, @envdVersion, @metadata, @envVars, @envdAccessToken, @trafficAccessToken, @autoPause, @autoPauseMemory,
-           @autoResume, @allowInternetAccess, @network, @buildId, @apiKeyId)`,
+           @autoResume, @allowInternetAccess, @network, @buildId, @apiKeyId, @teamId)`,
     ).run({
       id: s.id,
       templateId: s.templateId,
@@ -204,6 +223,7 @@ export class SqliteSandboxRepository implements SandboxRepository {
       network: JSON.stringify(s.network),
       buildId: s.buildId ?? null,
       apiKeyId: s.apiKeyId ?? null,
+      teamId: s.teamId,
     });
     this.routes.delete(s.id);
     return sandboxFromRow(this.row(s.id)!);
@@ -229,11 +249,11 @@ export class SqliteSandboxRepository implements SandboxRepository {
     if (known) return known;
     const r = statement(
       this.db,
-      "SELECT id, state, auto_resume, traffic_access_token, json_extract(network, '$.maskRequestHost') AS mask FROM sandboxes WHERE id = ? AND state != 'killed'",
-    ).get(id) as (Pick<SandboxRow, 'id' | 'state' | 'auto_resume' | 'traffic_access_token'> & { mask: string | null }) | undefined;
+      "SELECT id, state, auto_resume, traffic_access_token, team_id, json_extract(network, '$.maskRequestHost') AS mask FROM sandboxes WHERE id = ? AND state != 'killed'",
+    ).get(id) as (Pick<SandboxRow, 'id' | 'state' | 'auto_resume' | 'traffic_access_token' | 'team_id'> & { mask: string | null }) | undefined;
     // Ids with no live sandbox are not kept: anyone may send any id.
     if (!r) return undefined;
-    const route: SandboxRoute = { id: r.id, state: r.state, autoResume: r.auto_resume === 1, trafficAccessToken: r.traffic_access_token };
+    const route: SandboxRoute = { id: r.id, state: r.state, autoResume: r.auto_resume === 1, trafficAccessToken: r.traffic_access_token, teamId: r.team_id };
     if (typeof r.mask === 'string' && r.mask) route.maskRequestHost = r.mask;
     this.routes.set(id, route);
     return route;
@@ -247,8 +267,17 @@ export class SqliteSandboxRepository implements SandboxRepository {
     return this.rows("SELECT * FROM sandboxes WHERE state = 'running'");
   }
 
-  async countRunning(): Promise<number> {
-    return (statement(this.db, "SELECT COUNT(*) AS n FROM sandboxes WHERE state = 'running'").get() as { n: number }).n;
+  async countRunning(scope: TeamScope): Promise<number> {
+    const team = teamCondition(scope);
+    return (statement(this.db, `SELECT COUNT(*) AS n FROM sandboxes WHERE state = 'running' AND ${team.sql}`).get(...team.args) as { n: number }).n;
+  }
+
+  async usage(teamId: string): Promise<TeamUsage> {
+    const r = statement(
+      this.db,
+      "SELECT COUNT(*) AS n, COALESCE(SUM(memory_mb), 0) AS memory, COALESCE(SUM(disk_size_mb), 0) AS disk FROM sandboxes WHERE team_id = ? AND state = 'running'",
+    ).get(teamId) as { n: number; memory: number; disk: number };
+    return { sandboxes: r.n, memoryMB: r.memory, diskMB: r.disk };
   }
 
   async countRunningByKey(apiKeyId: string): Promise<number> {
@@ -263,8 +292,9 @@ export class SqliteSandboxRepository implements SandboxRepository {
   }
 
   async list(f: SandboxListFilter): Promise<SandboxRecord[]> {
-    const where = [`state IN (${f.states.map(() => '?').join(', ')})`];
-    const args: Array<string | number> = [...f.states];
+    const team = teamCondition(f.scope);
+    const where = [team.sql, `state IN (${f.states.map(() => '?').join(', ')})`];
+    const args: Array<string | number> = [...team.args, ...f.states];
     if (f.startedAfter !== undefined) {
       where.push('started_at >= ?');
       args.push(f.startedAfter);
@@ -421,6 +451,7 @@ interface TemplateRow {
   last_spawned_at: number | null;
   spawn_count: number;
   source_sandbox_id: string | null;
+  team_id: string;
 }
 
 interface BuildRow {
@@ -478,6 +509,7 @@ export class SqliteTemplateRepository implements TemplateRepository {
     const builds = (statement(this.db, 'SELECT * FROM builds WHERE template_id = ? ORDER BY created_at DESC, id DESC').all(r.id) as BuildRow[]).map(buildFromRow);
     return {
       id: r.id,
+      teamId: r.team_id,
       kind: r.kind,
       public: r.public === 1,
       createdAt: r.created_at,
@@ -495,9 +527,26 @@ export class SqliteTemplateRepository implements TemplateRepository {
     return r && this.hydrate(r);
   }
 
-  private named(name: string): TemplateRecord | undefined {
-    const r = statement(this.db, 'SELECT template_id FROM template_names WHERE name = ?').get(name) as { template_id: string } | undefined;
+  /** The template of the team named `name`. */
+  private named(teamId: string, name: string): TemplateRecord | undefined {
+    const r = statement(this.db, 'SELECT template_id FROM template_names WHERE team_id = ? AND name = ?').get(teamId, name) as { template_id: string } | undefined;
     return r && this.byId(r.template_id);
+  }
+
+  /** `name` as `viewer` sees it: its own team's first, then a public one (the oldest), or any for every team's scope. */
+  private namedFor(viewer: TemplateViewer, name: string): TemplateRecord | undefined {
+    const own = viewer.scope === 'all' ? undefined : this.named(viewer.scope.teamId, name);
+    if (own || (!viewer.publicToo && viewer.scope !== 'all')) return own;
+    const r = statement(
+      this.db,
+      `SELECT n.template_id FROM template_names n JOIN templates t ON t.id = n.template_id
+       WHERE n.name = ? AND (t.public = 1 OR ?) ORDER BY t.created_at, t.id LIMIT 1`,
+    ).get(name, flag(viewer.scope === 'all')) as { template_id: string } | undefined;
+    return r && this.byId(r.template_id);
+  }
+
+  private visible(viewer: TemplateViewer, t: TemplateRecord | undefined): TemplateRecord | undefined {
+    return t && (inScope(viewer.scope, t.teamId) || (viewer.publicToo && t.public)) ? t : undefined;
   }
 
   private tagOf(templateId: string, tag: string): TemplateTagRecord | undefined {
@@ -511,32 +560,37 @@ export class SqliteTemplateRepository implements TemplateRepository {
     return this.byId(id);
   }
 
-  async byName(name: string): Promise<TemplateRecord | undefined> {
-    return this.named(name);
+  async byName(name: string, viewer: TemplateViewer): Promise<TemplateRecord | undefined> {
+    return this.visible(viewer, this.namedFor(viewer, name));
   }
 
-  async resolve(ref: string): Promise<TemplateRecord | undefined> {
-    const direct = this.byId(ref) ?? this.named(ref);
+  async resolve(ref: string, viewer: TemplateViewer): Promise<TemplateRecord | undefined> {
+    const find = (r: string) => this.visible(viewer, this.byId(r)) ?? this.visible(viewer, this.namedFor(viewer, r));
+    const direct = find(ref);
     if (direct) return direct;
     const colon = ref.lastIndexOf(':');
     if (colon <= 0) return undefined;
-    const t = this.byId(ref.slice(0, colon)) ?? this.named(ref.slice(0, colon));
+    const t = find(ref.slice(0, colon));
     return t && this.tagOf(t.id, ref.slice(colon + 1)) ? t : undefined;
   }
 
-  async list(): Promise<TemplateRecord[]> {
-    return (statement(this.db, 'SELECT * FROM templates ORDER BY created_at, id').all() as TemplateRow[]).map((r) => this.hydrate(r));
+  async list(viewer: TemplateViewer): Promise<TemplateRecord[]> {
+    const team = teamCondition(viewer.scope);
+    return (statement(this.db, `SELECT * FROM templates WHERE ${team.sql} OR (public = 1 AND ?) ORDER BY created_at, id`).all(...team.args, flag(viewer.publicToo)) as TemplateRow[]).map(
+      (r) => this.hydrate(r),
+    );
   }
 
   async listSnapshots(f: SnapshotFilter): Promise<TemplateRecord[]> {
-    const where = ["kind = 'snapshot'"];
-    const args: Array<string | number> = [];
+    const team = teamCondition(f.scope);
+    const where = ["kind = 'snapshot'", team.sql];
+    const args: Array<string | number> = [...team.args];
     if (f.sourceSandboxId !== undefined) {
       where.push('source_sandbox_id = ?');
       args.push(f.sourceSandboxId);
     }
     if (f.name !== undefined) {
-      where.push('id IN (SELECT template_id FROM template_names WHERE name = ?)');
+      where.push('id IN (SELECT template_id FROM template_names WHERE name = ? AND team_id = templates.team_id)');
       args.push(f.name);
     }
     if (f.after) {
@@ -547,16 +601,21 @@ export class SqliteTemplateRepository implements TemplateRepository {
     return rows.map((r) => this.hydrate(r));
   }
 
-  async nameTaken(name: string): Promise<boolean> {
-    return statement(this.db, 'SELECT 1 FROM template_names WHERE name = ?').get(name) !== undefined;
+  async nameTaken(teamId: string, name: string): Promise<boolean> {
+    return statement(this.db, 'SELECT 1 FROM template_names WHERE team_id = ? AND name = ?').get(teamId, name) !== undefined;
+  }
+
+  async countOfTeam(teamId: string): Promise<number> {
+    return (statement(this.db, 'SELECT COUNT(*) AS n FROM templates WHERE team_id = ?').get(teamId) as { n: number }).n;
   }
 
   async insert(t: NewTemplate): Promise<TemplateRecord> {
     const now = Date.now();
     return this.db
       .transaction(() => {
-        statement(this.db, 'INSERT INTO templates (id, kind, public, created_at, updated_at, source_sandbox_id) VALUES (?, ?, ?, ?, ?, ?)').run(
+        statement(this.db, 'INSERT INTO templates (id, team_id, kind, public, created_at, updated_at, source_sandbox_id) VALUES (?, ?, ?, ?, ?, ?, ?)').run(
           t.id,
+          t.teamId,
           t.kind,
           flag(t.public),
           now,
@@ -565,7 +624,7 @@ export class SqliteTemplateRepository implements TemplateRepository {
         );
         for (const name of t.names) {
           try {
-            statement(this.db, 'INSERT INTO template_names (name, template_id) VALUES (?, ?)').run(name, t.id);
+            statement(this.db, 'INSERT INTO template_names (team_id, name, template_id) VALUES (?, ?, ?)').run(t.teamId, name, t.id);
           } catch (err) {
             if (isUniqueViolation(err)) throw new StoreError('conflict', `the name '${name}' is already taken`);
             throw err;
@@ -638,15 +697,15 @@ export class SqliteTemplateRepository implements TemplateRepository {
     const now = Date.now();
     return this.db
       .transaction(() => {
-        let template = this.named(b.name);
+        let template = this.named(b.teamId, b.name);
         if (template && template.kind !== 'build') {
           throw new StoreError('conflict', `the name '${b.name}' is taken by template '${template.id}', which was not made by a build`);
         }
         const underWay = template?.builds.find((x) => x.status === 'building');
         if (underWay) throw new StoreError('conflict', `template '${b.name}' has a build under way (${underWay.id}); wait for it to end`);
         if (!template) {
-          statement(this.db, "INSERT INTO templates (id, kind, public, created_at, updated_at) VALUES (?, 'build', 0, ?, ?)").run(b.templateId, now, now);
-          statement(this.db, 'INSERT INTO template_names (name, template_id) VALUES (?, ?)').run(b.name, b.templateId);
+          statement(this.db, "INSERT INTO templates (id, team_id, kind, public, created_at, updated_at) VALUES (?, ?, 'build', 0, ?, ?)").run(b.templateId, b.teamId, now, now);
+          statement(this.db, 'INSERT INTO template_names (team_id, name, template_id) VALUES (?, ?, ?)').run(b.teamId, b.name, b.templateId);
         } else {
           statement(this.db, 'UPDATE templates SET updated_at = ? WHERE id = ?').run(now, template.id);
         }
@@ -662,7 +721,7 @@ export class SqliteTemplateRepository implements TemplateRepository {
       .immediate();
   }
 
-  async addBuild(templateId: string, b: Omit<NewBuild, 'templateId' | 'name'>): Promise<BuildRecord> {
+  async addBuild(templateId: string, b: Omit<NewBuild, 'templateId' | 'name' | 'teamId'>): Promise<BuildRecord> {
     const now = Date.now();
     return this.db
       .transaction(() => {
@@ -770,6 +829,7 @@ const LENGTH_BEFORE_RECORDED = 40;
 interface ApiKeyRow {
   id: string;
   name: string;
+  team_id: string;
   mask: string;
   value_length: number | null;
   created_at: number;
@@ -782,6 +842,7 @@ function apiKeyFromRow(r: ApiKeyRow): ApiKeyRecord {
   return {
     id: r.id,
     name: r.name,
+    teamId: r.team_id,
     mask: r.mask,
     maskParts: {
       prefix,
@@ -799,20 +860,29 @@ export class SqliteApiKeyRepository implements ApiKeyRepository {
 
   constructor(private readonly db: Db) {}
 
-  private byId(id: string): ApiKeyRecord | undefined {
-    const r = statement(this.db, 'SELECT id, name, mask, value_length, created_at, last_used_at FROM api_keys WHERE id = ?').get(id) as ApiKeyRow | undefined;
-    return r && apiKeyFromRow(r);
+  private byId(id: string, scope: TeamScope = 'all'): ApiKeyRecord | undefined {
+    const r = statement(this.db, 'SELECT id, name, team_id, mask, value_length, created_at, last_used_at FROM api_keys WHERE id = ?').get(id) as ApiKeyRow | undefined;
+    return r && inScope(scope, r.team_id) ? apiKeyFromRow(r) : undefined;
   }
 
   private countNow(): number {
     return (statement(this.db, 'SELECT COUNT(*) AS n FROM api_keys').get() as { n: number }).n;
   }
 
-  private insert(name: string, key: string): { record: ApiKeyRecord; key: string } {
+  private insert(teamId: string, name: string, key: string): { record: ApiKeyRecord; key: string } {
+    if (!statement(this.db, 'SELECT 1 FROM teams WHERE id = ?').get(teamId)) throw new StoreError('not_found', `team '${teamId}' not found`);
     const id = randomUUID();
     const mask = `${key.slice(0, 8)}…${key.slice(-4)}`;
     const valueLength = key.length - (key.startsWith(API_KEY_PREFIX) ? API_KEY_PREFIX.length : 0);
-    statement(this.db, 'INSERT INTO api_keys (id, name, hash, mask, value_length, created_at) VALUES (?, ?, ?, ?, ?, ?)').run(id, name, hashOf(key), mask, valueLength, Date.now());
+    statement(this.db, 'INSERT INTO api_keys (id, name, team_id, hash, mask, value_length, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)').run(
+      id,
+      name,
+      teamId,
+      hashOf(key),
+      mask,
+      valueLength,
+      Date.now(),
+    );
     return { record: this.byId(id)!, key };
   }
 
@@ -820,21 +890,28 @@ export class SqliteApiKeyRepository implements ApiKeyRepository {
     return this.countNow();
   }
 
-  async create(name: string, key = newApiKey()): Promise<{ record: ApiKeyRecord; key: string }> {
-    return this.insert(name, key);
+  async create(teamId: string, name: string, key = newApiKey()): Promise<{ record: ApiKeyRecord; key: string }> {
+    return this.db.transaction(() => this.insert(teamId, name, key)).immediate();
   }
 
   async createFirst(name: string, key = newApiKey()): Promise<{ record: ApiKeyRecord; key: string } | undefined> {
-    return this.db.transaction(() => (this.countNow() === 0 ? this.insert(name, key) : undefined)).immediate();
+    return this.db
+      .transaction(() => {
+        if (this.countNow() > 0) return undefined;
+        const team = statement(this.db, 'SELECT id FROM teams WHERE name = ?').get(DEFAULT_TEAM_NAME) as { id: string } | undefined;
+        if (!team) throw new StoreError('not_found', `the team '${DEFAULT_TEAM_NAME}' that the first key joins was deleted`);
+        return this.insert(team.id, name, key);
+      })
+      .immediate();
   }
 
-  async verify(key: string | undefined): Promise<string | undefined> {
+  async verify(key: string | undefined): Promise<{ id: string; teamId: string } | undefined> {
     if (!key) return undefined;
     const hash = hashOf(key);
-    const row = statement(this.db, 'SELECT id, hash FROM api_keys WHERE hash = ?').get(hash) as { id: string; hash: string } | undefined;
+    const row = statement(this.db, 'SELECT id, team_id, hash FROM api_keys WHERE hash = ?').get(hash) as { id: string; team_id: string; hash: string } | undefined;
     // Found by its hash; the compare that decides is constant-time.
     if (!row || !timingSafeEqual(Buffer.from(row.hash, 'hex'), Buffer.from(hash, 'hex'))) return undefined;
-    return row.id;
+    return { id: row.id, teamId: row.team_id };
   }
 
   async touch(id: string): Promise<void> {
@@ -844,26 +921,156 @@ export class SqliteApiKeyRepository implements ApiKeyRepository {
     statement(this.db, 'UPDATE api_keys SET last_used_at = ? WHERE id = ?').run(now, id);
   }
 
-  async list(): Promise<ApiKeyRecord[]> {
-    return (statement(this.db, 'SELECT id, name, mask, value_length, created_at, last_used_at FROM api_keys ORDER BY created_at, id').all() as ApiKeyRow[]).map(apiKeyFromRow);
+  async list(scope: TeamScope): Promise<ApiKeyRecord[]> {
+    const team = teamCondition(scope);
+    return (
+      statement(this.db, `SELECT id, name, team_id, mask, value_length, created_at, last_used_at FROM api_keys WHERE ${team.sql} ORDER BY created_at, id`).all(
+        ...team.args,
+      ) as ApiKeyRow[]
+    ).map(apiKeyFromRow);
   }
 
-  async rename(id: string, name: string): Promise<ApiKeyRecord> {
-    if (statement(this.db, 'UPDATE api_keys SET name = ? WHERE id = ?').run(name, id).changes === 0) {
-      throw new StoreError('not_found', `no API key has id '${id}'`);
+  async rename(scope: TeamScope, id: string, name: string): Promise<ApiKeyRecord> {
+    return this.db
+      .transaction(() => {
+        if (!this.byId(id, scope)) throw new StoreError('not_found', `no API key has id '${id}'`);
+        statement(this.db, 'UPDATE api_keys SET name = ? WHERE id = ?').run(name, id);
+        return this.byId(id)!;
+      })
+      .immediate();
+  }
+
+  async remove(scope: TeamScope, id: string): Promise<void> {
+    this.db
+      .transaction(() => {
+        if (!this.byId(id, scope)) throw new StoreError('not_found', `no API key has id '${id}'`);
+        if (this.countNow() === 1) throw new StoreError('conflict', `API key '${id}' is the last one; create another before deleting it`);
+        statement(this.db, 'DELETE FROM api_keys WHERE id = ?').run(id);
+      })
+      .immediate();
+    this.touched.delete(id);
+  }
+}
+
+// ---------------------------------------------------------------- the admin credential
+
+export class SqliteAdminKeyRepository implements AdminKeyRepository {
+  constructor(private readonly db: Db) {}
+
+  async createFirst(key = newAdminKey()): Promise<{ id: string; key: string } | undefined> {
+    return this.db
+      .transaction(() => {
+        if (statement(this.db, 'SELECT 1 FROM admin_keys LIMIT 1').get()) return undefined;
+        const id = randomUUID();
+        statement(this.db, 'INSERT INTO admin_keys (id, hash, created_at) VALUES (?, ?, ?)').run(id, hashOf(key), Date.now());
+        return { id, key };
+      })
+      .immediate();
+  }
+
+  async verify(key: string | undefined): Promise<string | undefined> {
+    if (!key) return undefined;
+    const hash = hashOf(key);
+    const row = statement(this.db, 'SELECT id, hash FROM admin_keys WHERE hash = ?').get(hash) as { id: string; hash: string } | undefined;
+    if (!row || !timingSafeEqual(Buffer.from(row.hash, 'hex'), Buffer.from(hash, 'hex'))) return undefined;
+    return row.id;
+  }
+}
+
+// ---------------------------------------------------------------- teams
+
+interface TeamRow {
+  id: string;
+  name: string;
+  created_at: number;
+  max_sandboxes: number | null;
+  max_memory_mb: number | null;
+  max_disk_mb: number | null;
+}
+
+const teamFromRow = (r: TeamRow): TeamRecord => ({
+  id: r.id,
+  name: r.name,
+  createdAt: r.created_at,
+  limits: { maxSandboxes: r.max_sandboxes, maxMemoryMB: r.max_memory_mb, maxDiskMB: r.max_disk_mb },
+});
+
+export class SqliteTeamRepository implements TeamRepository {
+  constructor(private readonly db: Db) {}
+
+  private byId(id: string): TeamRecord | undefined {
+    const r = statement(this.db, 'SELECT * FROM teams WHERE id = ?').get(id) as TeamRow | undefined;
+    return r && teamFromRow(r);
+  }
+
+  async create(name: string, limits: Partial<TeamLimits> = {}): Promise<TeamRecord> {
+    const id = randomUUID();
+    try {
+      statement(this.db, 'INSERT INTO teams (id, name, created_at, max_sandboxes, max_memory_mb, max_disk_mb) VALUES (?, ?, ?, ?, ?, ?)').run(
+        id,
+        name,
+        Date.now(),
+        limits.maxSandboxes ?? null,
+        limits.maxMemoryMB ?? null,
+        limits.maxDiskMB ?? null,
+      );
+    } catch (err) {
+      if (isUniqueViolation(err)) throw new StoreError('conflict', `a team is already named '${name}'`);
+      throw err;
     }
+    return this.byId(id)!;
+  }
+
+  async get(id: string): Promise<TeamRecord | undefined> {
+    return this.byId(id);
+  }
+
+  async byName(name: string): Promise<TeamRecord | undefined> {
+    const r = statement(this.db, 'SELECT * FROM teams WHERE name = ?').get(name) as TeamRow | undefined;
+    return r && teamFromRow(r);
+  }
+
+  async list(): Promise<TeamRecord[]> {
+    return (statement(this.db, 'SELECT * FROM teams ORDER BY created_at, id').all() as TeamRow[]).map(teamFromRow);
+  }
+
+  async setLimits(id: string, limits: Partial<TeamLimits>): Promise<TeamRecord> {
+    const set = (v: number | null | undefined) => (v === undefined ? 0 : 1);
+    const changed = statement(
+      this.db,
+      `UPDATE teams SET
+         max_sandboxes = CASE WHEN @setSandboxes THEN @sandboxes ELSE max_sandboxes END,
+         max_memory_mb = CASE WHEN @setMemory THEN @memory ELSE max_memory_mb END,
+         max_disk_mb = CASE WHEN @setDisk THEN @disk ELSE max_disk_mb END
+       WHERE id = @id`,
+    ).run({
+      id,
+      setSandboxes: set(limits.maxSandboxes),
+      sandboxes: limits.maxSandboxes ?? null,
+      setMemory: set(limits.maxMemoryMB),
+      memory: limits.maxMemoryMB ?? null,
+      setDisk: set(limits.maxDiskMB),
+      disk: limits.maxDiskMB ?? null,
+    }).changes;
+    if (changed === 0) throw new StoreError('not_found', `team '${id}' not found`);
     return this.byId(id)!;
   }
 
   async remove(id: string): Promise<void> {
     this.db
       .transaction(() => {
-        if (!this.byId(id)) throw new StoreError('not_found', `no API key has id '${id}'`);
-        if (this.countNow() === 1) throw new StoreError('conflict', `API key '${id}' is the last one; create another before deleting it`);
-        statement(this.db, 'DELETE FROM api_keys WHERE id = ?').run(id);
+        const team = this.byId(id);
+        if (!team) throw new StoreError('not_found', `team '${id}' not found`);
+        const live = (statement(this.db, "SELECT COUNT(*) AS n FROM sandboxes WHERE team_id = ? AND state != 'killed'").get(id) as { n: number }).n;
+        if (live > 0) throw new StoreError('conflict', `team '${team.name}' has ${live} sandbox${live === 1 ? '' : 'es'} running or paused; kill them first`);
+        const templates = (statement(this.db, 'SELECT COUNT(*) AS n FROM templates WHERE team_id = ?').get(id) as { n: number }).n;
+        if (templates > 0) throw new StoreError('conflict', `team '${team.name}' has ${templates} template${templates === 1 ? '' : 's'} (snapshots and builds included); delete them first`);
+        const others = (statement(this.db, 'SELECT COUNT(*) AS n FROM api_keys WHERE team_id != ?').get(id) as { n: number }).n;
+        const own = (statement(this.db, 'SELECT COUNT(*) AS n FROM api_keys WHERE team_id = ?').get(id) as { n: number }).n;
+        if (own > 0 && others === 0) throw new StoreError('conflict', `team '${team.name}' holds the server's last API keys; create a key in another team first`);
+        statement(this.db, 'DELETE FROM teams WHERE id = ?').run(id);
       })
       .immediate();
-    this.touched.delete(id);
   }
 }
 
