@@ -138,8 +138,8 @@ export async function startServer(options: StartOptions = {}): Promise<PaddockSe
     const createdAdminKey = (await store.adminKeys.createFirst(options.initialAdminKey))?.key;
     const auth = new Authenticator(keyResolver(keys, store.adminKeys));
     // Without a key, the dashboard's session cookie stands for the credential it was opened with, on the API and the proxy.
-    const dashboard = config.dashboard ? { api: new DashboardApi(auth, keys, config.dashboardSessionTtlMs, Boolean(config.tlsCert && config.tlsKey)), assets: dashboardAssets(), domain: config.domain } : undefined;
-    if (dashboard) auth.add(dashboard.api.resolver());
+    const dashboardApi = config.dashboard ? new DashboardApi(auth, keys, config.dashboardSessionTtlMs, Boolean(config.tlsCert && config.tlsKey)) : undefined;
+    if (dashboardApi) auth.add(dashboardApi.resolver());
     const templates = new Templates(store.templates, runtime, store.sandboxes);
     const defaultTeam = await store.teams.byName(DEFAULT_TEAM_NAME);
     // The base template is the default team's (public to all); a store whose base is recorded needs no team for it.
@@ -185,6 +185,8 @@ export async function startServer(options: StartOptions = {}): Promise<PaddockSe
       dirs: { layers: config.imagesDir ?? join(config.home, 'runtime', 'layers'), sandboxes: join(config.home, 'runtime', 'sandboxes') },
     });
     let stopping = false;
+    // The domain is known once the proxy listens.
+    const dashboard = dashboardApi ? { api: dashboardApi, assets: dashboardAssets(), domain: config.domain } : undefined;
     const api = createApi(
       loadOperations(),
       {

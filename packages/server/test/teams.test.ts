@@ -235,3 +235,30 @@ test("a team's limits answer 429 naming the limit, at create and at resume", asy
   expect(await call(keyB, 'POST', '/sandboxes', { templateID: 'base' })).toMatchObject({ status: 429, body: { message: expect.stringMatching(/maxDiskMB limit/) } });
   expect((await admin().getTeam(teamB)).usage).toEqual({ sandboxes: 1, memoryMB: base.memoryMB, diskMB: base.diskSizeMB });
 });
+
+test("a dashboard session is its key's team on the API and the proxy; one of the admin credential sees every team", async () => {
+  const signIn = async (key: string) => {
+    const res = await fetch(`${t.server.apiUrl}/dashboard/session`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ key }) });
+    expect(res.status).toBe(201);
+    return { cookie: res.headers.get('set-cookie')!.split(';')[0]!, session: (await res.json()) as { admin: boolean; teamID?: string; keyName: string } };
+  };
+  const withCookie = async (cookie: string, path: string) => {
+    const res = await fetch(`${t.server.apiUrl}${path}`, { headers: { cookie } });
+    return { status: res.status, body: (await res.json()) as unknown };
+  };
+  const b = await signIn(keyB);
+  expect(b.session).toMatchObject({ admin: false, teamID: teamB, keyName: 'b' });
+  expect(await withCookie(b.cookie, `/sandboxes/${sa.sandboxID}`)).toEqual({ status: 404, body: { code: 404, message: `sandbox '${sa.sandboxID}' not found` } });
+  expect(((await withCookie(b.cookie, '/v2/sandboxes')).body as Array<{ sandboxID: string }>).map((s) => s.sandboxID)).toEqual([sb.sandboxID]);
+  expect((await withCookie(b.cookie, '/admin/teams')).status).toBe(403);
+  const proxied = await fetch(`${t.server.proxyUrl}/files?path=/etc/hostname`, {
+    headers: { 'E2b-Sandbox-Id': sa.sandboxID, 'E2b-Sandbox-Port': '49983', 'X-Access-Token': sa.envdAccessToken!, cookie: b.cookie },
+  });
+  expect(proxied.status).toBe(502);
+
+  const admin = await signIn(ADMIN_KEY);
+  expect(admin.session).toMatchObject({ admin: true, keyName: 'admin' });
+  expect(admin.session).not.toHaveProperty('teamID');
+  expect(((await withCookie(admin.cookie, '/admin/teams')).body as Array<{ name: string }>).map((x) => x.name)).toEqual(['default', 'team-b']);
+  expect((await withCookie(admin.cookie, `/sandboxes/${sa.sandboxID}`)).status).toBe(200);
+});
