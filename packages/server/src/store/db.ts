@@ -238,11 +238,12 @@ export function openDb(file: string): Db {
   const fresh = !existsSync(file);
   const db = new Database(file);
   if (fresh) chmodSync(file, 0o600); // API key hashes and sandbox tokens
+  // First: another process migrating the file holds its lock, and switching to WAL waits for it too.
+  db.pragma('busy_timeout = 5000');
   db.pragma('journal_mode = WAL');
   // Every state change is on disk before it is answered.
   db.pragma('synchronous = FULL');
   db.pragma('foreign_keys = ON');
-  db.pragma('busy_timeout = 5000');
   try {
     migrate(db);
   } catch (err) {
