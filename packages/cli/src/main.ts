@@ -93,6 +93,7 @@ function program(): Command {
     .option('--proxy-port <port>', 'port of the sandbox proxy (default 3001)', port)
     .option('--domain <domain>', 'domain of sandbox hosts, {port}-{id}.<domain> (default localhost:<proxy port>)')
     .option('--warm-pool <n>', 'ready sandboxes kept for fast creates (default 2, 0 disables)', count)
+    .option('--warm-pool-templates <template...>', 'templates that get a warm pool, with their start command running (default base code-interpreter-v1)')
     .option('--base-image <ref>', 'make the base template from this image (registry/name:tag) instead of building Debian with mmdebstrap')
     .option('--insecure-registry <host:port...>', 'registries to reach over plain HTTP (loopback ones always are)')
     .option('--log-level <level>', 'the least severe log lines written: fatal, error, warn, info, debug, trace, silent (default info)')
@@ -108,6 +109,7 @@ function program(): Command {
         proxyPort?: number;
         domain?: string;
         warmPool?: number;
+        warmPoolTemplates?: string[];
         baseImage?: string;
         insecureRegistry?: string[];
         logLevel?: string;
@@ -116,8 +118,8 @@ function program(): Command {
         json?: boolean;
       } & NetworkFlags,
     ) => {
-      const { domain, warmPool, baseImage, insecureRegistry, logLevel, tlsCert, tlsKey, json, ...rest } = o;
-      await start({ ...serverAddresses(rest), domain, warmPool, baseImage, insecureRegistries: insecureRegistry, logLevel, tlsCert, tlsKey, json });
+      const { domain, warmPool, warmPoolTemplates, baseImage, insecureRegistry, logLevel, tlsCert, tlsKey, json, ...rest } = o;
+      await start({ ...serverAddresses(rest), domain, warmPool, warmPoolTemplates, baseImage, insecureRegistries: insecureRegistry, logLevel, tlsCert, tlsKey, json });
     },
   );
 

@@ -52,6 +52,7 @@ import {
   type TemplateConfig,
   type TemplateFromImageOptions,
   type TemplateInfo,
+  type PooledTemplate,
   type WarmPool,
   type HealthCheck,
   type RuntimeHealth,
@@ -94,7 +95,7 @@ export interface RuncRuntimeOptions {
   idShift?: number;
   /** Ready sandboxes kept per pooled template; 0 disables the pool. */
   warmPoolSize?: number;
-  /** Templates that get a pool (default: base). */
+  /** Templates that get a pool until setPooledTemplates() says otherwise (default: base). */
   warmPoolTemplates?: string[];
   /** Most processes a sandbox may have at once. */
   pidsLimit?: number;
@@ -117,6 +118,12 @@ interface SandboxSpec {
   createdAt: string;
   /** A warm pool sandbox nobody has claimed yet. */
   pooled: boolean;
+  /**
+   * A pooled sandbox that finished booting and its template's preparation:
+   * only such a one is pooled again after a restart (one that was cut off
+   * mid-way may lack what the preparation started).
+   */
+  poolReady?: boolean;
   /** Set before removal starts, so that a crash mid-way finishes it on the next start. */
   destroying?: boolean;
   /**
@@ -185,6 +192,7 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool, RuntimeHealth 
   private readonly exitListeners = new Set<(id: string, oomKilled: boolean) => void>();
   private initWatch: NodeJS.Timeout | undefined;
   private readonly pool = new Map<string, string[]>();
+  private poolTemplates: PooledTemplate[];
   private poolFilling: Promise<void> | undefined;
   private refillTimer: NodeJS.Timeout | undefined;
   /** Sandboxes booting for a caller of create() right now; the pool's refill waits for them. */
@@ -211,6 +219,7 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool, RuntimeHealth 
     this.sandboxesDir = join(this.dataDir, 'sandboxes');
     this.runc = new Runc(join(this.dataDir, 'runc'), opts.runcBinary);
     this.idShift = checkIdShift(opts.idShift ?? DEFAULT_ID_SHIFT);
+    this.poolTemplates = (opts.warmPoolTemplates ?? [BASE_TEMPLATE_ID]).map((templateId) => ({ templateId }));
     const ownLayers = join(this.dataDir, 'layers');
     this.images = new ImageStore({ dir: opts.layersDir ?? ownLayers, idShift: this.idShift, insecureRegistries: opts.insecureRegistries });
     this.collectsLayers = opts.collectLayers ?? resolve(opts.layersDir ?? ownLayers) === ownLayers;
@@ -459,7 +468,7 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool, RuntimeHealth 
       // Its namespace is gone (someone removed it): it runs cut off, so it is stopped and gets a new one at its next start.
       const netLost = this.networking !== undefined && !this.networking.get(id);
       if (spec.pooled) {
-        if (status === 'running' && spec.idShift === this.idShift && !netLost) this.poolFor(spec.templateId).push(id);
+        if (status === 'running' && spec.poolReady && spec.idShift === this.idShift && !netLost) this.poolFor(spec.templateId).push(id);
         else await this.removeSandbox(id);
         continue;
       }
@@ -598,6 +607,9 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool, RuntimeHealth 
         // it; where it cannot (a template without /bin/true), its owner pays.
         if (pooled) {
           for (const format of ['json', 'binary'] as const) await runTrue(this.socket(id, 'envd.sock'), format).catch(() => undefined);
+          await this.poolTemplates.find((t) => t.templateId === templateId)?.prepare?.(id);
+          spec.poolReady = true;
+          this.writeSpec(spec);
         }
         this.log.info({ sandboxID: id, templateID: templateId, pooled, ms: msSince(started) }, pooled ? 'sandbox booted for the warm pool' : 'sandbox booted');
         return spec;
@@ -1028,14 +1040,16 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool, RuntimeHealth 
     const size = this.opts.warmPoolSize ?? 0;
     if (size <= 0 || this.closed || this.poolFilling || this.callerBoots > 0) return;
     const fill = async () => {
-      for (const templateId of this.opts.warmPoolTemplates ?? [BASE_TEMPLATE_ID]) {
+      for (const { templateId } of this.poolTemplates) {
         const template = this.templates.get(templateId);
         if (!template) continue;
-        while (!this.closed && this.callerBoots === 0 && this.poolFor(templateId).length < size) {
-          // Pooled even when the runtime closed meanwhile: release() or the
-          // next start finds it there.
+        while (!this.closed && this.callerBoots === 0 && this.isPooled(templateId) && this.poolFor(templateId).length < size) {
           const spec = await this.boot(templateId, template.limits, 'pooled');
-          this.poolFor(templateId).push(spec.id);
+          // Pooled even when the runtime closed meanwhile: release() or the
+          // next start finds it there. Not when its template left the pool
+          // while it booted.
+          if (this.isPooled(templateId)) this.poolFor(templateId).push(spec.id);
+          else await this.destroy(spec.id);
         }
       }
     };
@@ -1058,7 +1072,7 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool, RuntimeHealth 
 
   private poolShort(): boolean {
     const size = this.opts.warmPoolSize ?? 0;
-    return (this.opts.warmPoolTemplates ?? [BASE_TEMPLATE_ID]).some((t) => this.templates.get(t) && this.poolFor(t).length < size);
+    return this.poolTemplates.some(({ templateId: t }) => this.templates.get(t) && this.poolFor(t).length < size);
   }
 
   /**
@@ -1185,6 +1199,20 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool, RuntimeHealth 
   /** Sandbox ids in the warm pool, per template. */
   pooled(): Record<string, string[]> {
     return Object.fromEntries([...this.pool].map(([t, ids]) => [t, [...ids]]));
+  }
+
+  async setPooledTemplates(templates: PooledTemplate[]): Promise<void> {
+    this.poolTemplates = templates.map((t) => ({ ...t }));
+    for (const [templateId, ids] of this.pool) {
+      if (this.isPooled(templateId)) continue;
+      this.pool.delete(templateId);
+      for (const id of ids) await this.destroy(id).catch((err: unknown) => this.log.warn({ sandboxID: id, err }, 'pooled sandbox of a template that left the pool could not be removed'));
+    }
+    this.fillPool();
+  }
+
+  private isPooled(templateId: string): boolean {
+    return this.poolTemplates.some((t) => t.templateId === templateId);
   }
 }
 

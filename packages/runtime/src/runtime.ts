@@ -194,16 +194,34 @@ export function hasHealth(runtime: Runtime): runtime is Runtime & RuntimeHealth 
 }
 
 /** A runtime that keeps booted sandboxes ready per template, claimed by create(). */
+/** A template whose sandboxes the warm pool keeps booted. */
+export interface PooledTemplate {
+  templateId: string;
+  /**
+   * Runs on each sandbox booted for the pool before anyone can take it,
+   * with the sandbox's id: what its creator would otherwise wait for (the
+   * template's start command and its readiness). A failure discards the
+   * sandbox. A sandbox taken from the pool has been through it.
+   */
+  prepare?: (sandboxId: string) => Promise<void>;
+}
+
 export interface WarmPool {
   /** Resolves once every pooled template's pool is full, or a refill ended without filling it. */
   poolReady(): Promise<void>;
   /** The ids waiting in each template's pool. */
   pooled(): Record<string, string[]>;
+  /**
+   * The templates that get a pool from now on, replacing the earlier list:
+   * the pooled sandboxes of a template that left it are removed, and the
+   * pools of the others filled in the background.
+   */
+  setPooledTemplates(templates: PooledTemplate[]): Promise<void>;
 }
 
 export function isWarmPool(runtime: Runtime): runtime is Runtime & WarmPool {
   const r = runtime as Partial<WarmPool>;
-  return typeof r.poolReady === 'function' && typeof r.pooled === 'function';
+  return typeof r.poolReady === 'function' && typeof r.pooled === 'function' && typeof r.setPooledTemplates === 'function';
 }
 
 export function isHostAdmin(runtime: Runtime): runtime is Runtime & HostAdmin {

@@ -1,6 +1,6 @@
 // The warm pool: ready sandboxes handed out on create, refilled behind.
 import { execFileSync } from 'node:child_process';
-import { readdirSync, readFileSync } from 'node:fs';
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { runTrue } from '../src/envd-link.js';
 import { RuncRuntime } from '../src/index.js';
@@ -92,6 +92,52 @@ test('a restarted runtime puts running pool sandboxes back in its pool', async (
   expect([...other.pooled().base!].sort()).toEqual(before);
   expect(await other.list()).toEqual([]);
   await other.close();
+});
+
+test("a template's preparation runs on each sandbox before it is pooled; one whose preparation fails is removed", async () => {
+  await t.runtime.poolReady();
+  const claimed = [];
+  for (let i = 0; i < 2; i++) claimed.push(await t.runtime.create({ templateId: 'base', init: { accessToken: TOKEN } }));
+  const seen: string[] = [];
+  let failures = 1;
+  await t.runtime.setPooledTemplates([
+    {
+      templateId: 'base',
+      prepare: async (id) => {
+        seen.push(id);
+        await exec(t.runtime, id, 'echo prepared > /tmp/prepared');
+        if (failures-- > 0) throw new Error('not ready yet');
+      },
+    },
+  ]);
+  // The failed fill is tried again a few seconds later.
+  for (let i = 0; i < 300 && t.runtime.pooled().base!.length < 2; i++) await new Promise((r) => setTimeout(r, 100));
+  const pooled = t.runtime.pooled().base!;
+  expect(pooled).toHaveLength(2);
+  expect(seen).toHaveLength(3);
+  expect(pooled.sort()).toEqual(seen.slice(1).sort());
+  expect(readdirSync(join(t.dataDir, 'sandboxes'))).not.toContain(seen[0]);
+  for (const id of pooled) expect((await exec(t.runtime, id, 'cat /tmp/prepared')).stdout).toBe('prepared\n');
+  await t.runtime.setPooledTemplates([{ templateId: 'base' }]);
+  for (const s of claimed) await t.runtime.destroy(s.id);
+}, 60_000);
+
+test('a restarted runtime removes a pool sandbox whose boot or preparation was cut off', async () => {
+  await t.runtime.poolReady();
+  const [cut, kept] = t.runtime.pooled().base!;
+  const specFile = join(t.dataDir, 'sandboxes', cut!, 'spec.json');
+  const spec = JSON.parse(readFileSync(specFile, 'utf8'));
+  delete spec.poolReady;
+  writeFileSync(specFile, JSON.stringify(spec));
+  const other = new RuncRuntime({ ...sharedImages, dataDir: t.dataDir, warmPoolSize: 0 });
+  await other.prepare();
+  expect(other.pooled().base).toEqual([kept]);
+  expect(readdirSync(join(t.dataDir, 'sandboxes'))).not.toContain(cut);
+  await other.close();
+  // This runtime's pool still names the removed one: it is made again.
+  await t.runtime.setPooledTemplates([]);
+  await t.runtime.setPooledTemplates([{ templateId: 'base' }]);
+  await t.runtime.poolReady();
 });
 
 test('closing while the pool refills leaves nothing behind after release', async () => {

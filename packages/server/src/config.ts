@@ -26,6 +26,7 @@ export interface ServerConfig {
   /** Longest lifetime a client may ask for, seconds. */
   maxTimeoutSeconds: number;
   warmPoolSize: number;
+  warmPoolTemplates: string[];
   /** How often each running sandbox's usage is sampled, ms. */
   metricsIntervalMs: number;
   /** How long metric samples and logs of a sandbox are kept, ms. */
@@ -164,6 +165,7 @@ export const CONFIG_KEYS: ConfigKey[] = [
   { key: 'defaultTimeoutSeconds', env: 'PADDOCK_DEFAULT_TIMEOUT', kind: 'number', fallback: () => 300, doc: 'lifetime of a sandbox created without a timeout, seconds' },
   { key: 'maxTimeoutSeconds', env: 'PADDOCK_MAX_TIMEOUT', kind: 'number', fallback: () => 24 * hours, doc: 'longest lifetime a client may ask for, seconds' },
   { key: 'warmPoolSize', env: 'PADDOCK_WARM_POOL', flag: '--warm-pool', kind: 'number', fallback: () => 2, doc: 'booted sandboxes kept ready per pooled template (0: none)' },
+  { key: 'warmPoolTemplates', env: 'PADDOCK_WARM_POOL_TEMPLATES', flag: '--warm-pool-templates', kind: 'list', fallback: () => ['base', 'code-interpreter-v1'], doc: "templates (names or ids) that get a warm pool, each with its start command running and ready; one not built is skipped until it is" },
   { key: 'metricsIntervalMs', env: 'PADDOCK_METRICS_INTERVAL_MS', kind: 'number', fallback: () => 5000, min: 1, doc: "how often each running sandbox's use is sampled, ms" },
   { key: 'retentionMs', env: 'PADDOCK_RETENTION_MS', kind: 'number', fallback: () => 24 * hours * 1000, doc: 'how long samples, logs and killed sandboxes are kept, ms' },
   { key: 'baseImage', env: 'PADDOCK_BASE_IMAGE', flag: '--base-image', kind: 'string', fallback: () => undefined, doc: 'make the base template from this image instead of Debian built with mmdebstrap' },

@@ -277,7 +277,8 @@ export class Sandboxes {
         apiKeyId,
         teamId,
       });
-      await this.startCommands(info.id, build, accessToken);
+      // One from the warm pool ran them before it was pooled (WarmPoolPlan).
+      if (!info.fromPool) await this.startCommands(info.id, build, accessToken);
     } catch (err) {
       await this.runtime.destroy(info.id).catch(() => undefined);
       if (record!) await this.records.transition(info.id, 'killed').catch(() => undefined);

@@ -1,11 +1,12 @@
 // Starts a whole Paddock server: store, runtime, control API and proxy.
-import { DEFAULT_ID_SHIFT, RuncRuntime, sandboxPassable, type Runtime } from '@paddock/runtime';
+import { DEFAULT_ID_SHIFT, RuncRuntime, isWarmPool, sandboxPassable, type Runtime } from '@paddock/runtime';
 import { mkdirSync } from 'node:fs';
 import type { AddressInfo, Server } from 'node:net';
 import { join } from 'node:path';
 import { createApi } from './api.js';
 import { Authenticator, keyResolver } from './auth.js';
 import { Builder } from './builds/builder.js';
+import { WarmPoolPlan } from './warm-pool.js';
 import { BuildFiles } from './builds/build-files.js';
 import { lockHome } from './home-lock.js';
 import { resolveServerConfig, type ServerConfig } from './config.js';
@@ -120,6 +121,8 @@ export async function startServer(options: StartOptions = {}): Promise<PaddockSe
         dataDir: join(config.home, 'runtime'),
         log: componentLog(log, 'runtime'),
         warmPoolSize: config.warmPoolSize,
+        // The plan below says which templates are pooled, once the store is read.
+        warmPoolTemplates: [],
         baseImage: config.baseImage,
         insecureRegistries: config.insecureRegistries,
         layersDir: config.imagesDir,
@@ -147,6 +150,11 @@ export async function startServer(options: StartOptions = {}): Promise<PaddockSe
       if (!defaultTeam) throw new Error(`the team '${DEFAULT_TEAM_NAME}', which the base template is made in, was deleted`);
       return defaultTeam.id;
     });
+    const warmPool = isWarmPool(runtime)
+      ? new WarmPoolPlan({ runtime, templates: store.templates, names: config.warmPoolTemplates, readyTimeoutMs: config.readyTimeoutMs, log })
+      : undefined;
+    await warmPool?.refresh();
+    if (warmPool) templates.onRemoved(() => void warmPool.refresh());
     const files = new BuildFiles(config.home, config.maxBuildUploadBytes);
     const builder = new Builder({
       runtime,
@@ -159,6 +167,7 @@ export async function startServer(options: StartOptions = {}): Promise<PaddockSe
       network: buildNetwork(config),
       log,
       metrics,
+      ...(warmPool ? { onReady: () => void warmPool.refresh() } : {}),
     });
     const interrupted = await builder.recover();
     if (interrupted.length) progress(`${interrupted.length} builds were under way when the server stopped; they failed`);

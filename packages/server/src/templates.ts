@@ -37,12 +37,18 @@ export interface BuildServices {
 
 export class Templates {
   private builds: BuildServices | undefined;
+  private readonly removedListeners: Array<() => void> = [];
 
   constructor(
     private readonly records: TemplateRepository,
     private readonly runtime: Runtime,
     private readonly sandboxes: Pick<SandboxRepository, 'list'>,
   ) {}
+
+  /** Calls `listener` after a template is deleted. */
+  onRemoved(listener: () => void): void {
+    this.removedListeners.push(listener);
+  }
 
   /** Turns on the build API (the server gives it once its builder runs). */
   enableBuilds(services: BuildServices): void {
@@ -241,6 +247,7 @@ export class Templates {
       });
     }
     await this.records.remove(t.id);
+    for (const listener of this.removedListeners) listener();
   }
 
   async setPublic(caller: Caller, ref: string, isPublic: boolean | undefined) {

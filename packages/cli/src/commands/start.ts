@@ -11,6 +11,7 @@ import { failuresText } from './doctor.js';
 export interface StartFlags extends DoctorOptions {
   domain?: string;
   warmPool?: number;
+  warmPoolTemplates?: string[];
   baseImage?: string;
   insecureRegistries?: string[];
   logLevel?: string;
@@ -89,6 +90,7 @@ export async function start(flags: StartFlags): Promise<void> {
     proxyPort: flags.proxyPort,
     ...(flags.domain ? { domain: flags.domain } : {}),
     ...(flags.warmPool !== undefined ? { warmPoolSize: flags.warmPool } : {}),
+    ...(flags.warmPoolTemplates?.length ? { warmPoolTemplates: flags.warmPoolTemplates } : {}),
     ...(flags.baseImage ? { baseImage: flags.baseImage } : {}),
     ...(flags.insecureRegistries?.length ? { insecureRegistries: flags.insecureRegistries } : {}),
     ...(flags.network

@@ -43,6 +43,8 @@ export interface BuilderOptions {
   network?: NetworkRules;
   log: Logger;
   metrics: Metrics;
+  /** Called after a build finished ready. */
+  onReady?: () => void;
 }
 
 /** The most log entries one build keeps; a runaway command does not fill the store. */
@@ -174,6 +176,7 @@ export class Builder {
       await this.opts.records.finishBuild(job.buildId, { status: 'ready', runtimeTemplateId: made, startCmd: job.plan.startCmd, readyCmd: job.plan.readyCmd });
       done('ready');
       job.log?.info({ ms: Date.now() - started }, 'build finished');
+      this.opts.onReady?.();
     } catch (err) {
       const reason: BuildFailure =
         err instanceof StepFailed
