@@ -1,7 +1,7 @@
 // The code-interpreter server against real Jupyter kernels on this host:
 // the wire messages, contexts, errors, environment variables, charts and
 // interrupts, in every language it runs.
-import { mkdtempSync, realpathSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, realpathSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { execute, mainResult, startServer, stdout, type RunningServer } from './server.js';
@@ -168,18 +168,28 @@ test('bash: variables and the directory kept, stderr apart, a failing command is
   expect(stdout(await sh('echo "[$ONLY]"'))).toBe('[]\n');
 });
 
-test('stopping the server ends its kernels', async () => {
-  const other = await startServer();
-  const pid = Number(stdout(await execute(other.url, { code: 'import os; print(os.getpid())' })).trim());
-  expect(() => process.kill(pid, 0)).not.toThrow();
-  await other.stop();
-  for (let i = 0; i < 100; i++) {
-    try {
-      process.kill(pid, 0);
-    } catch {
-      return;
+test('stopping the server ends its kernels and removes the files it and they made', async () => {
+  // Its own temporary directory: what is left there after the stop is the server's.
+  const tmp = mkdtempSync(join(tmpdir(), 'paddock-ci-tmp-'));
+  try {
+    const other = await startServer({ env: { TMPDIR: tmp } });
+    const pid = Number(stdout(await execute(other.url, { code: 'import os; print(os.getpid())' })).trim());
+    expect(stdout(await execute(other.url, { code: 'echo bash-ran', language: 'bash' }))).toBe('bash-ran\n');
+    expect(readdirSync(tmp)).not.toEqual([]);
+    expect(() => process.kill(pid, 0)).not.toThrow();
+    await other.stop();
+    let running = true;
+    for (let i = 0; i < 100 && running; i++) {
+      try {
+        process.kill(pid, 0);
+        await new Promise((r) => setTimeout(r, 100));
+      } catch {
+        running = false;
+      }
     }
-    await new Promise((r) => setTimeout(r, 100));
+    expect(running).toBe(false);
+    expect(readdirSync(tmp)).toEqual([]);
+  } finally {
+    rmSync(tmp, { recursive: true, force: true });
   }
-  throw new Error(`kernel ${pid} still runs after its server stopped`);
 });

@@ -15,11 +15,11 @@ export interface RunningServer {
   stop(): Promise<void>;
 }
 
-export async function startServer(opts: { cwd?: string } = {}): Promise<RunningServer> {
+export async function startServer(opts: { cwd?: string; env?: Record<string, string> } = {}): Promise<RunningServer> {
   const port = await freePort();
   const args = ['-m', 'paddock_code_interpreter', '--host', '127.0.0.1', '--port', String(port), '--envd-url', ''];
   if (opts.cwd) args.push('--cwd', opts.cwd);
-  const proc = spawn(PYTHON, args, { cwd: SERVER_DIR, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, PYDEVD_DISABLE_FILE_VALIDATION: '1' } });
+  const proc = spawn(PYTHON, args, { cwd: SERVER_DIR, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, PYDEVD_DISABLE_FILE_VALIDATION: '1', ...opts.env } });
   let log = '';
   proc.stdout!.on('data', (b: Buffer) => (log += b.toString()));
   proc.stderr!.on('data', (b: Buffer) => (log += b.toString()));

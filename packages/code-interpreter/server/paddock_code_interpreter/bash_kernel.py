@@ -21,10 +21,12 @@ from typing import Any, Optional
 
 from ipykernel.kernelbase import Kernel
 
+from paddock_code_interpreter.kernelspecs import SCRATCH_VAR
+
 
 class BashProcess:
     def __init__(self, cwd: Optional[str] = None):
-        self.dir = tempfile.mkdtemp(prefix="paddock-bash-")
+        self.dir = tempfile.mkdtemp(prefix="paddock-bash-", dir=os.environ.get(SCRATCH_VAR))
         self.proc = subprocess.Popen(
             ["bash", "--noprofile", "--norc"],
             stdin=subprocess.PIPE,

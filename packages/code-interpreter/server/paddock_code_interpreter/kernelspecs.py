@@ -13,10 +13,12 @@ from __future__ import annotations
 import json
 import os
 import sys
-import tempfile
 
 PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 SERVER_DIR = os.path.dirname(PACKAGE_DIR)
+# Where a wrapper kernel keeps its files (the bash kernel's cells): a
+# directory of the server's, removed with it.
+SCRATCH_VAR = "PADDOCK_KERNEL_SCRATCH"
 
 # Language -> (kernel name, display name).
 LANGUAGES = {
@@ -47,16 +49,15 @@ def _argv(language: str) -> list[str]:
     return [sys.executable, "-Xfrozen_modules=off", "-m", "paddock_code_interpreter.node_kernel", language, "-f", "{connection_file}"]
 
 
-def write_kernel_specs(directory: str | None = None) -> str:
-    """Writes a kernel spec for each language; returns the kernels directory."""
-    root = directory or tempfile.mkdtemp(prefix="paddock-kernels-")
+def write_kernel_specs(root: str, scratch: str) -> str:
+    """Writes a kernel spec for each language into `root`; the wrapper kernels keep their files in `scratch`."""
     for language, (name, display) in LANGUAGES.items():
         spec_dir = os.path.join(root, name)
         os.makedirs(spec_dir, exist_ok=True)
         spec = {"argv": _argv(language), "display_name": display, "language": language, "interrupt_mode": "signal"}
         if language != "python":
             # The wrapper kernels import this package; the user's Python kernel is left as it is.
-            spec["env"] = {"PYTHONPATH": SERVER_DIR}
+            spec["env"] = {"PYTHONPATH": SERVER_DIR, SCRATCH_VAR: scratch}
         with open(os.path.join(spec_dir, "kernel.json"), "w", encoding="utf-8") as f:
             json.dump(spec, f)
     return root

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
+import tempfile
 from typing import Optional
 
 from jupyter_client.kernelspec import KernelSpecManager
@@ -15,7 +17,14 @@ from .kernelspecs import LANGUAGES, normalize_language, write_kernel_specs
 class Registry:
     def __init__(self, default_cwd: str, kernels_dir: Optional[str] = None):
         self.default_cwd = default_cwd
-        self._specs = KernelSpecManager(kernel_dirs=[write_kernel_specs(kernels_dir)])
+        # The kernel specs and the wrapper kernels' files, in one directory
+        # that close() removes (a kernel killed at shutdown cleans nothing).
+        self._own_dir = tempfile.mkdtemp(prefix="paddock-kernels-")
+        scratch = os.path.join(self._own_dir, "scratch")
+        os.mkdir(scratch)
+        specs = kernels_dir or os.path.join(self._own_dir, "specs")
+        os.makedirs(specs, exist_ok=True)
+        self._specs = KernelSpecManager(kernel_dirs=[write_kernel_specs(specs, scratch)])
         self._contexts: dict[str, Context] = {}
         self._defaults: dict[str, str] = {}
         self._default_locks = {language: asyncio.Lock() for language in LANGUAGES}
@@ -74,3 +83,4 @@ class Registry:
     async def close(self) -> None:
         await asyncio.gather(*(c.shutdown() for c in self._contexts.values()), return_exceptions=True)
         self._contexts.clear()
+        shutil.rmtree(self._own_dir, ignore_errors=True)
