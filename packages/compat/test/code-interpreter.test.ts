@@ -5,6 +5,7 @@
 // (tools/testing/code-interpreter.mjs); the first build takes minutes.
 import { Sandbox, type Context, type OutputMessage, type Result } from '@e2b/code-interpreter';
 import { NotFoundError } from 'e2b';
+import { isWarmPool } from '@paddock/runtime';
 import { execFile } from 'node:child_process';
 import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -17,13 +18,32 @@ let sbx: Sandbox;
 
 beforeAll(async () => {
   const { home } = codeInterpreterHome();
-  c = await startForE2b({ home, warmPoolSize: 0 });
+  // A pool of one, of the code interpreter only: the first create takes it.
+  c = await startForE2b({ home, warmPoolSize: 1, warmPoolTemplates: ['code-interpreter-v1'] });
   const started = Date.now();
   // Step lines only: enough to follow a long first build in the test output.
   await buildCodeInterpreter({ apiUrl: c.server.apiUrl, apiKey: API_KEY, onLine: (l) => /^(\[\d+\/\d+\]|CACHED|built)/.test(l) && process.stderr.write(`code-interpreter-v1: ${l}\n`) });
   process.stderr.write(`code-interpreter-v1: built in ${((Date.now() - started) / 1000).toFixed(1)} s\n`);
+  await pool().poolReady();
+  pooledAtStart = Object.values(pool().pooled()).flat();
   sbx = await Sandbox.create();
+  // The other sandboxes of these tests start cold: a pool refilling beside them would only slow them.
+  await pool().setPooledTemplates([]);
 }, 1_500_000);
+
+let pooledAtStart: string[] = [];
+const pool = () => {
+  const runtime = c.server.runtime;
+  if (!isWarmPool(runtime)) throw new Error('the server runs a runtime without a warm pool');
+  return runtime;
+};
+
+test("a create takes a sandbox from the warm pool, its Jupyter server started and ready: the first runCode runs at once", async () => {
+  expect(pooledAtStart).toEqual([sbx.sandboxId]);
+  const first = await sbx.runCode('import os; os.getpid()');
+  expect(first.text).toMatch(/^\d+$/);
+  expect(first.error).toBeUndefined();
+});
 
 afterAll(async () => {
   await sbx?.kill();
