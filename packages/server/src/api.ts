@@ -412,7 +412,7 @@ export function createApi(operations: Operation[], deps: ApiDeps, limits: Connec
         if (who.kind === 'refused') return who.status === 403 ? sendError(reply, new ApiError(403, who.message)) : unauthorized(reply, who.message);
         callerOfRequest.set(req, who.caller);
         if (op.admin && !who.caller.admin) {
-          return sendError(reply.header('connection', 'close'), new ApiError(403, `${op.method} ${op.path} takes the admin credential only; an API key of a team may not manage teams`));
+          return sendError(reply.header('connection', 'close'), new ApiError(403, `${op.method} ${op.path} takes the admin credential only, not an API key of a team`));
         }
         return undefined;
       },

@@ -2,7 +2,7 @@
 // becomes a route whose params, query and body schemas are taken from the
 // document (local $refs inlined), so the spec is the one source of truth.
 import { existsSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { parse } from 'yaml';
 
 type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
@@ -22,15 +22,20 @@ export interface Operation {
   commaArrays: string[];
   /** Operations with `security: []` need no API key. */
   public: boolean;
-  /** Operations that also take the API key as `Authorization: Bearer` (ApiKeyBearerAuth). */
+  /** Operations that also take their credential as `Authorization: Bearer` (AdminKeyBearerAuth). */
   bearerKey: boolean;
   /** Operations that take the admin credential only (AdminKeyAuth). */
   admin: boolean;
 }
 
-/** Where the spec is: copied next to the build, or at the repository root when running from source. */
+/**
+ * Where the spec is: copied next to the build, or at the repository root
+ * when running from source (the build's copy may be older than the spec).
+ */
 export function specPath(): string {
-  const candidates = [join(import.meta.dirname, '../openapi/control.yaml'), join(import.meta.dirname, '../../../openapi/control.yaml')];
+  const copy = join(import.meta.dirname, '../openapi/control.yaml');
+  const root = join(import.meta.dirname, '../../../openapi/control.yaml');
+  const candidates = basename(import.meta.dirname) === 'src' ? [root, copy] : [copy, root];
   const found = candidates.find((p) => existsSync(p));
   if (!found) throw new Error(`openapi/control.yaml not found (looked in ${candidates.join(', ')})`);
   return found;
@@ -104,8 +109,8 @@ export function loadOperations(file = specPath()): Operation[] {
         bodyRequired: Boolean(body?.required),
         commaArrays,
         public: Array.isArray(op.security) && op.security.length === 0,
-        bearerKey: Array.isArray(op.security) && op.security.some((req) => isObject(req) && 'ApiKeyBearerAuth' in req),
-        admin: Array.isArray(op.security) && op.security.length > 0 && op.security.every((req) => isObject(req) && 'AdminKeyAuth' in req),
+        bearerKey: Array.isArray(op.security) && op.security.some((req) => isObject(req) && 'AdminKeyBearerAuth' in req),
+        admin: Array.isArray(op.security) && op.security.length > 0 && op.security.every((req) => isObject(req) && ('AdminKeyAuth' in req || 'AdminKeyBearerAuth' in req)),
       });
     }
   }

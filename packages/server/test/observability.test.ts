@@ -6,7 +6,7 @@ import Database from 'better-sqlite3';
 import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
 import { auditLog } from '../../../tools/testing/log-audit.mjs';
-import { API_KEY, run, sleep, testServer, type TestServer } from './harness.js';
+import { ADMIN_KEY, API_KEY, run, sleep, testServer, type TestServer } from './harness.js';
 
 let t: TestServer;
 beforeAll(async () => {
@@ -50,7 +50,7 @@ from prometheus_client.parser import text_string_to_metric_families
 print(json.dumps([{"name": s.name, "labels": s.labels, "value": s.value} for f in text_string_to_metric_families(sys.stdin.read()) for s in f.samples]))
 `;
 
-async function scrape(headers: Record<string, string> = { 'x-api-key': API_KEY }): Promise<Samples> {
+async function scrape(headers: Record<string, string> = { 'x-api-key': ADMIN_KEY }): Promise<Samples> {
   const res = await fetch(`${t.server.apiUrl}/metrics`, { headers });
   expect(res.status).toBe(200);
   expect(res.headers.get('content-type')).toMatch(/^text\/plain; version=0\.0\.4/);
@@ -105,10 +105,16 @@ test('a signed URL in a request leaves no signature in the log', async () => {
   });
 });
 
-test('the metrics endpoint takes the API key or a bearer key, and its values move as sandboxes are made and used', async () => {
+test("the metrics endpoint takes the admin credential, as a header or a bearer token, not a team's key; its values move as sandboxes are made and used", async () => {
   expect((await fetch(`${t.server.apiUrl}/metrics`)).status).toBe(401);
-  expect((await fetch(`${t.server.apiUrl}/metrics`, { headers: { authorization: 'Bearer e2b_0000000000000000000000000000000000000bad' } })).status).toBe(401);
-  const before = await scrape({ authorization: `Bearer ${API_KEY}` });
+  expect((await fetch(`${t.server.apiUrl}/metrics`, { headers: { authorization: 'Bearer paddock_admin_0000000000000000000000000000000000000bad' } })).status).toBe(401);
+  // The metrics name every team's templates and count their sandboxes: a team's key may not read them.
+  for (const headers of [{ 'x-api-key': API_KEY }, { authorization: `Bearer ${API_KEY}` }]) {
+    const res = await fetch(`${t.server.apiUrl}/metrics`, { headers });
+    expect(res.status).toBe(403);
+    expect(await res.json()).toEqual({ code: 403, message: 'GET /metrics takes the admin credential only, not an API key of a team' });
+  }
+  const before = await scrape({ authorization: `Bearer ${ADMIN_KEY}` });
 
   const created = JSON.parse((await call('POST', '/sandboxes', {}, { templateID: 'base' })).text) as { sandboxID: string; envdAccessToken: string };
   expect((await run(t.server, created.sandboxID, created.envdAccessToken, 'echo hi')).stdout).toBe('hi\n');

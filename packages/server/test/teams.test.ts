@@ -170,7 +170,7 @@ test('the admin routes take the admin credential only; the admin sees every team
     for (const key of [API_KEY, keyB]) {
       expect(await call(key, method, path, body)).toMatchObject({
         status: 403,
-        body: { code: 403, message: expect.stringContaining('takes the admin credential only; an API key of a team may not manage teams') },
+        body: { code: 403, message: expect.stringContaining('takes the admin credential only, not an API key of a team') },
       });
     }
     expect((await call(undefined, method, path, body)).status).toBe(401);

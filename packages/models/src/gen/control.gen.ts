@@ -80,8 +80,9 @@ export interface paths {
          * @description The server's metrics in Prometheus' text exposition format (version
          *     0.0.4): sandboxes by state and template, creates and their latency,
          *     the warm pool, proxied requests, builds, store latency, disk used and
-         *     the process. Takes the API key as `X-API-Key` or, for scrapers that
-         *     only send bearer credentials, as `Authorization: Bearer {key}`.
+         *     the process, of every team. Takes the admin credential as
+         *     `X-API-Key` or, for scrapers that only send bearer credentials, as
+         *     `Authorization: Bearer {credential}`; an API key of a team gets 403.
          */
         get: operations["getMetrics"];
         put?: never;
@@ -2350,6 +2351,7 @@ export interface operations {
                 };
             };
             401: components["responses"]["401"];
+            403: components["responses"]["403"];
         };
     };
     getSandboxes: {
