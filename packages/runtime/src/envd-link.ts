@@ -74,10 +74,10 @@ export function envdAnswers(socketPath: string): Promise<boolean> {
  * Runs `/bin/true` through envd's process service, in Connect's JSON or
  * binary format, and resolves once envd ended the stream without an error.
  */
-export async function runTrue(socketPath: string, format: 'json' | 'binary'): Promise<void> {
+export async function runTrue(socketPath: string, format: 'json' | 'binary', process: { cmd: string; args?: string[] } = { cmd: '/bin/true' }): Promise<void> {
   await withEnvd(socketPath, { useBinaryFormat: format === 'binary' }, async (envd) => {
     try {
-      for await (const _ of envd.process.start({ process: { cmd: '/bin/true' }, stdin: false }, { timeoutMs: CALL_TIMEOUT_MS })) {
+      for await (const _ of envd.process.start({ process, stdin: false }, { timeoutMs: CALL_TIMEOUT_MS })) {
         // Only the end of the stream, and whether it carries an error, matter.
       }
     } catch (err) {

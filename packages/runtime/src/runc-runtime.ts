@@ -159,6 +159,13 @@ const MAX_SOCKET_PATH = 107;
  */
 const POOL_REFILL_DELAY_MS = 250;
 /**
+ * What a pooled sandbox runs before it waits: the command its owner's first
+ * `commands.run` starts (a login shell, as E2B's envd runs commands), as the
+ * default user, so that the files a login shell reads are looked up and
+ * envd's path for it has run.
+ */
+const WARM_UP_COMMAND = { cmd: '/bin/bash', args: ['-l', '-c', 'true'] };
+/**
  * CPU weights (cgroup v2 units; 100 is everyone's default), which count
  * only while the CPUs are contended. All sandboxes sit under one cgroup,
  * `/paddock`, weighted below the server and the rest of the host: sandboxes
@@ -604,9 +611,15 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool, RuntimeHealth 
         // envd's first command runs cold code, slower than the ones after
         // it. A pooled sandbox runs one in each Connect format (JSON
         // for the official SDKs, binary for ours) before anyone waits for
-        // it; where it cannot (a template without /bin/true), its owner pays.
+        // it: a login shell, or /bin/true in an image without bash; where
+        // neither runs, its owner pays.
         if (pooled) {
-          for (const format of ['json', 'binary'] as const) await runTrue(this.socket(id, 'envd.sock'), format).catch(() => undefined);
+          const envdSocket = this.socket(id, 'envd.sock');
+          for (const format of ['json', 'binary'] as const) {
+            await runTrue(envdSocket, format, WARM_UP_COMMAND)
+              .catch(() => runTrue(envdSocket, format))
+              .catch(() => undefined);
+          }
           await this.poolTemplates.find((t) => t.templateId === templateId)?.prepare?.(id);
           spec.poolReady = true;
           this.writeSpec(spec);

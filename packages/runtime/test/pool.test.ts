@@ -35,6 +35,8 @@ test('pooled sandboxes have run a command through envd, so that the first one of
   // What the pool does after booting a sandbox, in both formats: it resolves once the command ended, or says why it did not run.
   await expect(runTrue(endpoint.socketPath, 'json')).resolves.toBeUndefined();
   await expect(runTrue(endpoint.socketPath, 'binary')).resolves.toBeUndefined();
+  await expect(runTrue(endpoint.socketPath, 'json', { cmd: '/bin/bash', args: ['-l', '-c', 'true'] })).resolves.toBeUndefined();
+  await expect(runTrue(endpoint.socketPath, 'json', { cmd: '/no/such/shell' })).rejects.toThrow(/could not run a command/);
   await expect(runTrue(join(t.dataDir, 'no-such.sock'), 'binary')).rejects.toThrow(/ENOENT/);
 });
 
