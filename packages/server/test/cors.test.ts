@@ -2,9 +2,11 @@
 // preflights of the control API and of envd through the proxy are
 // answered (the proxy's without routing: a preflight names the
 // E2b-Sandbox-* headers, not their values), answers carry the fields a page
-// needs to read them, and configured origins are the only ones let in.
+// needs to read them, and configured origins are the only ones let in. What
+// a page (or any client) sends reaches a sandbox without Paddock's own
+// credentials.
 import { request } from 'node:http';
-import { API_KEY, testServer, type TestServer } from './harness.js';
+import { API_KEY, run, testServer, type TestServer } from './harness.js';
 
 const ORIGIN = 'https://app.example';
 const SDK_HEADERS = 'content-type, connect-protocol-version, e2b-sandbox-id, e2b-sandbox-port, x-access-token';
@@ -31,6 +33,42 @@ describe.each([
     t = await testServer({ proxyFastPath });
   });
   afterAll(() => t.teardown());
+
+  test("a sandbox's service never sees Paddock's credentials: no X-API-Key, no bearer Paddock key, no dashboard cookie; its own fields pass", async () => {
+    const s = await t.control.createSandbox({ templateID: 'base' });
+    const echo = [
+      'import http.server, json',
+      'class H(http.server.BaseHTTPRequestHandler):',
+      '    def do_GET(self):',
+      '        body = json.dumps([[k.lower(), v] for k, v in self.headers.items()]).encode()',
+      "        self.send_response(200); self.send_header('content-length', str(len(body))); self.end_headers(); self.wfile.write(body)",
+      '    def log_message(self, *args): pass',
+      "http.server.HTTPServer(('0.0.0.0', 8080), H).serve_forever()",
+    ].join('\n');
+    await run(t.server, s.sandboxID, s.envdAccessToken, `cat > /tmp/echo.py <<'PY'\n${echo}\nPY\nsetsid -f python3 /tmp/echo.py >/dev/null 2>&1`);
+    const ask = (headers: Record<string, string>) => call(`${t.server.proxyUrl}/`, { headers: { host: `8080-${s.sandboxID}.localhost`, ...headers } });
+    let up = await ask({});
+    for (let i = 0; i < 100 && up.status !== 200; i++) {
+      await new Promise((r) => setTimeout(r, 100));
+      up = await ask({});
+    }
+    expect(up.status).toBe(200);
+    const seen = async (headers: Record<string, string>) => {
+      const res = await ask(headers);
+      expect(res.status).toBe(200);
+      return Object.fromEntries(JSON.parse(res.body) as Array<[string, string]>);
+    };
+    const withKey = await seen({ 'x-api-key': API_KEY, cookie: 'theme=dark; paddock_session=s3cret; lang=en', 'x-own': 'kept' });
+    expect(withKey['x-api-key']).toBeUndefined();
+    expect(withKey.cookie).toBe('theme=dark; lang=en');
+    expect(withKey['x-own']).toBe('kept');
+    expect(await seen({ authorization: `Bearer ${API_KEY}`, cookie: 'paddock_session=s3cret' })).not.toHaveProperty('authorization');
+    expect(await seen({ authorization: `Bearer ${API_KEY}` })).not.toHaveProperty('cookie');
+    // A service's own credentials are its business.
+    expect((await seen({ authorization: 'Basic dXNlcjpwYXNz' })).authorization).toBe('Basic dXNlcjpwYXNz');
+    expect((await seen({ authorization: 'Bearer its-own-token' })).authorization).toBe('Bearer its-own-token');
+    await t.control.killSandbox(s.sandboxID);
+  });
 
   test('the control API answers preflights and cross-origin calls for any origin', async () => {
     const pre = await call(`${t.server.apiUrl}/sandboxes`, {

@@ -47,10 +47,43 @@ export function requestFields(req: IncomingMessage, host?: string, requestId?: s
   for (let i = 0; i < raw.length; i += 2) {
     const lower = raw[i]!.toLowerCase();
     if (drop(lower) || (requestId !== undefined && lower === REQUEST_ID)) continue;
-    out.push(raw[i]!, host !== undefined && lower === 'host' ? host : raw[i + 1]!);
+    const value = withoutCredentials(lower, raw[i + 1]!);
+    if (value === undefined) continue;
+    out.push(raw[i]!, host !== undefined && lower === 'host' ? host : value);
   }
   if (requestId !== undefined) out.push(REQUEST_ID, requestId);
   return out;
+}
+
+/** What Paddock's own credentials look like: an API key of a team, or the admin credential. */
+const PADDOCK_KEY = /^(e2b_|paddock_admin_)/;
+/** The dashboard's session cookie (dashboard/sessions.ts). */
+const SESSION_COOKIE = 'paddock_session';
+
+/**
+ * A request field as it may reach a sandbox, without Paddock's own
+ * credentials: the proxy reads them to know the caller, and the code in
+ * the sandbox must never see them (it could act as the caller's team).
+ * The value to send on, or undefined to leave the field behind: `X-API-Key`
+ * (the control API's own field) always, `Authorization` when it carries a
+ * Paddock key as its bearer token, and the dashboard's cookie out of
+ * `Cookie`. A service's own `Authorization` and cookies pass.
+ */
+export function withoutCredentials(lower: string, value: string): string | undefined {
+  if (lower === 'x-api-key') return undefined;
+  if (lower === 'authorization') {
+    const bearer = /^bearer\s+(\S+)/i.exec(value.trim())?.[1];
+    return bearer && PADDOCK_KEY.test(bearer) ? undefined : value;
+  }
+  if (lower === 'cookie') {
+    const kept = value
+      .split(';')
+      .filter((pair) => pair.split('=', 1)[0]!.trim() !== SESSION_COOKIE)
+      .join(';')
+      .trim();
+    return kept === '' ? undefined : kept;
+  }
+  return value;
 }
 
 /** The field that carries a request's id upstream. */

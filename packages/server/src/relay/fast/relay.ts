@@ -41,7 +41,7 @@ import {
 } from './http1.js';
 import { loadPump, pumpable, startPump, type Pump, type PumpResult } from './pump.js';
 import { limitConnectionsPerAddress } from '../../connection-limit.js';
-import { REQUEST_ID, dropped, hostFault } from '../headers.js';
+import { REQUEST_ID, dropped, hostFault, withoutCredentials } from '../headers.js';
 import { ownResponse, ProxyError, type RelayOptions, type RequestView } from '../relay.js';
 import { MAX_HEAD, type Destination } from '../upstreams.js';
 
@@ -79,7 +79,9 @@ function viewOf(head: RequestHead): RequestView {
 function requestHeadText(h: RequestHead, close: boolean, host?: string, upgrade = false, requestId?: string): string {
   let s = `${h.method} ${h.target} HTTP/1.${h.minor}\r\n`;
   for (const f of upgrade ? h.fields : passedOn(h.fields)) {
-    if (requestId === undefined || f.lower !== REQUEST_ID) s += `${f.name}: ${host !== undefined && f.lower === 'host' ? host : f.value}\r\n`;
+    if (requestId !== undefined && f.lower === REQUEST_ID) continue;
+    const value = withoutCredentials(f.lower, f.value);
+    if (value !== undefined) s += `${f.name}: ${host !== undefined && f.lower === 'host' ? host : value}\r\n`;
   }
   if (requestId !== undefined) s += `${REQUEST_ID}: ${requestId}\r\n`;
   return s + (close && !upgrade ? 'connection: close\r\n\r\n' : '\r\n');
@@ -500,7 +502,7 @@ class ClientConnection {
     (up as Socket).setNoDelay?.(true);
     // The head and the body bytes already here leave in one write. An upgrade's head goes as it came.
     (up as Socket).cork?.();
-    if (ex.upgrade && dest.host === undefined && dest.requestId === undefined) up.write(ex.rawHead);
+    if (ex.upgrade && dest.host === undefined && dest.requestId === undefined && ex.head.fields.every((f) => withoutCredentials(f.lower, f.value) === f.value)) up.write(ex.rawHead);
     else up.write(requestHeadText(ex.head, !dest.poolKey, dest.host, ex.upgrade, dest.requestId), 'latin1');
     this.drive();
     (up as Socket).uncork?.();
