@@ -956,27 +956,39 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool, RuntimeHealth 
     return this.templates.derive(templateId, parentId, config);
   }
 
-  async snapshot(id: string, templateId: string, opts: { config?: TemplateConfig } = {}): Promise<TemplateInfo> {
+  async snapshot(id: string, templateId: string, opts: { config?: TemplateConfig; end?: boolean } = {}): Promise<TemplateInfo> {
     return this.mutex.run(id, async () => {
       const spec = this.requireSpec(id);
       const staged = this.templates.stage(templateId);
-      const status = this.statusOf(await this.runc.state(id));
+      const started = performance.now();
+      // A sandbox of no more use has its processes ended rather than frozen
+      // and thawed: what its files are then is what they stay. Its disk stays
+      // mounted for the copy; destroy() removes the rest.
+      const init = opts.end ? this.runningInit(id) : undefined;
+      if (init !== undefined) this.inits.delete(id);
+      const ended = init !== undefined && (await this.runc.killInit(init));
+      const status = ended ? 'ended' : this.statusOf(await this.runc.state(id));
       const wasRunning = status === 'running';
       const disk = this.disk(id);
+      let pausedMs = 0;
       try {
         // Frozen, its processes cannot change the files while they are copied.
         if (wasRunning) await this.runc.pause(id);
+        pausedMs = msSince(started);
         // A stopped sandbox's disk is mounted for the copy, and unmounted after.
         if (status === 'stopped') await this.ensureDisk(spec);
         // cp -a copies links as links; nothing in the upper is followed.
         await run('cp', ['-a', `${disk.upper}/.`, staged.layer], { timeoutMs: 600_000 });
+        const copiedMs = msSince(started);
         // The copy is the host's alone now, but its `etc` is whatever the
         // sandbox made it: a link there (to the host's /etc, say) must not
         // be followed by the removal of the sandbox's own name files.
         if (isRealDirectory(join(staged.layer, 'etc'))) for (const f of ['etc/hostname', 'etc/hosts']) rmSync(join(staged.layer, f), { recursive: true, force: true });
         // A sandbox made before user namespaces and not started since has host-owned files.
         if (spec.idShift === undefined) await shiftOwners(staged.layer, this.idShift);
-        return this.templates.commit(staged.dir, templateId, spec.templateId, spec.limits, this.idShift, spec.lowers ?? this.templates.layers(spec.templateId), opts.config);
+        const made = this.templates.commit(staged.dir, templateId, spec.templateId, spec.limits, this.idShift, spec.lowers ?? this.templates.layers(spec.templateId), opts.config);
+        this.log.info({ sandboxID: id, templateID: templateId, pausedMs, copiedMs, ms: msSince(started) }, 'sandbox snapshot taken');
+        return made;
       } catch (err) {
         await removeTree(staged.dir).catch(() => undefined);
         throw err instanceof RuntimeError ? err : new RuntimeError('internal', `snapshot of '${id}' failed: ${(err as Error).message}`, { cause: err });
@@ -1000,6 +1012,8 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool, RuntimeHealth 
     // in the staging directory, which no sandbox sees.
     const image = join(staged.dir, 'image');
     const work = join(staged.dir, 'work');
+    const started = performance.now();
+    const ms: Record<string, number> = {};
     try {
       mkdirSync(image, { mode: 0o700 });
       mkdirSync(work, { mode: 0o700 });
@@ -1007,6 +1021,7 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool, RuntimeHealth 
       chownSync(staged.layer, this.idShift, this.idShift);
       chmodSync(staged.layer, 0o755);
       await mountOverlay(image, lowers, staged.layer, work, staged.dir);
+      ms.mountedMs = msSince(started);
       try {
         // envd's build tool, on the host: it resolves the image's paths itself, within the image.
         const argv = envdToolCommand('copy', [
@@ -1029,11 +1044,15 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool, RuntimeHealth 
           const why = err instanceof CommandError ? err.stderr.trim().replace(/^copy: /, '') || err.message : (err as Error).message;
           throw new RuntimeError('invalid', why, { cause: err });
         }
+        ms.copiedMs = msSince(started);
       } finally {
         await unmount(image);
       }
+      ms.unmountedMs = msSince(started);
       for (const d of [image, work, join(staged.dir, 'l')]) await removeTree(d);
-      return this.templates.commit(staged.dir, templateId, parentId, limits, this.idShift, lowers, opts.config);
+      const made = this.templates.commit(staged.dir, templateId, parentId, limits, this.idShift, lowers, opts.config);
+      this.log.info({ templateID: templateId, parentID: parentId, ...ms, ms: msSince(started) }, 'template made with files');
+      return made;
     } catch (err) {
       await unmount(image).catch(() => undefined);
       await removeTree(staged.dir).catch(() => undefined);

@@ -170,9 +170,12 @@ export interface Runtime {
   rebuildBase(onProgress?: (message: string) => void): Promise<TemplateInfo>;
   /**
    * Copies a sandbox's filesystem into a new template (memory is not
-   * copied); `config` replaces what it takes of its template's.
+   * copied); `config` replaces what it takes of its template's. With `end`
+   * (a sandbox of no more use, as a build's container after its step), its
+   * processes are ended for the copy instead of frozen and thawed; it is
+   * then left for destroy().
    */
-  snapshot(id: string, templateId: string, opts?: { config?: TemplateConfig }): Promise<TemplateInfo>;
+  snapshot(id: string, templateId: string, opts?: { config?: TemplateConfig; end?: boolean }): Promise<TemplateInfo>;
   /**
    * A new template: the files of `parentId` with those of an archive placed
    * in them as a build's COPY places them, and `config`. No sandbox runs for

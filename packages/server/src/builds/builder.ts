@@ -328,7 +328,7 @@ export class Builder {
       await this.runStep(step, p.config, shell, name, log, signal);
       t.mark('step');
       signal.throwIfAborted();
-      await runtime.snapshot(sandbox.id, id, { config: next });
+      await runtime.snapshot(sandbox.id, id, { config: next, end: true });
       t.mark('layer');
     } finally {
       await shell.close().catch(() => undefined);
