@@ -970,11 +970,10 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool, RuntimeHealth 
       const status = ended ? 'ended' : this.statusOf(await this.runc.state(id));
       const wasRunning = status === 'running';
       const disk = this.disk(id);
-      let pausedMs = 0;
       try {
         // Frozen, its processes cannot change the files while they are copied.
         if (wasRunning) await this.runc.pause(id);
-        pausedMs = msSince(started);
+        const pausedMs = msSince(started);
         // A stopped sandbox's disk is mounted for the copy, and unmounted after.
         if (status === 'stopped') await this.ensureDisk(spec);
         // cp -a copies links as links; nothing in the upper is followed.
