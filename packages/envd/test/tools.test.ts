@@ -6,7 +6,10 @@
 // the step says, as in a build container; the host's files are never in
 // reach. Archives are made as the e2b SDK makes them (node-tar, the build
 // context's files and directories, each entry alone), or block by block for
-// the ones no honest SDK makes.
+// the ones no honest SDK makes. The copy tool runs both ways a build may
+// run it: in the image's chroot as in a build container, and on the host
+// with --root (the runtime's way, into a new layer), where it resolves the
+// image's paths itself and must never leave the image.
 import { spawnSync } from 'node:child_process';
 import {
   chmodSync,
@@ -62,12 +65,30 @@ function image(files: Record<string, string> = {}, { noTmp = false } = {}): stri
 /** An image with users and groups: root, alice (1000:1000), bob (1001, primary group staff 1050). */
 const withUsers = (files: Record<string, string> = {}, opts = {}) => image({ 'etc/passwd': passwd, 'etc/group': group, ...files }, opts);
 
+/** Whether copies run on the host with --root (the runtime's way) rather than in the image's chroot. */
+let copyOnHost = false;
+/** The host id of the image's id 0 when a copy runs on the host. */
+let idShift = 0;
+
 /**
  * Runs `tool` in the image at `root`, with an empty environment as a build
  * runs it. With `tmpfs`, the image's /tmp is a filesystem of its own, as
  * where rename cannot move what the copy unpacked there.
  */
-function run(root: string, tool: 'copy' | 'user', args: string[], { tmpfs = false } = {}): Run {
+function run(root: string, tool: 'copy' | 'user', args: string[], opts: { tmpfs?: boolean } = {}): Run {
+  return tool === 'copy' && copyOnHost ? runOnHost(root, args, opts) : runInImage(root, tool, args, opts);
+}
+
+/** The copy tool on the host, told the image is at `root`; the archive (an image path in `args`) is passed as the host's path. */
+function runOnHost(root: string, args: string[], { tmpfs = false } = {}): Run {
+  const script = ['set -e', 'if [ -n "$2" ]; then mount -t tmpfs -o mode=1777 tmpfs "$1/tmp"; fi', 'shift 2', 'exec env -i "$@"'].join('\n');
+  const hostArgs = args.map((a, i) => (args[i - 1] === '--archive' ? join(root, a) : a));
+  const argv = envdToolCommand('copy', [...hostArgs, '--root', root, '--id-shift', String(idShift)], { root: envdSandboxDir });
+  const res = spawnSync('unshare', ['--mount', '--', 'sh', '-c', script, 'sh', root, tmpfs ? 'tmpfs' : '', ...argv], { encoding: 'utf8', env: { PATH: process.env.PATH }, timeout: 30_000 });
+  return { status: res.status, stdout: res.stdout, stderr: res.stderr };
+}
+
+function runInImage(root: string, tool: 'copy' | 'user', args: string[], { tmpfs = false } = {}): Run {
   const script = [
     'set -e',
     'mount --bind -o ro "$1" "$2$3"',
@@ -145,9 +166,11 @@ function rawArchive(root: string, entries: (HeaderData & { body?: string })[]): 
 
 const read = (root: string, path: string) => readFileSync(join(root, path), 'utf8');
 const modeOf = (root: string, path: string) => lstatSync(join(root, path)).mode & 0o7777;
+/** The owner in the image's ids (a copy on the host gives host ids from idShift). */
 const ownerOf = (root: string, path: string) => {
   const st = lstatSync(join(root, path));
-  return `${st.uid}:${st.gid}`;
+  const image = (id: number) => (copyOnHost && id >= idShift ? id - idShift : id);
+  return `${image(st.uid)}:${image(st.gid)}`;
 };
 /** What the copy left in the image's /tmp: nothing, when it cleans up. */
 const tmpLeft = (root: string) => readdirSync(join(root, 'tmp'));
@@ -168,7 +191,17 @@ test('envdToolCommand runs tools.cjs with the node and loader of the sandbox dir
   expect(argv.slice(5)).toEqual(['/x/envd/tools.cjs', 'user', 'alice']);
 });
 
-describe('copy', () => {
+describe.each([
+  ['in the image, as in a build container', false],
+  ['on the host with --root, as the runtime runs it', true],
+])('copy %s', (_, onHost) => {
+  beforeAll(() => {
+    copyOnHost = onHost;
+  });
+  afterAll(() => {
+    copyOnHost = false;
+  });
+
   describe.each([
     ['a gzip archive, unpacked on the image filesystem', { gzip: true, tmpfs: false }],
     ['a plain archive, unpacked on a /tmp of its own', { gzip: false, tmpfs: true }],
@@ -346,7 +379,7 @@ describe('copy', () => {
     const root = withUsers({ 'ctx.tar': 'not a tar archive at all, just some text that fills less than a block' });
     const res = run(root, 'copy', ['--archive', '/ctx.tar', '--source', '.', '--dest', '/app']);
     expect(res.status).toBe(1);
-    expect(res.stderr).toMatch(/^copy: archive '\/ctx\.tar': .+\n$/);
+    expect(res.stderr).toMatch(/^copy: archive '(.*\/)?ctx\.tar': .+\n$/);
     expect(existsSync(join(root, 'app'))).toBe(false);
   });
 
@@ -412,6 +445,72 @@ describe('copy', () => {
     ok(root, 'copy', ['--archive', archive, '--source', 'app', '--dest', '/out']);
     expect(read(root, 'out/b.txt')).toBe('same');
     expect(statSync(join(root, 'out/b.txt')).ino).toBe(statSync(join(root, 'out/a.txt')).ino);
+  });
+});
+
+describe('copy on the host with --root', () => {
+  beforeAll(() => {
+    copyOnHost = true;
+  });
+  afterAll(() => {
+    copyOnHost = false;
+    idShift = 0;
+  });
+
+  test("the image's symlinks, absolute or climbing with '..', lead within the image, never to the host's files", async () => {
+    const root = withUsers({ 'etc/motd': 'image motd' });
+    symlinkSync('/etc', join(root, 'opt'));
+    symlinkSync('../../../../../../../../etc', join(root, 'srv'));
+    symlinkSync('/../../etc/motd', join(root, 'motd'));
+    const archive = await sdkArchive(root, context({ 'f.txt': 'f', 'd/g.txt': 'g' }));
+    const marker = `paddock-copy-test-${process.pid}`;
+    ok(root, 'copy', ['--archive', archive, '--source', 'f.txt', '--dest', `/opt/${marker}`]);
+    ok(root, 'copy', ['--archive', archive, '--source', 'd', '--dest', `/srv/${marker}.d`]);
+    // a file at a symlink is replaced, not written through
+    ok(root, 'copy', ['--archive', archive, '--source', 'f.txt', '--dest', '/motd']);
+    expect(read(root, `etc/${marker}`)).toBe('f');
+    expect(read(root, `etc/${marker}.d/g.txt`)).toBe('g');
+    expect(lstatSync(join(root, 'motd')).isFile()).toBe(true);
+    expect(read(root, 'etc/motd')).toBe('image motd');
+    for (const p of [`/etc/${marker}`, `/etc/${marker}.d`]) expect(existsSync(p)).toBe(false);
+  });
+
+  test("the image's account files are read through its own symlinks; one that is not a file is an error, not a wait", async () => {
+    const root = image({ 'etc/accounts/passwd': passwd, 'etc/group': group });
+    symlinkSync('/etc/accounts/passwd', join(root, 'etc/passwd'));
+    const archive = await sdkArchive(root, context({ 'f': 'f' }));
+    ok(root, 'copy', ['--archive', archive, '--source', 'f', '--dest', '/f', '--owner', 'bob']);
+    expect(ownerOf(root, 'f')).toBe('1001:1050');
+    rmSync(join(root, 'etc/passwd'));
+    expect(spawnSync('mkfifo', [join(root, 'etc/passwd')]).status).toBe(0);
+    expect(run(root, 'copy', ['--archive', archive, '--source', 'f', '--dest', '/g', '--owner', 'bob'])).toMatchObject({ status: 1, stderr: "copy: '/etc/passwd' is not a file\n" });
+  });
+
+  test("owners are the image's ids moved to the sandboxes' range at --id-shift", async () => {
+    idShift = 100_000;
+    try {
+      const root = withUsers();
+      const archive = await sdkArchive(root, context({ 'd/f': 'f' }));
+      ok(root, 'copy', ['--archive', archive, '--source', 'd', '--dest', '/x/y', '--owner', 'alice']);
+      for (const path of ['x', 'x/y', 'x/y/f']) expect(lstatSync(join(root, path))).toMatchObject({ uid: 101_000, gid: 101_000 });
+      ok(root, 'copy', ['--archive', archive, '--source', 'd', '--dest', '/z']);
+      expect(lstatSync(join(root, 'z/f'))).toMatchObject({ uid: 100_000, gid: 100_000 });
+    } finally {
+      idShift = 0;
+    }
+  });
+
+  test('--max-bytes bounds what the archive may unpack to, and nothing is copied past it', async () => {
+    const root = withUsers();
+    const ctx = context({});
+    writeFileSync(join(ctx, 'zeros.img'), Buffer.alloc(4 << 20));
+    const archive = await sdkArchive(root, ctx);
+    expect(run(root, 'copy', ['--archive', archive, '--source', '.', '--dest', '/out', '--max-bytes', String(1 << 20)])).toMatchObject({
+      status: 1,
+      stderr: `copy: the archive's files hold more than ${1 << 20} bytes, the most this copy may write\n`,
+    });
+    expect(existsSync(join(root, 'out'))).toBe(false);
+    expect(tmpLeft(root)).toEqual([]);
   });
 });
 

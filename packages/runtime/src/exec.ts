@@ -18,12 +18,12 @@ export class CommandError extends Error {
   }
 }
 
-export function run(cmd: string, args: string[], opts: { timeoutMs?: number; input?: string; cwd?: string } = {}): Promise<ExecResult> {
+export function run(cmd: string, args: string[], opts: { timeoutMs?: number; input?: string; cwd?: string; env?: NodeJS.ProcessEnv; signal?: AbortSignal } = {}): Promise<ExecResult> {
   return new Promise((resolve, reject) => {
     const child = execFile(
       cmd,
       args,
-      { encoding: 'utf8', maxBuffer: 64 * 1024 * 1024, timeout: opts.timeoutMs ?? 60_000, ...(opts.cwd ? { cwd: opts.cwd } : {}) },
+      { encoding: 'utf8', maxBuffer: 64 * 1024 * 1024, timeout: opts.timeoutMs ?? 60_000, ...(opts.cwd ? { cwd: opts.cwd } : {}), ...(opts.env ? { env: opts.env } : {}), ...(opts.signal ? { signal: opts.signal } : {}) },
       (err, stdout, stderr) => {
         if (err) {
           const code = typeof (err as { code?: unknown }).code === 'number' ? ((err as { code: number }).code) : null;

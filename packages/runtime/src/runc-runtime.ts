@@ -24,7 +24,7 @@ import { access } from 'node:fs/promises';
 import { chmodSync, chownSync, closeSync, constants, existsSync, lstatSync, mkdirSync, openSync, readFileSync, readSync, readdirSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
 import type { Duplex } from 'node:stream';
-import { envdCommand, envdSandboxDir } from '@paddock/envd';
+import { envdCommand, envdSandboxDir, envdToolCommand } from '@paddock/envd';
 import { checkPassable, installCopy, removeScratchCopies, sandboxPassable } from './host-files.js';
 import { checkIdShift, DEFAULT_ID_SHIFT, shiftOwners } from './ids.js';
 import { baseImage, importImage, pullImage } from './image-templates.js';
@@ -42,6 +42,7 @@ import {
   type CreateOptions,
   type EnvdEndpoint,
   type EnvdInit,
+  type FilesCopy,
   type HostAdmin,
   type Limits,
   type NetworkRules,
@@ -53,6 +54,7 @@ import {
   type TemplateFromImageOptions,
   type TemplateInfo,
   type PooledTemplate,
+  type TemplateWithFilesOptions,
   type WarmPool,
   type HealthCheck,
   type RuntimeHealth,
@@ -338,6 +340,7 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool, RuntimeHealth 
     if (first) {
       await this.recover();
       await this.dropHostView();
+      await this.dropStagedTemplates();
     }
     await this.ensureBase(onProgress);
     if (first) {
@@ -435,6 +438,14 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool, RuntimeHealth 
     await unmount(join(this.dataDir, 'hostview'));
     await unmount(join(this.dataDir, 'hostview-empty'));
     for (const d of ['hostview', 'hostview-empty']) rmSync(join(this.dataDir, d), { recursive: true, force: true });
+  }
+
+  /** Templates a previous run was making when it stopped: never committed, so no one's; an image mounted in one is unmounted first. */
+  private async dropStagedTemplates(): Promise<void> {
+    for (const dir of this.templates.stagingDirs()) {
+      for (const mp of mountPoints()) if (mp.startsWith(dir + '/')) await unmount(mp);
+      await removeTree(dir);
+    }
   }
 
   /** Snapshot layers made before user namespaces have their owners moved into the sandboxes' range. */
@@ -945,35 +956,107 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool, RuntimeHealth 
     return this.templates.derive(templateId, parentId, config);
   }
 
-  async snapshot(id: string, templateId: string, opts: { config?: TemplateConfig } = {}): Promise<TemplateInfo> {
+  async snapshot(id: string, templateId: string, opts: { config?: TemplateConfig; end?: boolean } = {}): Promise<TemplateInfo> {
     return this.mutex.run(id, async () => {
       const spec = this.requireSpec(id);
-      const layer = this.templates.newLayerDir(templateId);
-      const status = this.statusOf(await this.runc.state(id));
+      const staged = this.templates.stage(templateId);
+      const started = performance.now();
+      // A sandbox of no more use has its processes ended rather than frozen
+      // and thawed: what its files are then is what they stay. Its disk stays
+      // mounted for the copy; destroy() removes the rest.
+      const init = opts.end ? this.runningInit(id) : undefined;
+      if (init !== undefined) this.inits.delete(id);
+      const ended = init !== undefined && (await this.runc.killInit(init));
+      const status = ended ? 'ended' : this.statusOf(await this.runc.state(id));
       const wasRunning = status === 'running';
       const disk = this.disk(id);
       try {
         // Frozen, its processes cannot change the files while they are copied.
         if (wasRunning) await this.runc.pause(id);
+        const pausedMs = msSince(started);
         // A stopped sandbox's disk is mounted for the copy, and unmounted after.
         if (status === 'stopped') await this.ensureDisk(spec);
         // cp -a copies links as links; nothing in the upper is followed.
-        await run('cp', ['-a', `${disk.upper}/.`, layer], { timeoutMs: 600_000 });
+        await run('cp', ['-a', `${disk.upper}/.`, staged.layer], { timeoutMs: 600_000 });
+        const copiedMs = msSince(started);
         // The copy is the host's alone now, but its `etc` is whatever the
         // sandbox made it: a link there (to the host's /etc, say) must not
         // be followed by the removal of the sandbox's own name files.
-        if (isRealDirectory(join(layer, 'etc'))) for (const f of ['etc/hostname', 'etc/hosts']) rmSync(join(layer, f), { recursive: true, force: true });
+        if (isRealDirectory(join(staged.layer, 'etc'))) for (const f of ['etc/hostname', 'etc/hosts']) rmSync(join(staged.layer, f), { recursive: true, force: true });
         // A sandbox made before user namespaces and not started since has host-owned files.
-        if (spec.idShift === undefined) await shiftOwners(layer, this.idShift);
-        return this.templates.commit(templateId, spec.templateId, spec.limits, this.idShift, spec.lowers ?? this.templates.layers(spec.templateId), opts.config);
+        if (spec.idShift === undefined) await shiftOwners(staged.layer, this.idShift);
+        const made = this.templates.commit(staged.dir, templateId, spec.templateId, spec.limits, this.idShift, spec.lowers ?? this.templates.layers(spec.templateId), opts.config);
+        this.log.info({ sandboxID: id, templateID: templateId, pausedMs, copiedMs, ms: msSince(started) }, 'sandbox snapshot taken');
+        return made;
       } catch (err) {
-        this.templates.discard(templateId);
+        await removeTree(staged.dir).catch(() => undefined);
         throw err instanceof RuntimeError ? err : new RuntimeError('internal', `snapshot of '${id}' failed: ${(err as Error).message}`, { cause: err });
       } finally {
         if (wasRunning) await this.runc.resume(id).catch(() => undefined);
         if (status === 'stopped') await unmount(disk.mountPoint).catch(() => undefined);
       }
     });
+  }
+
+  async templateWithFiles(templateId: string, parentId: string, files: FilesCopy, opts: TemplateWithFilesOptions = {}): Promise<TemplateInfo> {
+    this.ensurePrepared();
+    const parent = this.templates.get(parentId);
+    if (!parent) throw new RuntimeError('not_found', `template '${parentId}' does not exist`);
+    const limits = checkLimits({ ...parent.limits, ...definedOnly(opts.limits) });
+    const lowers = this.templates.layers(parentId);
+    const staged = this.templates.stage(templateId);
+    // The image as a sandbox of it would see it, writable, its changes going
+    // to the new layer: overlayfs itself makes the layer what the same
+    // change in a sandbox would (directories copied up, whiteouts). Mounted
+    // in the staging directory, which no sandbox sees.
+    const image = join(staged.dir, 'image');
+    const work = join(staged.dir, 'work');
+    const started = performance.now();
+    const ms: Record<string, number> = {};
+    try {
+      mkdirSync(image, { mode: 0o700 });
+      mkdirSync(work, { mode: 0o700 });
+      // The layer's top is the image's `/`, owned by its root, as a sandbox's upper is.
+      chownSync(staged.layer, this.idShift, this.idShift);
+      chmodSync(staged.layer, 0o755);
+      await mountOverlay(image, lowers, staged.layer, work, staged.dir);
+      ms.mountedMs = msSince(started);
+      try {
+        // envd's build tool, on the host: it resolves the image's paths itself, within the image.
+        const argv = envdToolCommand('copy', [
+          '--archive', files.archive,
+          '--source', files.source,
+          '--dest', files.dest,
+          ...(files.workdir ? ['--workdir', files.workdir] : []),
+          ...(files.user ? ['--user', files.user] : []),
+          ...(files.owner ? ['--owner', files.owner] : []),
+          ...(files.mode ? ['--mode', files.mode] : []),
+          '--max-bytes', String(limits.diskSizeMB * 1024 * 1024),
+          '--root', image,
+          '--id-shift', String(this.idShift),
+        ], { root: this.paddockDir! });
+        try {
+          await run(argv[0]!, argv.slice(1), { timeoutMs: 600_000, env: {}, ...(opts.signal ? { signal: opts.signal } : {}) });
+        } catch (err) {
+          if (opts.signal?.aborted) throw opts.signal.reason;
+          // The tool's one line (`copy: what failed`) is the reason.
+          const why = err instanceof CommandError ? err.stderr.trim().replace(/^copy: /, '') || err.message : (err as Error).message;
+          throw new RuntimeError('invalid', why, { cause: err });
+        }
+        ms.copiedMs = msSince(started);
+      } finally {
+        await unmount(image);
+      }
+      ms.unmountedMs = msSince(started);
+      for (const d of [image, work, join(staged.dir, 'l')]) await removeTree(d);
+      const made = this.templates.commit(staged.dir, templateId, parentId, limits, this.idShift, lowers, opts.config);
+      this.log.info({ templateID: templateId, parentID: parentId, ...ms, ms: msSince(started) }, 'template made with files');
+      return made;
+    } catch (err) {
+      await unmount(image).catch(() => undefined);
+      await removeTree(staged.dir).catch(() => undefined);
+      throw err instanceof RuntimeError ? err : new RuntimeError('internal', `the files of template '${templateId}' could not be placed: ${(err as Error).message}`, { cause: err });
+    }
   }
 
   async getTemplate(id: string): Promise<TemplateInfo | undefined> {

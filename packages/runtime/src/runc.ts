@@ -190,6 +190,15 @@ export class Runc {
   }
 
   /**
+   * Ends a running container's processes, leaving it stopped (for `delete`):
+   * true once its init, `pid`, is gone, and with it every process of its PID
+   * namespace, which the kernel kills and waits for before init's own end.
+   */
+  async killInit(pid: number): Promise<boolean> {
+    return this.killAndWait(pid);
+  }
+
+  /**
    * SIGKILL to the container's init; true once that process is gone (within
    * `waitMs`). The signal is sent here rather than by `runc kill`, which does
    * no more for a running container and costs a process start.

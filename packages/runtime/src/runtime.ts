@@ -102,6 +102,32 @@ export interface TemplateFromImageOptions {
   auth?: { username: string; password: string };
 }
 
+/** What a build's COPY step places: files of a tar archive, with the owner and mode the step names. */
+export interface FilesCopy {
+  /** The archive (tar, gzip-compressed or not) on this host. */
+  archive: string;
+  /** What of it: a path in it (`app/`, `file.txt`), `.` for all. */
+  source: string;
+  /** Where to: absolute, or relative to `workdir`, else to the home of `user`, else to `/`. */
+  dest: string;
+  workdir?: string;
+  /** The step's user: the owner when `owner` is not given. */
+  user?: string;
+  /** `user`, `user:group`, `uid` or `uid:gid`, as the image's account files name them. */
+  owner?: string;
+  /** Octal permission bits of every file and directory placed (`0755`). */
+  mode?: string;
+}
+
+export interface TemplateWithFilesOptions {
+  /** How its processes run; its parent's when omitted. */
+  config?: TemplateConfig;
+  /** Its limits, its parent's for those omitted; the disk size bounds what the archive may hold. */
+  limits?: Partial<Limits>;
+  /** Stops the copy, which then fails with the signal's reason. */
+  signal?: AbortSignal;
+}
+
 export interface Runtime {
   /** Makes sure the built-in templates exist: the first time, the base template's image is built or pulled. */
   prepare(onProgress?: (message: string) => void): Promise<void>;
@@ -144,9 +170,19 @@ export interface Runtime {
   rebuildBase(onProgress?: (message: string) => void): Promise<TemplateInfo>;
   /**
    * Copies a sandbox's filesystem into a new template (memory is not
-   * copied); `config` replaces what it takes of its template's.
+   * copied); `config` replaces what it takes of its template's. With `end`
+   * (a sandbox of no more use, as a build's container after its step), its
+   * processes are ended for the copy instead of frozen and thawed; it is
+   * then left for destroy().
    */
-  snapshot(id: string, templateId: string, opts?: { config?: TemplateConfig }): Promise<TemplateInfo>;
+  snapshot(id: string, templateId: string, opts?: { config?: TemplateConfig; end?: boolean }): Promise<TemplateInfo>;
+  /**
+   * A new template: the files of `parentId` with those of an archive placed
+   * in them as a build's COPY places them, and `config`. No sandbox runs for
+   * it; a failure (a bad archive, a missing user) is `invalid`, naming it,
+   * and leaves nothing.
+   */
+  templateWithFiles(templateId: string, parentId: string, files: FilesCopy, opts?: TemplateWithFilesOptions): Promise<TemplateInfo>;
   /** A new template with the files of `parentId` and another config. */
   deriveTemplate(templateId: string, parentId: string, config: TemplateConfig): Promise<TemplateInfo>;
   getTemplate(id: string): Promise<TemplateInfo | undefined>;

@@ -2,6 +2,7 @@
 // (the base, one made from an image) names an image in the image store,
 // whose layers are the bottom of every sandbox made from it; a template
 // made from another (a snapshot) stacks its own layer on its parent's.
+import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { RuntimeError, type Limits, type TemplateConfig, type TemplateInfo } from './runtime.js';
@@ -69,6 +70,8 @@ export interface ImageLayers {
 export const BASE_TEMPLATE_ID = 'base';
 export const DEFAULT_LIMITS: Limits = { cpuCount: 2, memoryMB: 512, diskSizeMB: 2048 };
 const TEMPLATE_ID = /^[a-z0-9][a-z0-9_-]{0,62}$/;
+/** What staging directories' names start with: no template id does. */
+const STAGING_PREFIX = '.new-';
 
 /** The templates a runtime can start, each a chain of layer directories on this host with its limits. */
 export class TemplateLayers {
@@ -212,17 +215,38 @@ export class TemplateLayers {
     if (existsSync(join(this.dir, id))) throw new RuntimeError('conflict', `template '${id}' already exists`);
   }
 
-  /** Where a new template's layer goes; commit() makes it a template. */
-  newLayerDir(id: string): string {
+  /**
+   * A directory where a new template is made: `<dir>/layer` is for its
+   * layer's files. Nothing takes it for a template (its name is none) until
+   * commit() renames it into place whole, so that a crash part-way leaves
+   * no half-made template, only a staging directory that stagingDirs() finds.
+   */
+  stage(id: string): { dir: string; layer: string } {
     this.checkNewId(id);
-    const dir = join(this.dir, id, 'layer');
-    mkdirSync(dir, { recursive: true });
-    return dir;
+    const dir = join(this.dir, `${STAGING_PREFIX}${id}-${randomBytes(4).toString('hex')}`);
+    const layer = join(dir, 'layer');
+    mkdirSync(layer, { recursive: true });
+    return { dir, layer };
   }
 
-  commit(id: string, parentId: string, limits: Limits, idShift: number, below: string[], config?: TemplateConfig): TemplateInfo {
+  /** Staging directories of templates that were never committed (a crash, a failure): to be removed. */
+  stagingDirs(): string[] {
+    return readdirSync(this.dir)
+      .filter((name) => name.startsWith(STAGING_PREFIX))
+      .map((name) => join(this.dir, name));
+  }
+
+  /** Makes the staged layer (`stage(id).dir`, with what the caller left in it besides `layer` removed) the template `id`. */
+  commit(staged: string, id: string, parentId: string, limits: Limits, idShift: number, below: string[], config?: TemplateConfig): TemplateInfo {
     const meta: TemplateMeta = { id, parentId, limits, createdAt: new Date().toISOString(), layers: ['layer'], idShift, below, image: withConfig(this.image(parentId), config) };
-    this.write(meta);
+    writeFileSync(join(staged, 'meta.json'), JSON.stringify(meta, null, 2));
+    try {
+      renameSync(staged, join(this.dir, id));
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      if (code === 'ENOTEMPTY' || code === 'EEXIST') throw new RuntimeError('conflict', `template '${id}' already exists`);
+      throw err;
+    }
     return this.get(id)!;
   }
 

@@ -3,6 +3,8 @@
 // signed URLs, its steps started (POST /v2/templates/{id}/builds/{buildID})
 // and its status polled; sandboxes of the built template show the steps.
 import { gzipSync } from 'node:zlib';
+import { readdirSync } from 'node:fs';
+import { join } from 'node:path';
 import { createHash } from 'node:crypto';
 import { tarOf } from '../../runtime/test/registry.js';
 import { api as callApi, finishedBuild, run, testServer, type TestServer } from './harness.js';
@@ -104,6 +106,19 @@ test('a failing step ends the build in error with its step, its reason and its o
   expect(done.reason!.logEntries.map((e) => e.message)).toContain('about-to-fail');
   // A template with no ready build starts no sandbox.
   await expect(t.control.createSandbox({ templateID: 'srv-failing' })).rejects.toMatchObject({ status: 400, message: expect.stringContaining('has no ready build') });
+});
+
+test('a COPY that cannot be placed fails the build naming why, and leaves no layer, whole or half-made', async () => {
+  const req = await api('POST', '/v3/templates', { name: 'srv-badcopy' });
+  const { templateID, buildID } = req.body;
+  const hash = hashOf('bad copy');
+  await upload(templateID, hash, app);
+  const before = readdirSync(join(t.home, 'runtime/templates')).sort();
+  await api('POST', `/v2/templates/${templateID}/builds/${buildID}`, { fromTemplate: 'base', steps: [{ type: 'COPY', args: ['app/', '/opt/app', 'carol'], filesHash: hash }] });
+  const done = await finished(templateID, buildID);
+  expect(done.status).toBe('error');
+  expect(done.reason).toMatchObject({ step: '1', message: "copying 'app/' to '/opt/app' failed: user 'carol' is not in /etc/passwd" });
+  expect(readdirSync(join(t.home, 'runtime/templates')).sort()).toEqual(before);
 });
 
 test('a run as a user that does not exist fails the build naming it', async () => {

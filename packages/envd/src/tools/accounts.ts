@@ -1,10 +1,11 @@
-// The image's account files as the build tools read and extend them. The
-// tools run inside the build container, so these are the image's own
-// /etc/passwd and /etc/group, whatever made them (Debian's shadow, busybox,
-// a hand-written scratch image), and a file that is missing is empty.
+// The image's account files as the build tools read and extend them: the
+// image's own /etc/passwd and /etc/group (read through its ImageRoot),
+// whatever made them (Debian's shadow, busybox, a hand-written scratch
+// image), and a file that is missing is empty.
 import { closeSync, fchmodSync, fchownSync, fsyncSync, openSync, readFileSync, renameSync, rmSync, statSync, writeSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
-import { unlistedRoot } from '../users.js';
+import type { ImageRoot } from './image-root.js';
+import { followedOrNone } from './place.js';
 
 export interface Account {
   name: string;
@@ -18,14 +19,12 @@ export interface Group {
   gid: number;
 }
 
-/** The text of `file`, or '' when there is none. */
-export function readAccountFile(file: string): string {
-  try {
-    return readFileSync(file, 'utf8');
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return '';
-    throw err;
-  }
+/** The text of the image's `file`, or '' when there is none; anything but a file (a FIFO that would never end) is an error. */
+export function readAccountFile(root: ImageRoot, file: string): string {
+  const st = followedOrNone(root, file);
+  if (!st) return '';
+  if (!st.isFile()) throw new Error(`'${file}' is not a file`);
+  return readFileSync(root.at(file, true), 'utf8');
 }
 
 /** The colon-separated fields of each entry; comments and blank lines are not entries. */
@@ -62,9 +61,9 @@ export class Accounts {
   readonly users: Account[];
   readonly groups: Group[];
 
-  constructor() {
-    this.users = parsePasswd(readAccountFile('/etc/passwd'));
-    this.groups = parseGroups(readAccountFile('/etc/group'));
+  constructor(private readonly root: ImageRoot) {
+    this.users = parsePasswd(readAccountFile(root, '/etc/passwd'));
+    this.groups = parseGroups(readAccountFile(root, '/etc/group'));
   }
 
   /**
@@ -73,6 +72,8 @@ export class Accounts {
    * as envd takes it.
    */
   user(name: string): Account | undefined {
+    // At home in /root when the image has one, else in /, as envd takes it.
+    const unlistedRoot = () => ({ name, uid: 0, gid: 0, home: followedOrNone(this.root, '/root')?.isDirectory() ? '/root' : '/' });
     return this.users.find((u) => u.name === name) ?? (name === 'root' ? unlistedRoot() : undefined);
   }
 

@@ -1,5 +1,6 @@
 // The COPY step of a template build: files from the archive the SDK made
-// of the user's build context, placed in the build container with the
+// of the user's build context, placed in the image (through its ImageRoot:
+// on the host, the overlay of a new layer on the image's layers) with the
 // owner and mode the step names, as Docker's COPY places them. The
 // archive is unpacked whole into a private directory first, and only an
 // archive that unpacked without a refused entry is placed, so that a bad
@@ -8,10 +9,11 @@ import { chmodSync, lstatSync, mkdirSync, mkdtempSync, rmdirSync, rmSync } from 
 import { basename, dirname, join, posix } from 'node:path';
 import { extract, type ReadEntry } from 'tar';
 import { Accounts } from './accounts.js';
+import type { ImageRoot } from './image-root.js';
 import { followedOrNone, lstatOrNone, makeDirs, ownTree, place, type Ownership } from './place.js';
 
 export interface CopyOptions {
-  /** The tar archive, gzip-compressed or not. */
+  /** The tar archive, gzip-compressed or not, as this process reaches it (not through the image). */
   archive: string;
   /** What of the archive to copy: a path in it (`app/`, `file.txt`, `.` for all). */
   source: string;
@@ -24,6 +26,8 @@ export interface CopyOptions {
   owner?: string;
   /** Octal permission bits for every file and directory copied (`0755`). */
   mode?: string;
+  /** The most bytes the archive's files may hold unpacked; unbounded when unset (a build container's disk bounds it). */
+  maxBytes?: number;
 }
 
 /** Entry types that are copied; devices, FIFOs and the like are refused. */
@@ -58,10 +62,11 @@ function refusal(path: string, entry: ReadEntry, symlinks: Set<string>, files: S
 }
 
 /** Unpacks `archive` into the directory `into`, or fails naming the first entry it refuses. */
-function unpack(archive: string, into: string): void {
+function unpack(archive: string, into: string, maxBytes = Infinity): void {
   const symlinks = new Set<string>();
   const files = new Set<string>();
   let refused: string | undefined;
+  let bytes = 0;
   try {
     extract({
       file: archive,
@@ -79,10 +84,15 @@ function unpack(archive: string, into: string): void {
       preservePaths: true,
       // A file of zeros compresses far beyond node-tar's default bound of
       // 1000:1 and is no bomb; what unpacking may write is bounded by the
-      // build container's disk quota instead.
+      // build container's disk quota, or by `maxBytes`, instead.
       maxDecompressionRatio: Infinity,
       filter: (path, entry) => {
         if (refused) return false;
+        bytes += (entry as ReadEntry).type === 'Link' ? 0 : ((entry as ReadEntry).size ?? 0);
+        if (bytes > maxBytes) {
+          refused = `the archive's files hold more than ${maxBytes} bytes, the most this copy may write`;
+          return false;
+        }
         const why = refusal(path, entry as ReadEntry, symlinks, files);
         if (why) refused = `archive entry '${path}' ${why}`;
         return !why;
@@ -101,19 +111,19 @@ function archivePath(source: string): string {
   return rel;
 }
 
-/** Where `source` is in the unpacked archive at `root`; it is only found through directories, never through symlinks. */
-function locate(root: string, source: string): string {
+/** Where `source` is in the archive unpacked at the image's `dir`; it is only found through directories, never through symlinks. */
+function locate(root: ImageRoot, dir: string, source: string): string {
   const rel = archivePath(source);
   const parts = rel === '.' ? [] : rel.split('/');
-  let at = root;
+  let at = dir;
   for (const [i, part] of parts.entries()) {
     at = join(at, part);
-    const st = lstatOrNone(at);
+    const st = lstatOrNone(root, at);
     if (!st) throw new Error(`source '${source}' is not in the archive`);
     if (i < parts.length - 1 && st.isSymbolicLink()) throw new Error(`source '${source}' goes through the symlink '${parts.slice(0, i + 1).join('/')}' in the archive`);
     if (i < parts.length - 1 && !st.isDirectory()) throw new Error(`source '${source}' is not in the archive`);
   }
-  if (source.endsWith('/') && !lstatSync(at).isDirectory()) throw new Error(`source '${source}' is not a directory in the archive`);
+  if (source.endsWith('/') && !lstatSync(root.at(at)).isDirectory()) throw new Error(`source '${source}' is not a directory in the archive`);
   return at;
 }
 
@@ -123,30 +133,33 @@ function parseMode(mode: string): number {
 }
 
 /**
- * Runs `fn` with a new private directory under /tmp, and removes it after.
- * An image without /tmp (scratch) gets one for that time only.
+ * Runs `fn` with a new private directory under the image's /tmp (on the
+ * image's filesystem, so that what is unpacked there is moved into place,
+ * not copied), and removes it after. An image without /tmp (scratch) gets
+ * one for that time only.
  */
-function withScratchDir(fn: (dir: string) => void): void {
-  const madeTmp = !followedOrNone('/tmp');
+function withScratchDir(root: ImageRoot, fn: (dir: string) => void): void {
+  const madeTmp = !followedOrNone(root, '/tmp');
   if (madeTmp) {
-    mkdirSync('/tmp');
-    chmodSync('/tmp', 0o1777);
+    mkdirSync(root.at('/tmp'));
+    chmodSync(root.at('/tmp'), 0o1777);
   }
   try {
-    const dir = mkdtempSync('/tmp/paddock-copy-');
+    const dir = `/tmp/${basename(mkdtempSync(`${root.at('/tmp', true)}/paddock-copy-`))}`;
     try {
       fn(dir);
     } finally {
-      rmSync(dir, { recursive: true, force: true });
+      rmSync(root.at(dir), { recursive: true, force: true });
     }
   } finally {
-    if (madeTmp) rmdirSync('/tmp');
+    if (madeTmp) rmdirSync(root.at('/tmp'));
   }
 }
 
-export function copy(opts: CopyOptions): void {
+/** Places the step's files in the image at `root`. */
+export function copy(root: ImageRoot, opts: CopyOptions): void {
   if (!opts.dest) throw new Error('dest is empty');
-  const accounts = new Accounts();
+  const accounts = new Accounts(root);
   const user = opts.user === undefined ? undefined : accounts.knownUser(opts.user);
   const ownership: Ownership = {
     ...(opts.owner !== undefined ? accounts.owner(opts.owner) : { uid: user?.uid ?? 0, gid: user?.gid ?? 0 }),
@@ -156,26 +169,26 @@ export function copy(opts: CopyOptions): void {
   const dest = posix.resolve(base, opts.dest);
   const intoDir = /(^|\/)\.?$/.test(opts.dest);
 
-  withScratchDir((scratch) => {
-    const root = join(scratch, 'archive');
+  withScratchDir(root, (scratch) => {
+    const unpacked = join(scratch, 'archive');
     // The scratch directory keeps others out. The archive's root is what a
     // source of '.' or a glob places whole, so it gets the mode Docker gives
     // a directory its COPY makes, whatever the umask.
-    mkdirSync(root);
-    chmodSync(root, 0o755);
-    unpack(opts.archive, root);
-    const from = locate(root, opts.source);
-    ownTree(from, ownership);
+    mkdirSync(root.at(unpacked));
+    chmodSync(root.at(unpacked), 0o755);
+    unpack(opts.archive, root.at(unpacked), opts.maxBytes);
+    const from = locate(root, unpacked, opts.source);
+    ownTree(root, from, ownership);
     const placing = { ...ownership, move: true };
-    if (lstatSync(from).isDirectory()) {
-      makeDirs(dirname(dest), ownership);
-      place(from, dest, placing);
-    } else if (intoDir || followedOrNone(dest)?.isDirectory()) {
-      makeDirs(dest, ownership);
-      place(from, join(dest, basename(from)), placing);
+    if (lstatSync(root.at(from)).isDirectory()) {
+      makeDirs(root, dirname(dest), ownership);
+      place(root, from, dest, placing);
+    } else if (intoDir || followedOrNone(root, dest)?.isDirectory()) {
+      makeDirs(root, dest, ownership);
+      place(root, from, join(dest, basename(from)), placing);
     } else {
-      makeDirs(dirname(dest), ownership);
-      place(from, dest, placing);
+      makeDirs(root, dirname(dest), ownership);
+      place(root, from, dest, placing);
     }
   });
 }

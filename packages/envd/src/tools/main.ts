@@ -4,16 +4,26 @@
 // any image, one without a shell, tar or useradd among them.
 //
 //   tools.cjs copy --archive FILE --source PATH --dest PATH [--workdir DIR] [--user NAME]
-//                  [--owner USER[:GROUP]] [--mode OCTAL]
+//                  [--owner USER[:GROUP]] [--mode OCTAL] [--max-bytes N] [--root DIR --id-shift N]
+//       in the image at / (a build container), or with --root in the image at DIR on the
+//       host (the runtime's overlay of a new layer), its ids from host id --id-shift on
 //   tools.cjs user NAME      prints `uid gid home`, creating the user if the image has none of that name
 //
 // Success exits 0; a failure prints one line, `<tool>: <what failed>`, on
 // stderr and exits 1.
 import { parseArgs } from 'node:util';
 import { copy } from './copy.js';
+import { hostRoot, ownRoot } from './image-root.js';
 import { user } from './user.js';
 
-const usage = 'usage: tools.cjs copy --archive FILE --source PATH --dest PATH [--workdir DIR] [--user NAME] [--owner USER[:GROUP]] [--mode OCTAL] | tools.cjs user NAME';
+const usage =
+  'usage: tools.cjs copy --archive FILE --source PATH --dest PATH [--workdir DIR] [--user NAME] [--owner USER[:GROUP]] [--mode OCTAL] [--max-bytes N] [--root DIR --id-shift N] | tools.cjs user NAME';
+
+/** A whole number of at least 0 given as option `name`. */
+function count(name: string, value: string): number {
+  if (!/^\d{1,15}$/.test(value)) throw new Error(`--${name} '${value}' is not a whole number`);
+  return Number(value);
+}
 
 function run(tool: string | undefined, args: string[]): void {
   switch (tool) {
@@ -21,13 +31,15 @@ function run(tool: string | undefined, args: string[]): void {
       const str = { type: 'string' } as const;
       const { values } = parseArgs({
         args,
-        options: { archive: str, source: str, dest: str, workdir: str, user: str, owner: str, mode: str },
+        options: { archive: str, source: str, dest: str, workdir: str, user: str, owner: str, mode: str, 'max-bytes': str, root: str, 'id-shift': str },
         strict: true,
         allowPositionals: false,
       });
-      const { archive, source, dest } = values;
+      const { archive, source, dest, root, 'id-shift': idShift, 'max-bytes': maxBytes, ...rest } = values;
       if (archive === undefined || source === undefined || dest === undefined) throw new Error('--archive, --source and --dest are required');
-      copy({ ...values, archive, source, dest });
+      if ((root === undefined) !== (idShift === undefined)) throw new Error('--root and --id-shift go together');
+      const image = root === undefined ? ownRoot : hostRoot(root, count('id-shift', idShift!));
+      copy(image, { ...rest, archive, source, dest, ...(maxBytes !== undefined ? { maxBytes: count('max-bytes', maxBytes) } : {}) });
       return;
     }
     case 'user': {

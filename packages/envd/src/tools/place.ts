@@ -3,7 +3,8 @@
 // symlink is a thing to place, not a way somewhere else. At the destination,
 // a directory that is there (or a symlink to one, like /lib on a merged-/usr
 // image) is merged into; anything else in the way is replaced, never
-// written through.
+// written through. Every path is the image's, reached through an
+// ImageRoot (the container's own `/`, or an image's layers on the host).
 import {
   chmodSync,
   constants as fsc,
@@ -22,6 +23,7 @@ import {
   type Stats,
 } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
+import type { ImageRoot } from './image-root.js';
 
 export interface Ownership {
   uid: number;
@@ -49,8 +51,10 @@ function statOrNone(stat: typeof statSync, path: string): Stats | undefined {
     throw err;
   }
 }
-export const lstatOrNone = (path: string) => statOrNone(lstatSync, path);
-export const followedOrNone = (path: string) => statOrNone(statSync, path);
+/** The image's `path` itself (a symlink as a symlink), or nothing. */
+export const lstatOrNone = (root: ImageRoot, path: string) => statOrNone(lstatSync, root.at(path));
+/** What the image's `path` leads to, its symlinks followed within the image, or nothing. */
+export const followedOrNone = (root: ImageRoot, path: string) => statOrNone(statSync, root.at(path, true));
 
 /**
  * Gives `path` (of the kind `st` says) its owner and mode. The mode comes
@@ -58,16 +62,17 @@ export const followedOrNone = (path: string) => statOrNone(statSync, path);
  * set-group-ID bits; a symlink's own mode means nothing and its target is
  * not touched.
  */
-function own(path: string, st: Stats, { uid, gid, mode }: Ownership): void {
-  lchownSync(path, uid, gid);
-  if (!st.isSymbolicLink()) chmodSync(path, mode ?? st.mode & 0o7777);
+function own(root: ImageRoot, path: string, st: Stats, { uid, gid, mode }: Ownership): void {
+  const at = root.at(path);
+  lchownSync(at, root.id(uid), root.id(gid));
+  if (!st.isSymbolicLink()) chmodSync(at, mode ?? st.mode & 0o7777);
 }
 
 /** Gives `path` and everything under it `ownership`, in place. */
-export function ownTree(path: string, ownership: Ownership): void {
-  const st = lstatSync(path);
-  own(path, st, ownership);
-  if (st.isDirectory()) for (const name of readdirSync(path)) ownTree(join(path, name), ownership);
+export function ownTree(root: ImageRoot, path: string, ownership: Ownership): void {
+  const st = lstatSync(root.at(path));
+  own(root, path, st, ownership);
+  if (st.isDirectory()) for (const name of readdirSync(root.at(path))) ownTree(root, join(path, name), ownership);
 }
 
 /**
@@ -75,18 +80,19 @@ export function ownTree(path: string, ownership: Ownership): void {
  * with mode 0755 and the given owner. What is there already is left as it
  * is.
  */
-export function makeDirs(dir: string, { uid, gid }: Ownership): void {
+export function makeDirs(root: ImageRoot, dir: string, { uid, gid }: Ownership): void {
   const missing: string[] = [];
   for (let d = dir; ; d = dirname(d)) {
-    const st = followedOrNone(d);
+    const st = followedOrNone(root, d);
     if (st?.isDirectory()) break;
-    if (st || lstatOrNone(d)) throw new Error(`'${d}' is in the way of a directory`);
+    if (st || lstatOrNone(root, d)) throw new Error(`'${d}' is in the way of a directory`);
     missing.push(d);
   }
   for (const d of missing.reverse()) {
-    mkdirSync(d, 0o755);
-    chmodSync(d, 0o755);
-    lchownSync(d, uid, gid);
+    const at = root.at(d);
+    mkdirSync(at, 0o755);
+    chmodSync(at, 0o755);
+    lchownSync(at, root.id(uid), root.id(gid));
   }
 }
 
@@ -104,34 +110,35 @@ function renamed(from: string, to: string): boolean {
 /** A name beside `path` for what replaces it, so that the replacement appears at once. */
 const besideOf = (path: string) => join(dirname(path), `.${basename(path)}.paddock-${process.pid}`);
 
-function placeLeaf(from: string, st: Stats, to: string, opts: PlaceOptions): void {
-  if (lstatOrNone(to)?.isDirectory()) throw new Error(`'${to}' is a directory; a file cannot replace it`);
-  if (opts.move && renamed(from, to)) return;
+function placeLeaf(root: ImageRoot, from: string, st: Stats, to: string, opts: PlaceOptions): void {
+  if (lstatOrNone(root, to)?.isDirectory()) throw new Error(`'${to}' is a directory; a file cannot replace it`);
+  if (opts.move && renamed(root.at(from), root.at(to))) return;
   const tmp = besideOf(to);
+  const tmpAt = root.at(tmp);
   try {
-    if (st.isSymbolicLink()) symlinkSync(readlinkSync(from), tmp);
-    else if (st.isFile()) copyFileSync(from, tmp, fsc.COPYFILE_EXCL);
+    if (st.isSymbolicLink()) symlinkSync(readlinkSync(root.at(from)), tmpAt);
+    else if (st.isFile()) copyFileSync(root.at(from), tmpAt, fsc.COPYFILE_EXCL);
     else throw new Error(`'${from}' is not a file, directory or symlink`);
-    own(tmp, st, opts);
-    lutimesSync(tmp, st.atime, st.mtime);
-    renameSync(tmp, to);
+    own(root, tmp, st, opts);
+    lutimesSync(tmpAt, st.atime, st.mtime);
+    renameSync(tmpAt, root.at(to));
   } catch (err) {
-    rmSync(tmp, { force: true });
+    rmSync(tmpAt, { force: true });
     throw err;
   }
 }
 
-function placeDir(from: string, st: Stats, to: string, opts: PlaceOptions): void {
-  if (followedOrNone(to)?.isDirectory()) {
-    for (const name of readdirSync(from)) place(join(from, name), join(to, name), opts);
+function placeDir(root: ImageRoot, from: string, st: Stats, to: string, opts: PlaceOptions): void {
+  if (followedOrNone(root, to)?.isDirectory()) {
+    for (const name of readdirSync(root.at(from))) place(root, join(from, name), join(to, name), opts);
     return;
   }
-  if (lstatOrNone(to)) unlinkSync(to);
-  if (opts.move && renamed(from, to)) return;
-  mkdirSync(to, 0o700);
-  for (const name of readdirSync(from)) place(join(from, name), join(to, name), opts);
-  own(to, st, opts);
-  lutimesSync(to, st.atime, st.mtime);
+  if (lstatOrNone(root, to)) unlinkSync(root.at(to));
+  if (opts.move && renamed(root.at(from), root.at(to))) return;
+  mkdirSync(root.at(to), 0o700);
+  for (const name of readdirSync(root.at(from))) place(root, join(from, name), join(to, name), opts);
+  own(root, to, st, opts);
+  lutimesSync(root.at(to), st.atime, st.mtime);
 }
 
 /**
@@ -140,8 +147,8 @@ function placeDir(from: string, st: Stats, to: string, opts: PlaceOptions): void
  * their owner and mode, what the placing creates gets `opts`' (a moved
  * source must have been given them already, with `ownTree`).
  */
-export function place(from: string, to: string, opts: PlaceOptions): void {
-  const st = lstatSync(from);
-  if (st.isDirectory()) placeDir(from, st, to, opts);
-  else placeLeaf(from, st, to, opts);
+export function place(root: ImageRoot, from: string, to: string, opts: PlaceOptions): void {
+  const st = lstatSync(root.at(from));
+  if (st.isDirectory()) placeDir(root, from, st, to, opts);
+  else placeLeaf(root, from, st, to, opts);
 }

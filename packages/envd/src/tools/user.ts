@@ -14,6 +14,7 @@
 import { lchownSync, mkdirSync, chmodSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { Accounts, appendLine, readAccountFile, replaceFile, type Account } from './accounts.js';
+import { ownRoot as root } from './image-root.js';
 import { followedOrNone, lstatOrNone, makeDirs, place } from './place.js';
 
 const validName = /^[a-z_][a-z0-9_-]*\$?$/;
@@ -30,16 +31,16 @@ function nextId(used: Iterable<number>, what: string): number {
 
 /** Appends `line` to the account file `file`; a missing file is created only if `create`. */
 function addLine(file: string, line: string, create: boolean): void {
-  if (!create && !lstatOrNone(file)) return;
-  replaceFile(file, appendLine(readAccountFile(file), line));
+  if (!create && !lstatOrNone(root, file)) return;
+  replaceFile(file, appendLine(readAccountFile(root, file), line));
 }
 
 function createHome(home: string, uid: number, gid: number): void {
-  if (lstatOrNone(home)) return;
-  makeDirs(join(home, '..'), { uid: 0, gid: 0 });
+  if (lstatOrNone(root, home)) return;
+  makeDirs(root, join(home, '..'), { uid: 0, gid: 0 });
   mkdirSync(home, 0o700);
-  if (followedOrNone('/etc/skel')?.isDirectory()) {
-    for (const name of readdirSync('/etc/skel')) place(join('/etc/skel', name), join(home, name), { uid, gid, move: false });
+  if (followedOrNone(root, '/etc/skel')?.isDirectory()) {
+    for (const name of readdirSync('/etc/skel')) place(root, join('/etc/skel', name), join(home, name), { uid, gid, move: false });
   }
   lchownSync(home, uid, gid);
   chmodSync(home, 0o755);
@@ -54,7 +55,7 @@ function create(name: string, accounts: Accounts): Account {
   const gids = new Set(accounts.groups.map((g) => g.gid));
   const gid = group?.gid ?? (gids.has(uid) ? nextId(gids, 'gid') : uid);
   const home = `/home/${name}`;
-  const shell = followedOrNone('/bin/bash')?.isFile() ? '/bin/bash' : '/bin/sh';
+  const shell = followedOrNone(root, '/bin/bash')?.isFile() ? '/bin/bash' : '/bin/sh';
   const days = Math.floor(Date.now() / 86_400_000);
 
   // The group first: no passwd entry ever names a group that is not there.
@@ -70,13 +71,13 @@ function create(name: string, accounts: Accounts): Account {
 
 /** The user `name` (created if the image has none of that name) as `uid gid home`. */
 export function user(name: string): string {
-  const accounts = new Accounts();
+  const accounts = new Accounts(root);
   let account = accounts.user(name);
   if (!account) {
     if (!validName.test(name) || name.length > 32) {
       throw new Error(`'${name}' is not a valid user name: at most 32 lower-case letters, digits, '_' and '-', starting with a letter or '_'`);
     }
-    makeDirs('/etc', { uid: 0, gid: 0 });
+    makeDirs(root, '/etc', { uid: 0, gid: 0 });
     account = create(name, accounts);
   }
   return `${account.uid} ${account.gid} ${account.home}`;

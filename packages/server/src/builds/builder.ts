@@ -3,7 +3,6 @@
 // the runtime named by the step's cache key. An unchanged step of a later
 // build finds its template and runs nothing.
 import { createHash } from 'node:crypto';
-import { createReadStream } from 'node:fs';
 import { posix } from 'node:path';
 import { envdToolCommand } from '@paddock/envd';
 import { withUser } from '@paddock/envd-client';
@@ -14,6 +13,7 @@ import type { Metrics } from '../metrics.js';
 import type { BuildFiles } from './build-files.js';
 import { SandboxShell, startAndWaitReady, type OutputLine } from './sandbox-commands.js';
 import { cacheTemplateId, stepKey, type BuildPlan, type Step } from './steps.js';
+import { Timeline } from './timeline.js';
 
 export interface BuildJob {
   buildId: string;
@@ -51,8 +51,6 @@ export interface BuilderOptions {
 const MAX_LOG_ENTRIES = 20_000;
 /** How often a build's new log entries are written, ms. */
 const LOG_FLUSH_MS = 200;
-/** Where a COPY's archive is put in the build container. */
-const ARCHIVE_DIR = '/tmp/.paddock-build';
 
 /**
  * The environment of envd's own tools: what an image sets that would act on
@@ -119,6 +117,8 @@ export class Builder {
   private running = 0;
   private readonly layerLocks = new KeyedMutex();
   private readonly aborts = new Map<string, AbortController>();
+  /** Build containers being removed after their step. */
+  private readonly removals = new Set<Promise<unknown>>();
   private closed = false;
 
   constructor(private readonly opts: BuilderOptions) {}
@@ -145,6 +145,7 @@ export class Builder {
     }
     for (const abort of this.aborts.values()) abort.abort(new Error('the server stopped while the build ran'));
     for (let i = 0; i < 600 && this.running > 0; i++) await new Promise((r) => setTimeout(r, 50));
+    await Promise.all([...this.removals]);
   }
 
   private next(): void {
@@ -264,7 +265,10 @@ export class Builder {
     return { current: id, key: sha256(`template\n${id}\n${info.imageId}`), config: info.config, forced: job.plan.force };
   }
 
-  /** A step that changes files: run in a build container unless its layer is cached. */
+  /**
+   * A step that changes files, unless its layer is cached: a COPY placed by
+   * the runtime into a new layer directly, any other run in a build container.
+   */
   private async layer(job: BuildJob, p: Progress, step: Step, label: string, name: string, log: BuildLog, signal: AbortSignal): Promise<void> {
     const next = nextConfig(step, p.config);
     let key = stepKey(p.key, step, next);
@@ -277,26 +281,69 @@ export class Builder {
         return;
       }
       log.add('info', label, name);
-      const { runtime } = this.opts;
-      let sandbox;
-      try {
-        sandbox = await runtime.create({ templateId: p.current, limits: job.limits, cold: true, network: this.opts.network });
-      } catch (err) {
-        throw new StepFailed(`the build container did not start: ${(err as Error).message}`, name);
-      }
-      const shell = new SandboxShell(runtime.envdEndpoint(sandbox.id));
-      try {
-        await this.runStep(step, p.config, shell, name, log, signal);
-        signal.throwIfAborted();
-        await runtime.snapshot(sandbox.id, id, { config: next });
-      } finally {
-        await shell.close().catch(() => undefined);
-        await runtime.destroy(sandbox.id).catch(() => undefined);
-      }
+      const t = new Timeline();
+      if (step.type === 'COPY') await this.copyLayer(job, p, step, id, next, name, log, signal, t);
+      else await this.containerLayer(job, p, step, id, next, name, log, signal, t);
+      job.log?.info({ step: name, ...t.ms() }, 'build step timeline');
+      log.add('info', `${label}: done in ${t.summary()}`, name);
     });
     p.current = id;
     p.key = key;
     p.config = next;
+  }
+
+  /** A COPY's layer: the archive's files placed over the layers so far, as the step says, with no container. */
+  private async copyLayer(job: BuildJob, p: Progress, step: Step & { type: 'COPY' }, id: string, next: TemplateConfig, name: string, log: BuildLog, signal: AbortSignal, t: Timeline): Promise<void> {
+    const files = {
+      archive: this.opts.files.path(step.filesHash),
+      source: step.source,
+      dest: step.dest,
+      ...(p.config.workingDir ? { workdir: p.config.workingDir } : {}),
+      ...(p.config.user ? { user: p.config.user } : {}),
+      ...(step.owner ? { owner: step.owner } : {}),
+      ...(step.mode ? { mode: step.mode } : {}),
+    };
+    try {
+      await this.opts.runtime.templateWithFiles(id, p.current, files, { config: next, limits: job.limits, signal });
+    } catch (err) {
+      if (signal.aborted) throw err;
+      const why = (err as Error).message;
+      throw new StepFailed(`copying '${step.source}' to '${step.dest}' failed: ${why}`, name, [log.add('error', why, name)]);
+    }
+    t.mark('copy');
+  }
+
+  /** Any other step's layer: a build container on the layers so far runs it, and its files become the layer. */
+  private async containerLayer(job: BuildJob, p: Progress, step: Step, id: string, next: TemplateConfig, name: string, log: BuildLog, signal: AbortSignal, t: Timeline): Promise<void> {
+    const { runtime } = this.opts;
+    let sandbox;
+    try {
+      sandbox = await runtime.create({ templateId: p.current, limits: job.limits, cold: true, network: this.opts.network });
+    } catch (err) {
+      throw new StepFailed(`the build container did not start: ${(err as Error).message}`, name);
+    }
+    t.mark('container');
+    const shell = new SandboxShell(runtime.envdEndpoint(sandbox.id));
+    try {
+      await this.runStep(step, p.config, shell, name, log, signal);
+      t.mark('step');
+      signal.throwIfAborted();
+      await runtime.snapshot(sandbox.id, id, { config: next, end: true });
+      t.mark('layer');
+    } finally {
+      await shell.close().catch(() => undefined);
+      // The container is of no more use: the next step need not wait for its removal.
+      this.removeInBackground(sandbox.id, job.log);
+    }
+  }
+
+  /** Destroys a build container without waiting; close() waits for every removal still under way. */
+  private removeInBackground(sandboxId: string, log: Logger | undefined): void {
+    const removal = this.opts.runtime
+      .destroy(sandboxId)
+      .catch((err: unknown) => log?.warn({ sandboxID: sandboxId, err }, 'the build container could not be removed'))
+      .finally(() => this.removals.delete(removal));
+    this.removals.add(removal);
   }
 
   private async runStep(step: Step, config: TemplateConfig, shell: SandboxShell, name: string, log: BuildLog, signal: AbortSignal): Promise<void> {
@@ -328,27 +375,9 @@ export class Builder {
         const argv = envdToolCommand('user', [step.user]);
         return check(`making the user '${step.user}'`, shell.exec(argv, { user: 'root', env: TOOL_ENV, onOutput, signal }));
       }
-      case 'COPY': {
-        const archive = `${ARCHIVE_DIR}/${step.filesHash}.tar`;
-        try {
-          await shell.envd.upload(archive, createReadStream(this.opts.files.path(step.filesHash)), { user: 'root', encoding: 'octet-stream', signal });
-        } catch (err) {
-          throw new StepFailed(`the files could not be sent to the build container: ${(err as Error).message}`, name);
-        }
-        const argv = envdToolCommand('copy', [
-          '--archive', archive,
-          '--source', step.source,
-          '--dest', step.dest,
-          ...(config.workingDir ? ['--workdir', config.workingDir] : []),
-          ...(config.user ? ['--user', config.user] : []),
-          ...(step.owner ? ['--owner', step.owner] : []),
-          ...(step.mode ? ['--mode', step.mode] : []),
-        ]);
-        await check(`copying '${step.source}' to '${step.dest}'`, shell.exec(argv, { user: 'root', env: TOOL_ENV, onOutput, signal }));
-        await shell.envd.filesystem.remove({ path: ARCHIVE_DIR }, withUser('root')).catch(() => undefined);
-        return;
-      }
       case 'ENV':
+      case 'COPY':
+        // Not run in a container: ENV changes the config only, COPY is copyLayer's.
         return;
     }
   }
@@ -371,7 +400,7 @@ export class Builder {
       throw new StepFailed((err as Error).message, 'finalize', output.slice(-20));
     } finally {
       await shell.close().catch(() => undefined);
-      await runtime.destroy(sandbox.id).catch(() => undefined);
+      this.removeInBackground(sandbox.id, job.log);
     }
   }
 }
