@@ -107,7 +107,7 @@ test("one conversion of failures to API errors: ours, the store's, the runtime's
   expect(pairs(toApiError('thrown string'))).toEqual([500, 'internal error: thrown string']);
 });
 
-test('every operation of the spec becomes a route; `state` is a comma list; health is public; /metrics also takes a bearer key; /admin takes the admin credential', () => {
+test('every operation of the spec becomes a route; `state` is a comma list; health is public; /metrics and /admin take the admin credential, /metrics also as a bearer token', () => {
   const ops = loadOperations();
   expect(ops.length).toBe(55);
   expect(new Set(ops.map((o) => o.operationId)).size).toBe(55);
@@ -127,6 +127,7 @@ test('every operation of the spec becomes a route; `state` is a comma list; heal
     'DELETE /api-keys/:apiKeyID',
   ]);
   expect(ops.filter((o) => o.admin).map((o) => `${o.method} ${o.routePath}`)).toEqual([
+    'GET /metrics',
     'GET /admin/teams',
     'POST /admin/teams',
     'GET /admin/teams/:teamID',
