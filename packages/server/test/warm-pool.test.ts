@@ -10,20 +10,21 @@ import { api as callApi, finishedBuild, run, testServer, type TestServer } from 
 
 const home = mkdtempSync(join(tmpdir(), 'paddock-srv-pool-'));
 const options = { home, warmPoolSize: 1, warmPoolTemplates: ['pool-app'] };
+const STEPS = [{ type: 'RUN', args: ['echo built > /tmp/built'] }];
+
+/** Builds `name` from base with STEPS and these commands. */
+async function build(name: string, startCmd: string, readyCmd: string): Promise<void> {
+  const req = await callApi(t.server, 'POST', '/v3/templates', { name });
+  const { templateID, buildID } = req.body as { templateID: string; buildID: string };
+  await callApi(t.server, 'POST', `/v2/templates/${templateID}/builds/${buildID}`, { fromTemplate: 'base', steps: STEPS, startCmd, readyCmd });
+  expect(await finishedBuild(t.server, templateID, buildID)).toMatchObject({ status: 'ready' });
+}
 let t: TestServer;
 
 beforeAll(async () => {
   t = await testServer(options);
-  const req = await callApi(t.server, 'POST', '/v3/templates', { name: 'pool-app' });
-  const { templateID, buildID } = req.body as { templateID: string; buildID: string };
-  await callApi(t.server, 'POST', `/v2/templates/${templateID}/builds/${buildID}`, {
-    fromTemplate: 'base',
-    steps: [{ type: 'RUN', args: ['echo built > /tmp/built'] }],
-    // Each start leaves a line; the ready command passes once there is one.
-    startCmd: 'date +%s%N >> /tmp/starts; exec sleep 3600',
-    readyCmd: 'test -s /tmp/starts',
-  });
-  expect(await finishedBuild(t.server, templateID, buildID)).toMatchObject({ status: 'ready' });
+  // Each start leaves a line; the ready command passes once there is one.
+  await build('pool-app', 'date +%s%N >> /tmp/starts; exec sleep 3600', 'test -s /tmp/starts');
 }, 180_000);
 
 afterAll(() => t.teardown());
@@ -62,6 +63,23 @@ test('after a restart the pooled sandbox is pooled again as it was, its command 
   const r = await run(t.server, s.sandboxID, s.envdAccessToken, 'wc -l < /tmp/starts');
   expect(r.stdout).toBe('1\n');
   await t.control.killSandbox(s.sandboxID);
+});
+
+test('two templates of the same steps but other start commands have pools of their own: each create runs its own command', async () => {
+  await build('pool-other', 'echo other >> /tmp/starts; exec sleep 3600', 'test -s /tmp/starts');
+  // The same server, pooling both.
+  await t.server.close();
+  t = await testServer({ ...options, warmPoolTemplates: ['pool-app', 'pool-other'] });
+  await runtime().poolReady();
+  expect(poolOf()).toHaveLength(2);
+  for (const [name, expected] of [['pool-other', /^other\n$/], ['pool-app', /^\d+\n$/]] as const) {
+    const pooled = Object.values(runtime().pooled()).flat();
+    const s = await t.control.createSandbox({ templateID: name });
+    expect(pooled).toContain(s.sandboxID);
+    const r = await run(t.server, s.sandboxID, s.envdAccessToken, 'cat /tmp/starts');
+    expect(r.stdout).toMatch(expected);
+    await t.control.killSandbox(s.sandboxID);
+  }
 });
 
 test('a template that leaves the list loses its pool', async () => {

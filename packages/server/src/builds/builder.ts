@@ -221,8 +221,12 @@ export class Builder {
           await this.layer(job, p, step, label, name, log, signal);
       }
     }
-    // The template sandboxes start from: the last layer with the config as the steps left it.
-    const finalId = cacheTemplateId(sha256(JSON.stringify([p.key, 'final', p.config])));
+    // The template sandboxes start from: the last layer with the config as
+    // the steps left it, and its own id for each start and ready command, so
+    // that a runtime template (and the warm pool's sandboxes of it, which run
+    // the start command before they are taken) stands for one of each.
+    const cmds = plan.startCmd || plan.readyCmd ? [plan.startCmd, plan.readyCmd] : [];
+    const finalId = cacheTemplateId(sha256(JSON.stringify([p.key, 'final', p.config, ...cmds])));
     await this.layerLocks.run(finalId, async () => {
       if (!(await this.opts.runtime.getTemplate(finalId))) await this.opts.runtime.deriveTemplate(finalId, p.current, p.config);
     });
