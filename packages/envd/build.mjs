@@ -43,9 +43,8 @@ await build({
   format: 'esm',
 });
 
-await build({
+const cjs = {
   ...common,
-  entryPoints: { envd: join(here, 'src/main.ts'), main: join(here, 'src/launcher.ts'), tools: join(here, 'src/tools/main.ts') },
   outdir: bundleDir,
   outExtension: { '.js': '.cjs' },
   format: 'cjs',
@@ -56,7 +55,11 @@ await build({
     'import.meta.url': 'importMetaUrl',
   },
   inject: [join(here, 'src/cjs-import-meta.ts')],
-});
+};
+// envd alone gets the light Headers (src/web-headers.ts): in the launcher,
+// which V8's code cache does not cover, it would be compiled at every start.
+await build({ ...cjs, entryPoints: { envd: join(here, 'src/main.ts') }, inject: [...cjs.inject, join(here, 'src/web-headers.ts')] });
+await build({ ...cjs, entryPoints: { main: join(here, 'src/launcher.ts'), tools: join(here, 'src/tools/main.ts') } });
 chmodSync(join(bundleDir, 'main.cjs'), 0o755);
 
 const addon = join(bundleDir, 'envd_native.node');

@@ -226,18 +226,13 @@ async function serve(args: ReturnType<typeof options>, codeCache: CodeCacheStatu
     ready.tunnelFd = args.tunnelFd;
   }
   // One line once every listener is up; the runtime and tests wait for it.
-  log.info('ready', ready);
+  // `ms`: since the process started, node's own start included.
+  log.info('ready', { ...ready, ms: Math.round(performance.now()) });
   if (codeCache === 'rejected') {
     log.warn('V8 refused the code cache of envd.cjs (made by another node, or with other options), so every start compiles it; rebuild envd with the node that runs it');
   } else if (codeCache === 'unreadable') {
     log.warn('cannot read the code cache of envd.cjs, so this start compiled it', { error: codeCacheError });
   }
-  // Connect turns every request's headers into a WHATWG `Headers`, a class
-  // Node loads (with the rest of its bundled fetch) on first use, which takes
-  // long. Loaded before `ready` it would delay every new sandbox; loaded
-  // here, just after, it fills the time the runtime and the client take to
-  // send the first call.
-  setImmediate(() => void globalThis.Headers);
   const stopReaper = startReaper((pid) => envd.processes.has(pid) || PipedChild.owns(pid));
 
   let stopping = false;
