@@ -6,6 +6,12 @@
       "cflags": ["-O2", "-Wall", "-Wextra", "-Wno-unused-parameter"]
     },
     {
+      "target_name": "mount_overlay",
+      "sources": ["native/mount_overlay.c"],
+      "cflags": ["-O2", "-Wall", "-Wextra", "-Wno-unused-parameter", "-pthread"],
+      "ldflags": ["-pthread"]
+    },
+    {
       "target_name": "image_fs",
       "sources": ["native/image_fs.c"],
       "cflags": ["-O2", "-Wall", "-Wextra", "-Wno-unused-parameter"]

@@ -1,9 +1,24 @@
-// Overlay mounts of sandbox root filesystems, through mount(8): Node has no
-// mount(2), and one short command per sandbox start costs little.
-import { mkdirSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
+// Overlay mounts of sandbox root filesystems, through mount(2) in a native
+// addon (native/mount_overlay.c): Node has none, and mount(8) was a process
+// start on every sandbox start. Unmounts through umount(8).
+import { existsSync, mkdirSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { rm } from 'node:fs/promises';
 import { run } from './exec.js';
+
+interface MountNative {
+  mountOverlay(dir: string, target: string, options: string): void;
+}
+
+let native: MountNative | undefined;
+
+function mountNative(): MountNative {
+  if (native) return native;
+  const file = join(import.meta.dirname, '../build/Release/mount_overlay.node');
+  if (!existsSync(file)) throw new Error(`the runtime's mount addon was not found at '${file}'; run the runtime build`);
+  return (native = createRequire(import.meta.url)(file) as MountNative);
+}
 
 /** Mount points currently mounted, from /proc/self/mountinfo. */
 export function mountPoints(): Set<string> {
@@ -42,7 +57,7 @@ export async function mountOverlay(target: string, lowers: string[], upper: stri
   mkdirSync(links, { mode: 0o700 });
   lowers.forEach((lower, i) => symlinkSync(lower, join(links, String(i))));
   const named = lowers.map((_, i) => `l/${i}`).join(':');
-  await run('mount', ['-t', 'overlay', 'overlay', '-o', `lowerdir=${named},upperdir=${upper},workdir=${work}`, target], { cwd: linkDir });
+  mountNative().mountOverlay(linkDir, target, `lowerdir=${named},upperdir=${upper},workdir=${work}`);
 }
 
 /**
