@@ -25,3 +25,27 @@ export const warningsOnly: RuntimeLog = { debug: () => undefined, info: () => un
 export function msSince(start: number): number {
   return Math.round((performance.now() - start) * 10) / 10;
 }
+
+/**
+ * How long each step of one operation took, for a debug line that shows an
+ * operator where a slow create spent its time. Each `end(step)` closes the
+ * step that began at the previous one (or at the start); a step ended twice
+ * adds up.
+ */
+export class Phases {
+  private readonly started = performance.now();
+  private last = this.started;
+  /** Milliseconds per step, in the order they ended. */
+  readonly ms: Record<string, number> = {};
+
+  end(step: string): void {
+    const now = performance.now();
+    this.ms[step] = Math.round(((this.ms[step] ?? 0) + now - this.last) * 10) / 10;
+    this.last = now;
+  }
+
+  /** Milliseconds since the start. */
+  total(): number {
+    return msSince(this.started);
+  }
+}

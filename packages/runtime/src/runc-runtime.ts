@@ -36,7 +36,7 @@ import { mountOverlay, mountPoints, removeTree, unmount } from './mounts.js';
 import { listenUnix } from './host-socket.js';
 import { envdOptions, HOST_INOTIFY_LIMITS, startHookBinary, hardOpenFilesLimit, ociConfig } from './oci-config.js';
 import { InitProcess, Runc, type RuncContainer } from './runc.js';
-import { msSince, warningsOnly, type RuntimeLog } from './log.js';
+import { msSince, Phases, warningsOnly, type RuntimeLog } from './log.js';
 import {
   RuntimeError,
   type CreateOptions,
@@ -63,6 +63,7 @@ import { BASE_TEMPLATE_ID, DEFAULT_LIMITS, TemplateLayers, type TemplateImage } 
 import { KeyedMutex, SANDBOX_ID, newSandboxId } from './util.js';
 import { SandboxNetworking, splitRules, type RuntimeNetworkOptions } from './sandbox-networking.js';
 import { MIN_DISK_MB, createDisk, diskPaths, diskUsage, loopDevicesUnder, mountDisk, type DiskPaths } from './disk.js';
+import { SpareDisks } from './spare-disks.js';
 
 export interface RuncRuntimeOptions {
   /** Where templates, sandboxes and runc's state live. */
@@ -97,6 +98,11 @@ export interface RuncRuntimeOptions {
   idShift?: number;
   /** Ready sandboxes kept per pooled template; 0 disables the pool. */
   warmPoolSize?: number;
+  /**
+   * Sandbox disks kept formatted and mounted for cold creates, of the size
+   * the last create asked for (spare-disks.ts); 0 keeps none. Default 2.
+   */
+  spareDisks?: number;
   /** Templates that get a pool until setPooledTemplates() says otherwise (default: base). */
   warmPoolTemplates?: string[];
   /** Most processes a sandbox may have at once. */
@@ -160,6 +166,7 @@ const MAX_SOCKET_PATH = 107;
  * after the claim.
  */
 const POOL_REFILL_DELAY_MS = 250;
+const DEFAULT_SPARE_DISKS = 2;
 /**
  * What a pooled sandbox runs before it waits: the command its owner's first
  * `commands.run` starts (a login shell, as E2B's envd runs commands), as the
@@ -221,6 +228,7 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool, RuntimeHealth 
   private readonly networking: SandboxNetworking | undefined;
   private networkReady = false;
   private readonly log: RuntimeLog;
+  private readonly spares: SpareDisks;
 
   constructor(private readonly opts: RuncRuntimeOptions) {
     this.log = opts.log ?? warningsOnly;
@@ -233,6 +241,15 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool, RuntimeHealth 
     this.images = new ImageStore({ dir: opts.layersDir ?? ownLayers, idShift: this.idShift, insecureRegistries: opts.insecureRegistries });
     this.collectsLayers = opts.collectLayers ?? resolve(opts.layersDir ?? ownLayers) === ownLayers;
     this.templates = new TemplateLayers(join(this.dataDir, 'templates'), this.images);
+    this.spares = new SpareDisks({
+      dir: join(this.dataDir, 'spare-disks'),
+      count: opts.spareDisks ?? DEFAULT_SPARE_DISKS,
+      rootId: this.idShift,
+      // Made while no create boots, and a moment after one: the new sandbox's first commands come then.
+      idle: () => this.callerBoots === 0,
+      refillDelayMs: POOL_REFILL_DELAY_MS,
+      log: this.log,
+    });
     this.cgroups = detectCgroups();
     this.swap = swapAccounting(this.cgroups);
     const dataHash = createHash('sha256').update(this.dataDir).digest('hex');
@@ -339,6 +356,7 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool, RuntimeHealth 
     }
     if (first) {
       await this.recover();
+      await this.spares.removeStale();
       await this.dropHostView();
       await this.dropStagedTemplates();
     }
@@ -350,6 +368,7 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool, RuntimeHealth 
       this.watchInits();
       this.prepared = true;
       this.fillPool();
+      this.spares.start(this.templates.get(BASE_TEMPLATE_ID)?.limits.diskSizeMB ?? DEFAULT_LIMITS.diskSizeMB);
     }
   }
 
@@ -594,15 +613,24 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool, RuntimeHealth 
       lowers: this.templates.layers(templateId),
       network: pooled ? POOLED_RULES : network,
     };
-    const started = performance.now();
+    const phases = new Phases();
     return this.mutex.run(id, async () => {
+      phases.end('queued');
       try {
-        // startContainer() makes it passable to the sandbox's root.
-        mkdirSync(dir, { recursive: true, mode: 0o700 });
-        mkdirSync(join(dir, 'rootfs'), { mode: 0o700 });
         const disk = this.disk(id);
-        await createDisk(disk, limits.diskSizeMB);
-        await mountDisk(disk);
+        // A caller's sandbox takes a disk made ahead; the warm pool's boots,
+        // which nobody waits for, make their own and leave the spares to them.
+        if (!pooled && this.spares.take(limits.diskSizeMB, dir)) {
+          phases.end('spareDisk');
+        } else {
+          // startContainer() makes it passable to the sandbox's root.
+          mkdirSync(dir, { recursive: true, mode: 0o700 });
+          mkdirSync(join(dir, 'rootfs'), { mode: 0o700 });
+          await createDisk(disk, limits.diskSizeMB);
+          phases.end('mkfs');
+          await mountDisk(disk);
+          phases.end('diskMount');
+        }
         // The overlay's top: its root directory is the sandbox's `/`, owned by the sandbox's root.
         const root = this.idShift;
         chownSync(disk.upper, root, root);
@@ -618,7 +646,8 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool, RuntimeHealth 
           chownSync(join(disk.upper, 'etc', name), root, root);
         }
         this.writeSpec(spec);
-        await this.startContainer(spec, init);
+        phases.end('upper');
+        await this.startContainer(spec, init, phases);
         // envd's first command runs cold code, slower than the ones after
         // it. A pooled sandbox runs one in each Connect format (JSON
         // for the official SDKs, binary for ours) before anyone waits for
@@ -634,8 +663,10 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool, RuntimeHealth 
           await this.poolTemplates.find((t) => t.templateId === templateId)?.prepare?.(id);
           spec.poolReady = true;
           this.writeSpec(spec);
+          phases.end('warmup');
         }
-        this.log.info({ sandboxID: id, templateID: templateId, pooled, ms: msSince(started) }, pooled ? 'sandbox booted for the warm pool' : 'sandbox booted');
+        this.log.debug({ sandboxID: id, phases: phases.ms }, 'sandbox boot phases (ms)');
+        this.log.info({ sandboxID: id, templateID: templateId, pooled, ms: phases.total() }, pooled ? 'sandbox booted for the warm pool' : 'sandbox booted');
         return spec;
       } catch (err) {
         this.log.warn({ sandboxID: id, templateID: templateId, pooled, err }, 'sandbox could not boot');
@@ -646,12 +677,13 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool, RuntimeHealth 
   }
 
   /** Mounts the root filesystem and runs the container; resolves when envd answers. */
-  private async startContainer(spec: SandboxSpec, init?: EnvdInit): Promise<void> {
+  private async startContainer(spec: SandboxSpec, init?: EnvdInit, phases = new Phases()): Promise<void> {
     const dir = this.dir(spec.id);
     // A sandbox made before lowers were recorded stands on its template as it is now.
     const lowers = spec.lowers ?? this.templates.layers(spec.templateId);
     const disk = this.disk(spec.id);
     await this.ensureDisk(spec);
+    phases.end('diskMount');
     if (spec.idShift === undefined) {
       // Made before user namespaces: its files become its own root's and users' (ids in the range).
       // Nothing of the sandbox runs now, so nothing changes the tree while it is walked (without following links).
@@ -661,6 +693,7 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool, RuntimeHealth 
     }
     sandboxPassable(dir, this.idShift);
     await mountOverlay(join(dir, 'rootfs'), lowers, disk.upper, disk.work, dir);
+    phases.end('overlay');
     // Each start is a new boot to the programs inside (E2B's SDK checks that a resume from a stop reboots).
     const bootIdFile = join(dir, 'boot_id');
     rmSync(bootIdFile, { force: true });
@@ -675,6 +708,7 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool, RuntimeHealth 
       writeFileSync(resolvConf, this.networking.resolvConf(), { mode: 0o644 });
       chownSync(resolvConf, this.idShift, this.idShift);
       net = { netnsPath: slot.netnsPath, resolvConf };
+      phases.end('network');
     }
     const config = ociConfig({
       id: spec.id,
@@ -692,6 +726,7 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool, RuntimeHealth 
       ...net,
     });
     writeFileSync(join(dir, 'config.json'), JSON.stringify(config));
+    phases.end('config');
     // envd.sock then tunnel.sock: the descriptors ociConfig tells envd (ENVD_FD, TUNNEL_FD).
     mkdirSync(join(dir, 'sock'), { recursive: true, mode: 0o700 });
     const fds: number[] = [];
@@ -706,10 +741,15 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool, RuntimeHealth 
     } finally {
       for (const fd of fds) closeSync(fd);
     }
+    phases.end('runc');
     await waitForEnvd(this.socket(spec.id, 'envd.sock'), this.opts.readyTimeoutMs ?? 15_000, () =>
       container.running() ? undefined : `the container exited; envd log: ${tail(join(dir, 'envd.log'))}`,
     );
-    if (init) await initEnvd(this.socket(spec.id, 'envd.sock'), init);
+    phases.end('envd');
+    if (init) {
+      await initEnvd(this.socket(spec.id, 'envd.sock'), init);
+      phases.end('init');
+    }
     setCpuWeight(this.cgroups, this.cgroupPath(spec.id), RUNNING_CPU_WEIGHT);
     this.inits.set(spec.id, container);
   }
@@ -722,10 +762,12 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool, RuntimeHealth 
       try {
         // runc keeps a stopped container's state; a new one needs its name.
         // (A new sandbox's name is new: no runc process is spent on it there.)
-        const started = performance.now();
+        const phases = new Phases();
         await this.runc.deleteForce(id);
-        await this.startContainer(spec, init);
-        this.log.info({ sandboxID: id, ms: msSince(started) }, 'sandbox started');
+        phases.end('runcDelete');
+        await this.startContainer(spec, init, phases);
+        this.log.debug({ sandboxID: id, phases: phases.ms }, 'sandbox start phases (ms)');
+        this.log.info({ sandboxID: id, ms: phases.total() }, 'sandbox started');
       } catch (err) {
         this.log.warn({ sandboxID: id, err }, 'sandbox could not start');
         await this.stopContainer(id).catch(() => undefined);
@@ -1203,6 +1245,7 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool, RuntimeHealth 
     clearTimeout(this.refillTimer);
     this.refillTimer = undefined;
     await this.poolFilling;
+    await this.spares.close();
     await this.networking?.close();
     this.networkReady = false;
     this.dropCgroupParent();
@@ -1278,6 +1321,8 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool, RuntimeHealth 
       for (const d of readdirSync(runcRoot)) if (!containers.includes(d)) out.push(`runc state directory ${d}`);
     }
     if (existsSync(this.sandboxesDir)) for (const d of readdirSync(this.sandboxesDir)) out.push(`directory sandboxes/${d}`);
+    const spareDisks = join(this.dataDir, 'spare-disks');
+    if (existsSync(spareDisks)) for (const d of readdirSync(spareDisks)) out.push(`directory spare-disks/${d}`);
     for (const l of loopDevicesUnder(this.dataDir)) out.push(`loop device ${l}`);
     if (this.networking) out.push(...(await this.networking.leftovers()));
     return out;
@@ -1290,6 +1335,16 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool, RuntimeHealth 
   /** cgroup directories that belong to this instance, its parent cgroup included (for leak checks). */
   leftoverCgroups(): string[] {
     return cgroupDirs(this.cgroups, this.cgroupParent);
+  }
+
+  /** Resolves once the spare disks are all made (for tests and benchmarks), or making one failed. */
+  spareDisksReady(): Promise<void> {
+    return this.spares.full();
+  }
+
+  /** How many spare disks are ready now. */
+  spareDiskCount(): number {
+    return this.spares.count();
   }
 
   /** Sandbox ids in the warm pool, per template. */

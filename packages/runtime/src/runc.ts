@@ -225,7 +225,7 @@ export class Runc {
  * it is gone or a zombie. The start time tells a new process that was given
  * the same pid from the one we knew.
  */
-function processStart(pid: number): string | undefined {
+export function processStart(pid: number): string | undefined {
   let stat: string;
   try {
     stat = readFileSync(`/proc/${pid}/stat`, 'utf8');

@@ -52,10 +52,12 @@ export async function testRuntime(opts: Partial<RuncRuntimeOptions> = {}, under 
 
 /**
  * What the runtime leaves of its sandboxes: not its parent cgroup, nor its
- * network's standing parts (table, service interface, pooled slots, claims).
+ * network's standing parts (table, service interface, pooled slots, claims),
+ * nor its spare disks (their mounts, loop devices and directories).
  * A sandbox's own slot leaves its slot record behind with the rest.
  */
-export const sandboxLeftovers = async (rt: RuncRuntime) => (await rt.leftovers()).filter((l) => !l.endsWith(rt.cgroupParent) && !/^(network namespace|interface|nftables table|claim) /.test(l));
+export const sandboxLeftovers = async (rt: RuncRuntime) =>
+  (await rt.leftovers()).filter((l) => !l.endsWith(rt.cgroupParent) && !/^(network namespace|interface|nftables table|claim) /.test(l) && !/(^directory |\/)spare-disks\//.test(l));
 
 /**
  * The runtime's parent cgroup wherever it exists on the host, found by
