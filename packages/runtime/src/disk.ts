@@ -8,8 +8,9 @@
 // A file rather than a quota on the host's filesystem: project quotas need
 // that filesystem mounted with them (ext4 and XFS both), which Paddock
 // cannot assume of a host's `/`. Made with mkfs.ext4 (e2fsprogs, on every
-// Debian and Ubuntu) and mounted with mount(8) on every create; the warm
-// pool pays both before anyone waits (docs/performance.md has the cost).
+// Debian and Ubuntu) and mounted with mount(8); a cold create takes one made
+// ahead (spare-disks.ts), and the warm pool makes its own before anyone
+// waits.
 import { existsSync, mkdirSync, readFileSync, readdirSync, statSync, statfsSync, truncateSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { run } from './exec.js';
