@@ -1278,6 +1278,8 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool, RuntimeHealth 
     if (left.length) throw new RuntimeError('conflict', `sandboxes still exist: ${left.map((s) => s.id).join(', ')}`);
     this.removeStrayCgroups();
     await this.dropHostView();
+    // close() removed this runtime's spare disks; a crashed one's may be left.
+    await this.spares.removeStale();
     await this.networking?.removeEverything();
     this.dropCgroupParent();
   }

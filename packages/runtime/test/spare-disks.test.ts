@@ -33,6 +33,28 @@ function spareDiskInodes(): Map<number, number> {
 const diskOf = (id: string) => statSync(join(t.dataDir, 'sandboxes', id, 'disk.img'));
 const mountsUnder = (dir: string) => [...mountPoints()].filter((m) => m.startsWith(dir + '/'));
 
+/**
+ * What a process killed while it made spares leaves: one mounted disk, one
+ * file still attached to a loop device, one half-made directory. Gives the
+ * directory.
+ */
+async function crashedSpares(): Promise<string> {
+  const dead = spawnSync('true').pid!;
+  const stale = join(sparesDir, `${dead}.1.deadbeef`);
+  const mounted = diskPaths(join(stale, '0'));
+  mkdirSync(join(stale, '0'), { recursive: true });
+  await createDisk(mounted, 64);
+  await mountDisk(mounted);
+  mkdirSync(join(stale, '1'));
+  await createDisk(diskPaths(join(stale, '1')), 64);
+  execFileSync('losetup', ['-f', join(stale, '1', 'disk.img')]);
+  mkdirSync(join(stale, '2'));
+  writeFileSync(join(stale, '2', 'disk.img'), '');
+  expect(mountsUnder(stale)).toHaveLength(1);
+  expect(loopDevicesUnder(stale)).toHaveLength(2);
+  return stale;
+}
+
 test('a cold create takes a spare disk, mounted ahead, and the pool makes another', async () => {
   const spares = spareDiskInodes();
   expect(spares.size).toBe(2);
@@ -69,24 +91,9 @@ test('a create of another disk size makes its own disk; the spares made after it
 
 test("a crashed runtime's spares are removed at the next start, mounted or not; a closing runtime removes its own", async () => {
   await t.runtime.spareDisksReady();
-  // What a process killed while it made spares leaves: one mounted disk, one
-  // file still attached to a loop device, one half-made directory.
-  const dead = spawnSync('true').pid!;
-  const stale = join(sparesDir, `${dead}.1.deadbeef`);
-  const mounted = diskPaths(join(stale, '0'));
-  mkdirSync(join(stale, '0'), { recursive: true });
-  await createDisk(mounted, 64);
-  await mountDisk(mounted);
-  mkdirSync(join(stale, '1'));
-  const attached = join(stale, '1', 'disk.img');
-  await createDisk(diskPaths(join(stale, '1')), 64);
-  execFileSync('losetup', ['-f', attached]);
-  mkdirSync(join(stale, '2'));
-  writeFileSync(join(stale, '2', 'disk.img'), '');
-  expect(mountsUnder(stale)).toHaveLength(1);
-  expect(loopDevicesUnder(stale)).toHaveLength(2);
-
-  const ours = readdirSync(sparesDir).filter((d) => d !== `${dead}.1.deadbeef`);
+  const stale = await crashedSpares();
+  const dead = stale.slice(sparesDir.length + 1);
+  const ours = readdirSync(sparesDir).filter((d) => d !== dead);
   const next = new RuncRuntime({ ...sharedImages, dataDir: t.dataDir, warmPoolSize: 0, spareDisks: 1, network: false });
   try {
     await next.prepare();
@@ -106,5 +113,19 @@ test("a crashed runtime's spares are removed at the next start, mounted or not; 
   expect(mountsUnder(sparesDir).every((m) => ours.some((d) => m.startsWith(join(sparesDir, d) + '/')))).toBe(true);
   const s = await t.runtime.create({ templateId: 'base', limits: { diskSizeMB: 96 }, init: { accessToken: TOKEN } });
   expect((await exec(t.runtime, s.id, 'echo ok')).stdout).toBe('ok\n');
+  await t.runtime.destroy(s.id);
+});
+
+test("removing everything without a start (what uninstalling does) removes a crashed runtime's spares too", async () => {
+  await t.runtime.spareDisksReady();
+  const stale = await crashedSpares();
+  await new RuncRuntime({ ...sharedImages, dataDir: t.dataDir, warmPoolSize: 0, network: false }).removeEverything();
+  expect(existsSync(stale)).toBe(false);
+  expect(mountsUnder(stale)).toEqual([]);
+  expect(loopDevicesUnder(stale)).toEqual([]);
+  // The running runtime's stay, and serve it.
+  expect(t.runtime.spareDiskCount()).toBe(2);
+  const s = await t.runtime.create({ templateId: 'base', limits: { diskSizeMB: 96 }, init: { accessToken: TOKEN } });
+  expect(t.runtime.spareDiskCount()).toBe(1);
   await t.runtime.destroy(s.id);
 });

@@ -27,7 +27,7 @@ export interface Installation {
 }
 
 function runtimeOf(home: string): RuncRuntime {
-  return new RuncRuntime({ dataDir: join(home, 'runtime'), warmPoolSize: 0 });
+  return new RuncRuntime({ dataDir: join(home, 'runtime'), warmPoolSize: 0, spareDisks: 0 });
 }
 
 /** Runs `fn` holding `home`'s lock; undefined when `home` does not exist. */
