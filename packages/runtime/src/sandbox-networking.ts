@@ -103,7 +103,8 @@ export class SandboxNetworking {
 
   private readonly stateDir: string;
 
-  constructor(stateDir: string, name: string, opts: RuntimeNetworkOptions, log: RuntimeLog = warningsOnly) {
+  /** `refill` says when the host is free for the slot pool's refill, and how long after an acquire it starts (SandboxNetworksOptions). */
+  constructor(stateDir: string, name: string, opts: RuntimeNetworkOptions, log: RuntimeLog = warningsOnly, refill?: { idle: () => boolean; delayMs: number }) {
     this.opts = opts;
     this.stateDir = stateDir;
     this.nets = new SandboxNetworks({
@@ -114,6 +115,8 @@ export class SandboxNetworking {
       uplink: opts.uplink,
       allowedPrivate: opts.allowedPrivate,
       poolSize: opts.poolSize,
+      idle: refill?.idle,
+      refillDelayMs: refill?.delayMs,
       hostServices: [{ address: 'service', tcpPorts: [DNS_PORT, PROXY_HTTP_PORT, PROXY_TLS_PORT], udpPorts: [DNS_PORT] }],
     });
   }

@@ -438,6 +438,32 @@ test('taking a slot from the pool vs making one, and replacing rules (printed, n
   console.log(`acquire from the pool: ${show(pooled)}; without the pool: ${show(made)}; setRules: ${show(updates)}`);
 });
 
+test('a refill waits while the host is busy (a create boots) and runs once it is idle', async () => {
+  let busy = false;
+  const subnet = `${SUBNET_AT.replace(/\.\d+$/, (m) => `.${Number(m.slice(1)) + 8}`)}.0/21`;
+  const waiting = new SandboxNetworks({ ...options, stateDir: join(work, 'waiting'), name: `${RUN}w`, subnet, poolSize: 1, idle: () => !busy, refillDelayMs: 10 });
+  try {
+    await waiting.prepare();
+    await waiting.poolReady();
+    expect(waiting.pooled()).toBe(1);
+    busy = true;
+    const id = newId();
+    await waiting.acquire(id, open);
+    // Ten delays and more: nothing is made while busy, and poolReady does not force it.
+    await new Promise((r) => setTimeout(r, 150));
+    await waiting.poolReady();
+    expect(waiting.pooled()).toBe(0);
+    busy = false;
+    for (let i = 0; i < 200 && waiting.pooled() < 1; i++) await new Promise((r) => setTimeout(r, 10));
+    await waiting.poolReady();
+    expect(waiting.pooled()).toBe(1);
+    await waiting.release(id);
+  } finally {
+    await waiting.removeEverything();
+  }
+  expect(await waiting.leftovers()).toEqual([]);
+});
+
 test('a second SandboxNetworks on the same stateDir adopts the handed-out slots, rules and all', async () => {
   const kept = await nets.acquire(newId(), { allowInternet: true, allowOut: [], denyOut: [B] });
   const gone = await nets.acquire(newId(), open);

@@ -73,6 +73,15 @@ export interface SandboxNetworksOptions {
   hostServices?: HostServiceOptions[];
   /** The bound on each command (ip, nft, ss, sysctl). */
   commandTimeoutMs?: number;
+  /**
+   * Whether the host is free for the pool's refill now. A refill is several
+   * ip and nft processes; run while a sandbox boots, it took ~50 ms from
+   * that boot's runc on a 2-core host. While this says no, the refill waits
+   * (looking again every `refillDelayMs`). Default: always free.
+   */
+  idle?: () => boolean;
+  /** How long after an acquire (or a busy moment) the refill waits; default 0. */
+  refillDelayMs?: number;
   /** Where failures in the background go; default process warnings. */
   log?: RuntimeLog;
 }
@@ -155,6 +164,9 @@ export class SandboxNetworks {
   private readonly used = new Set<number>();
   private cursor = 0;
   private filling: Promise<void> | undefined;
+  private refillTimer: NodeJS.Timeout | undefined;
+  private readonly idle: () => boolean;
+  private readonly refillDelayMs: number;
   private closed = false;
   /** Why the last refill stopped short, if it did. */
   poolError: Error | undefined;
@@ -183,6 +195,8 @@ export class SandboxNetworks {
     this.uplinkOption = opts.uplink;
     this.services = normalizeServices(opts.hostServices ?? []);
     this.host = new HostNet(opts.commandTimeoutMs ?? 10_000);
+    this.idle = opts.idle ?? (() => true);
+    this.refillDelayMs = opts.refillDelayMs ?? 0;
   }
 
   /** The sandboxes' subnet: the configured one, or the one prepare() took. */
@@ -338,7 +352,7 @@ export class SandboxNetworks {
         throw err;
       } finally {
         // After the caller has its slot: a refill's first spawn would otherwise hold up the answer.
-        setImmediate(() => this.fillPool());
+        this.refillSoon();
       }
       return this.view(h);
     });
@@ -402,9 +416,29 @@ export class SandboxNetworks {
     return this.pool.length;
   }
 
-  /** Resolves once the pool is full, or a refill stopped short (then `poolError` says why). */
+  /**
+   * Resolves once the pool is full, or a refill stopped short (then
+   * `poolError` says why); a refill that waits for the host to be idle
+   * starts now if it is.
+   */
   async poolReady(): Promise<void> {
+    if (this.refillTimer && this.idle()) {
+      clearTimeout(this.refillTimer);
+      this.refillTimer = undefined;
+      this.fillPool();
+    }
     while (this.filling) await this.filling;
+  }
+
+  /** Refills the pool once `refillDelayMs` passed and the host is idle. */
+  private refillSoon(): void {
+    if (this.refillTimer || this.closed) return;
+    this.refillTimer = setTimeout(() => {
+      this.refillTimer = undefined;
+      if (this.idle()) this.fillPool();
+      else this.refillSoon();
+    }, this.refillDelayMs);
+    this.refillTimer.unref();
   }
 
   /** Replaces the host services sandboxes may reach, in one transaction. */
@@ -421,6 +455,8 @@ export class SandboxNetworks {
   /** Stops refilling the pool and waits for a refill under way; handed-out slots stay for the next process. */
   async close(): Promise<void> {
     this.closed = true;
+    clearTimeout(this.refillTimer);
+    this.refillTimer = undefined;
     await this.poolReady();
   }
 
@@ -651,6 +687,11 @@ export class SandboxNetworks {
     const fill = (async () => {
       try {
         while (!this.closed && this.pool.length < this.poolSize) {
+          // A boot began meanwhile: the rest waits until it is over.
+          if (!this.idle()) {
+            this.refillSoon();
+            break;
+          }
           const slot = await this.makeSlot(this.allocate());
           // In the table ahead, with the default rules, off the path of the create that takes it.
           try {
