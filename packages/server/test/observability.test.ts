@@ -109,7 +109,7 @@ test("the metrics endpoint takes the admin credential, as a header or a bearer t
   expect((await fetch(`${t.server.apiUrl}/metrics`)).status).toBe(401);
   expect((await fetch(`${t.server.apiUrl}/metrics`, { headers: { authorization: 'Bearer paddock_admin_0000000000000000000000000000000000000bad' } })).status).toBe(401);
   // The metrics name every team's templates and count their sandboxes: a team's key may not read them.
-  for (const headers of [{ 'x-api-key': API_KEY }, { authorization: `Bearer ${API_KEY}` }]) {
+  for (const headers of [{ 'x-api-key': API_KEY }, { authorization: `Bearer ${API_KEY}` }] as Array<Record<string, string>>) {
     const res = await fetch(`${t.server.apiUrl}/metrics`, { headers });
     expect(res.status).toBe(403);
     expect(await res.json()).toEqual({ code: 403, message: 'GET /metrics takes the admin credential only, not an API key of a team' });
