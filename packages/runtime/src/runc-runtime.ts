@@ -166,6 +166,9 @@ const MAX_SOCKET_PATH = 107;
  * after the claim.
  */
 const POOL_REFILL_DELAY_MS = 250;
+/** The wait before a pooled template whose boot failed is tried again; it doubles with each failure in a row, up to the most. */
+const POOL_RETRY_MS = 5000;
+const POOL_RETRY_MAX_MS = 5 * 60_000;
 const DEFAULT_SPARE_DISKS = 2;
 /** How often a network slot refill that waits for the creates under way looks again. */
 const NETWORK_REFILL_DELAY_MS = 50;
@@ -213,6 +216,11 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool, RuntimeHealth 
   private poolTemplates: PooledTemplate[];
   private poolFilling: Promise<void> | undefined;
   private refillTimer: NodeJS.Timeout | undefined;
+  /** Pooled templates whose last boots for the pool failed: how long the last wait was, and until when this one lasts. */
+  private poolFailures = new Map<string, { delayMs: number; until: number }>();
+  private retryTimer: NodeJS.Timeout | undefined;
+  /** Counts setPooledTemplates() calls. */
+  private poolGeneration = 0;
   /** Sandboxes booting for a caller of create() right now; the pool's refill waits for them. */
   private callerBoots = 0;
   /** Set by removeEverything(): creates are refused from then on. */
@@ -1180,6 +1188,9 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool, RuntimeHealth 
   /**
    * Tops up every pooled template, one sandbox at a time, in the background;
    * stops while a caller's boot runs (bootForCaller starts it again after).
+   * A template whose pooled boot fails (its image broken, its ready command
+   * never succeeding) waits before it is tried again, longer after each
+   * failure in a row, and meanwhile does not hold up the other templates.
    */
   private fillPool(): void {
     const size = this.opts.warmPoolSize ?? 0;
@@ -1187,9 +1198,21 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool, RuntimeHealth 
     const fill = async () => {
       for (const { templateId } of this.poolTemplates) {
         const template = this.templates.get(templateId);
-        if (!template) continue;
+        if (!template || this.poolWaiting(templateId)) continue;
         while (!this.closed && this.callerBoots === 0 && this.isPooled(templateId) && this.poolFor(templateId).length < size) {
-          const spec = await this.boot(templateId, template.limits, 'pooled');
+          const generation = this.poolGeneration;
+          let spec: SandboxSpec;
+          try {
+            spec = await this.boot(templateId, template.limits, 'pooled');
+          } catch (err) {
+            // A failure under an earlier list of templates (another preparation) says nothing of this one.
+            if (generation !== this.poolGeneration) break;
+            const delayMs = Math.min(2 * (this.poolFailures.get(templateId)?.delayMs ?? POOL_RETRY_MS / 2), POOL_RETRY_MAX_MS);
+            this.poolFailures.set(templateId, { delayMs, until: Date.now() + delayMs });
+            this.log.error({ templateID: templateId, err, retryInMs: delayMs }, 'a sandbox for the warm pool could not boot; its template is tried again later');
+            break;
+          }
+          this.poolFailures.delete(templateId);
           // Pooled even when the runtime closed meanwhile: release() or the
           // next start finds it there. Not when its template left the pool
           // while it booted.
@@ -1208,22 +1231,28 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool, RuntimeHealth 
       })
       .finally(() => {
         this.poolFilling = undefined;
-        if (this.closed || this.callerBoots > 0 || !this.poolShort()) return;
-        // After a failure, wait before trying again rather than spin.
-        if (failed) setTimeout(() => this.fillPool(), 5000).unref();
-        else this.fillPool();
+        if (this.closed || this.callerBoots > 0) return;
+        if (!failed && this.poolShort(false)) return this.fillPool();
+        // What is short waits: after a failed boot of its template, or (rather than spin) after a failed fill.
+        const waits = [...this.poolFailures.values()].map((f) => f.until);
+        if (failed) waits.push(Date.now() + POOL_RETRY_MS);
+        if (!this.poolShort(true) || waits.length === 0) return;
+        clearTimeout(this.retryTimer);
+        this.retryTimer = setTimeout(() => this.fillPool(), Math.max(0, Math.min(...waits) - Date.now())).unref();
       });
   }
 
-  private poolShort(): boolean {
-    const size = this.opts.warmPoolSize ?? 0;
-    return this.poolTemplates.some(({ templateId: t }) => this.templates.get(t) && this.poolFor(t).length < size);
+  /** Whether `templateId` waits after failed pooled boots. */
+  private poolWaiting(templateId: string): boolean {
+    return (this.poolFailures.get(templateId)?.until ?? 0) > Date.now();
   }
 
-  /**
-   * Resolves once the warm pool is full (for tests and benchmarks), or a
-   * refill ended without filling it (it failed, or the runtime closed).
-   */
+  /** Whether a pooled template has fewer sandboxes than the pool size; with `waiting` false, only those not waiting after a failure count. */
+  private poolShort(waiting = true): boolean {
+    const size = this.opts.warmPoolSize ?? 0;
+    return this.poolTemplates.some(({ templateId: t }) => this.templates.get(t) && this.poolFor(t).length < size && (waiting || !this.poolWaiting(t)));
+  }
+
   async poolReady(): Promise<void> {
     for (;;) {
       this.fillPool();
@@ -1251,6 +1280,7 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool, RuntimeHealth 
     clearInterval(this.initWatch);
     clearTimeout(this.refillTimer);
     this.refillTimer = undefined;
+    clearTimeout(this.retryTimer);
     await this.poolFilling;
     await this.spares.close();
     await this.networking?.close();
@@ -1363,6 +1393,9 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool, RuntimeHealth 
 
   async setPooledTemplates(templates: PooledTemplate[]): Promise<void> {
     this.poolTemplates = templates.map((t) => ({ ...t }));
+    // New preparations may succeed where the old ones failed: every template is tried at once.
+    this.poolGeneration++;
+    this.poolFailures.clear();
     for (const [templateId, ids] of this.pool) {
       if (this.isPooled(templateId)) continue;
       this.pool.delete(templateId);

@@ -229,7 +229,6 @@ export function hasHealth(runtime: Runtime): runtime is Runtime & RuntimeHealth 
   return typeof (runtime as Partial<RuntimeHealth>).health === 'function';
 }
 
-/** A runtime that keeps booted sandboxes ready per template, claimed by create(). */
 /** A template whose sandboxes the warm pool keeps booted. */
 export interface PooledTemplate {
   templateId: string;
@@ -237,11 +236,14 @@ export interface PooledTemplate {
    * Runs on each sandbox booted for the pool before anyone can take it,
    * with the sandbox's id: what its creator would otherwise wait for (the
    * template's start command and its readiness). A failure discards the
-   * sandbox. A sandbox taken from the pool has been through it.
+   * sandbox, and the template is tried again after a wait that doubles with
+   * each failure in a row (other templates fill meanwhile). A sandbox taken
+   * from the pool has been through it.
    */
   prepare?: (sandboxId: string) => Promise<void>;
 }
 
+/** A runtime that keeps booted sandboxes ready per template, claimed by create(). */
 export interface WarmPool {
   /** Resolves once every pooled template's pool is full, or a refill ended without filling it. */
   poolReady(): Promise<void>;

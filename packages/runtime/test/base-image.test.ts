@@ -247,6 +247,23 @@ describe('the built base image', () => {
       await expect(inRoot(['sudo', '-n', 'true'], 'user')).resolves.toBeDefined();
     });
 
+    test("a bash login shell sets root's and the user's PATH without running `id`; sh still asks it", async () => {
+      // An `id` first on PATH that leaves a mark, so that a run of it shows.
+      const marks = join(root, 'tmp/id-marks');
+      mkdirSync(marks, { mode: 0o1777 });
+      chmodSync(marks, 0o1777);
+      writeFileSync(join(root, 'usr/local/bin/id'), '#!/bin/sh\necho "$$" > /tmp/id-marks/$(/usr/bin/id -u)\nexec /usr/bin/id "$@"\n', { mode: 0o755 });
+      try {
+        expect((await inRoot(['bash', '-l', '-c', 'echo "$PATH"'], 'user')).stdout).toBe('/usr/local/bin:/usr/bin:/bin:/usr/local/games:/usr/games\n');
+        expect((await inRoot(['bash', '-l', '-c', 'echo "$PATH"'])).stdout).toBe('/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\n');
+        expect(readdirSync(marks)).toEqual([]);
+        expect((await inRoot(['sh', '-l', '-c', 'echo "$PATH"'], 'user')).stdout).toBe('/usr/local/bin:/usr/bin:/bin:/usr/local/games:/usr/games\n');
+        expect(readdirSync(marks)).toEqual(['1000']);
+      } finally {
+        rmSync(join(root, 'usr/local/bin/id'));
+      }
+    });
+
     test('pip installs a package for the user, and venv makes an environment with its own pip', async () => {
       expect((await inRoot(['pip', '--version'], 'user')).stdout).toMatch(/^pip \d+/);
       await inRoot(['pip', 'install', '--disable-pip-version-check', '--no-index', '--no-build-isolation', '/tmp/probe'], 'user');

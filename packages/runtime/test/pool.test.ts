@@ -124,6 +124,41 @@ test("a template's preparation runs on each sandbox before it is pooled; one who
   for (const s of claimed) await t.runtime.destroy(s.id);
 }, 60_000);
 
+test('a pooled template whose boots keep failing waits longer between tries and does not hold up the pool of another', async () => {
+  await t.runtime.poolReady();
+  const base = (await t.runtime.getTemplate('base'))!;
+  await t.runtime.deriveTemplate('pool-other', 'base', base.config);
+  // Empty base's pool, so that it is the first to refill.
+  const claimed = [];
+  for (let i = 0; i < 2; i++) claimed.push(await t.runtime.create({ templateId: 'base', init: { accessToken: TOKEN } }));
+  const tries: number[] = [];
+  try {
+    await t.runtime.setPooledTemplates([
+      {
+        templateId: 'base',
+        prepare: async () => {
+          tries.push(Date.now());
+          throw new Error('never ready');
+        },
+      },
+      { templateId: 'pool-other' },
+    ]);
+    for (let i = 0; i < 300 && (t.runtime.pooled()['pool-other'] ?? []).length < 2; i++) await new Promise((r) => setTimeout(r, 100));
+    expect(t.runtime.pooled()['pool-other']).toHaveLength(2);
+    // The second try of base comes after the first wait (5 s) and a boot; the next would wait 10 s.
+    for (let i = 0; i < 300 && tries.length < 2; i++) await new Promise((r) => setTimeout(r, 100));
+    expect(tries).toHaveLength(2);
+    expect(tries[1]! - tries[0]!).toBeGreaterThanOrEqual(5000);
+    expect(t.runtime.pooled().base ?? []).toEqual([]);
+  } finally {
+    await t.runtime.setPooledTemplates([{ templateId: 'base' }]);
+    for (const s of claimed) await t.runtime.destroy(s.id);
+  }
+  expect(t.runtime.pooled()['pool-other']).toBeUndefined();
+  await t.runtime.deleteTemplate('pool-other');
+  await t.runtime.poolReady();
+}, 90_000);
+
 test('a restarted runtime removes a pool sandbox whose boot or preparation was cut off', async () => {
   await t.runtime.poolReady();
   const [cut, kept] = t.runtime.pooled().base!;
