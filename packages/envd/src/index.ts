@@ -117,7 +117,20 @@ export function envdCommand({ root = envdMountPoint, args = [] }: EnvdCommandOpt
  * may need more.
  */
 export function envdToolCommand(tool: 'copy' | 'user', args: readonly string[], { root = envdMountPoint }: { root?: string } = {}): string[] {
-  return nodeCommand(root, [], 'envd/tools.cjs', [tool, ...args]);
+  return nodeCommand(root, [], TOOLS_SCRIPT, [tool, ...args]);
+}
+
+const TOOLS_SCRIPT = 'envd/tools.cjs';
+
+/**
+ * The build tools' script in the sandbox directory at `root`, for a worker
+ * thread of the host's own node (`new Worker(script, { workerData: { serve:
+ * true }, env: {} })`), which then takes copies as messages: `{ tool:
+ * 'copy', args }` (the copy tool's arguments, as for `envdToolCommand`) is
+ * answered `{}` when done, or `{ error }` with the line the tool prints.
+ */
+export function envdToolsScript(root: string): string {
+  return posix.join(root, TOOLS_SCRIPT);
 }
 
 export { ENVD_PORT } from '@paddock/protocol';

@@ -45,8 +45,10 @@ export const MAX_OVERLAY_LOWERS = 500;
  * paths fill. The lowers are named instead by short relative links made in
  * `linkDir` (`l/0`, `l/1`, ...: host-only, as the caller's directory is),
  * resolved from there by the kernel when it mounts; then hundreds fit.
+ * `volatile`: the overlay never syncs its upper's filesystem, not even at
+ * its unmount.
  */
-export async function mountOverlay(target: string, lowers: string[], upper: string, work: string, linkDir: string): Promise<void> {
+export async function mountOverlay(target: string, lowers: string[], upper: string, work: string, linkDir: string, { volatile = false }: { volatile?: boolean } = {}): Promise<void> {
   if (isMounted(target)) return;
   if (lowers.length > MAX_OVERLAY_LOWERS) throw new Error(`an overlay stacks at most ${MAX_OVERLAY_LOWERS} layers; this one has ${lowers.length}`);
   for (const p of [...lowers, upper, work]) {
@@ -57,7 +59,7 @@ export async function mountOverlay(target: string, lowers: string[], upper: stri
   mkdirSync(links, { mode: 0o700 });
   lowers.forEach((lower, i) => symlinkSync(lower, join(links, String(i))));
   const named = lowers.map((_, i) => `l/${i}`).join(':');
-  mountNative().mountOverlay(linkDir, target, `lowerdir=${named},upperdir=${upper},workdir=${work}`);
+  mountNative().mountOverlay(linkDir, target, `lowerdir=${named},upperdir=${upper},workdir=${work}${volatile ? ',volatile' : ''}`);
 }
 
 /**

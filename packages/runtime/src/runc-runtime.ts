@@ -24,7 +24,8 @@ import { access } from 'node:fs/promises';
 import { chmodSync, chownSync, closeSync, constants, existsSync, lstatSync, mkdirSync, openSync, readFileSync, readSync, readdirSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
 import type { Duplex } from 'node:stream';
-import { envdCommand, envdSandboxDir, envdToolCommand } from '@paddock/envd';
+import { envdCommand, envdSandboxDir, envdToolsScript } from '@paddock/envd';
+import { CopyFailed, CopyWorkers } from './copy-worker.js';
 import { checkPassable, installCopy, removeScratchCopies, sandboxPassable } from './host-files.js';
 import { checkIdShift, DEFAULT_ID_SHIFT, shiftOwners } from './ids.js';
 import { baseImage, importImage, pullImage } from './image-templates.js';
@@ -233,6 +234,8 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool, RuntimeHealth 
   private readonly images: ImageStore;
   /** The copies that sandboxes use (prepare() installs them): envd's directory and the start hook. */
   private paddockDir: string | undefined;
+  /** Where COPY steps run (templateWithFiles), made at the first. */
+  private copyWorkers: CopyWorkers | undefined;
   private startHook: string | undefined;
   /** Sandbox networks; undefined when sandboxes have loopback only. */
   private readonly networking: SandboxNetworking | undefined;
@@ -1076,11 +1079,14 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool, RuntimeHealth 
       // The layer's top is the image's `/`, owned by its root, as a sandbox's upper is.
       chownSync(staged.layer, this.idShift, this.idShift);
       chmodSync(staged.layer, 0o755);
-      await mountOverlay(image, lowers, staged.layer, work, staged.dir);
+      // Volatile: its unmount does not sync the host's filesystem (most of
+      // an unmount's time), which no more makes the layer durable than a
+      // snapshot's `cp -a` is; a crash leaves only the staging directory.
+      await mountOverlay(image, lowers, staged.layer, work, staged.dir, { volatile: true });
       ms.mountedMs = msSince(started);
       try {
         // envd's build tool, on the host: it resolves the image's paths itself, within the image.
-        const argv = envdToolCommand('copy', [
+        const args = [
           '--archive', files.archive,
           '--source', files.source,
           '--dest', files.dest,
@@ -1091,14 +1097,14 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool, RuntimeHealth 
           '--max-bytes', String(limits.diskSizeMB * 1024 * 1024),
           '--root', image,
           '--id-shift', String(this.idShift),
-        ], { root: this.paddockDir! });
+        ];
+        this.copyWorkers ??= new CopyWorkers(envdToolsScript(this.paddockDir!));
         try {
-          await run(argv[0]!, argv.slice(1), { timeoutMs: 600_000, env: {}, ...(opts.signal ? { signal: opts.signal } : {}) });
+          await this.copyWorkers.copy(args, { timeoutMs: 600_000, ...(opts.signal ? { signal: opts.signal } : {}) });
         } catch (err) {
           if (opts.signal?.aborted) throw opts.signal.reason;
-          // The tool's one line (`copy: what failed`) is the reason.
-          const why = err instanceof CommandError ? err.stderr.trim().replace(/^copy: /, '') || err.message : (err as Error).message;
-          throw new RuntimeError('invalid', why, { cause: err });
+          // The tool's one line (what failed) is the reason.
+          throw new RuntimeError('invalid', err instanceof CopyFailed ? err.message : (err as Error).message, { cause: err });
         }
         ms.copiedMs = msSince(started);
       } finally {
@@ -1282,6 +1288,8 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool, RuntimeHealth 
     this.refillTimer = undefined;
     clearTimeout(this.retryTimer);
     await this.poolFilling;
+    await this.copyWorkers?.close();
+    this.copyWorkers = undefined;
     await this.spares.close();
     await this.networking?.close();
     this.networkReady = false;

@@ -121,6 +121,29 @@ test('a COPY that cannot be placed fails the build naming why, and leaves no lay
   expect(readdirSync(join(t.home, 'runtime/templates')).sort()).toEqual(before);
 });
 
+test("a running build's status is answered when the build ends (held at most 0.5 s, a full page not at all), so that a poll learns of the end as it happens", async () => {
+  const req = await api('POST', '/v3/templates', { name: 'srv-held' });
+  const { templateID, buildID } = req.body;
+  // A command of its own: a step another test runs would be cached.
+  await api('POST', `/v2/templates/${templateID}/builds/${buildID}`, { fromTemplate: 'base', steps: [{ type: 'RUN', args: ['sleep 2; echo held'] }] });
+  const status = () => api('GET', `/templates/${templateID}/builds/${buildID}/status?logsOffset=0`);
+  const started = performance.now();
+  expect((await status()).body.status).toBe('building');
+  expect(performance.now() - started).toBeGreaterThanOrEqual(450);
+  // A full page is answered at once: the client has more to read.
+  const paged = performance.now();
+  const page = await api('GET', `/templates/${templateID}/builds/${buildID}/status?logsOffset=0&limit=1`);
+  expect(page.body).toMatchObject({ status: 'building', logEntries: [expect.anything()] });
+  expect(performance.now() - paged).toBeLessThan(400);
+  // Asked again at once after each answer: held answers make a few polls
+  // of the build's seconds, and the last one is its end.
+  let last = await status();
+  let polls = 1;
+  for (; last.body.status === 'building' && polls < 100; polls++) last = await status();
+  expect(last.body.status).toBe('ready');
+  expect(polls).toBeLessThan(30);
+});
+
 test('a run as a user that does not exist fails the build naming it', async () => {
   const req = await api('POST', '/v3/templates', { name: 'srv-nouser' });
   await api('POST', `/v2/templates/${req.body.templateID}/builds/${req.body.buildID}`, { fromTemplate: 'base', steps: [{ type: 'RUN', args: ['true', 'nobody-here'] }] });

@@ -11,7 +11,14 @@
 //
 // Success exits 0; a failure prints one line, `<tool>: <what failed>`, on
 // stderr and exits 1.
+//
+// The runtime, which places COPY steps on the host, loads the same file in a
+// worker thread of its own node instead (workerData `{ serve: true }`): a
+// copy is then a message, `{ tool: 'copy', args }`, answered `{}` or
+// `{ error }` with the same line, and no node process starts and loads
+// this bundle for each one.
 import { parseArgs } from 'node:util';
+import { isMainThread, parentPort, workerData } from 'node:worker_threads';
 import { copy } from './copy.js';
 import { hostRoot, ownRoot } from './image-root.js';
 import { user } from './user.js';
@@ -53,10 +60,27 @@ function run(tool: string | undefined, args: string[]): void {
   }
 }
 
-const [tool, ...args] = process.argv.slice(2);
-try {
-  run(tool, args);
-} catch (err) {
-  process.stderr.write(`${tool ?? 'tools'}: ${(err as Error).message.replace(/\s*\n\s*/g, ' ')}\n`);
-  process.exitCode = 1;
+/** A failure as the one line the tools print. */
+const failure = (tool: string | undefined, err: unknown) => `${tool ?? 'tools'}: ${(err as Error).message.replace(/\s*\n\s*/g, ' ')}`;
+
+if (!isMainThread && (workerData as { serve?: unknown } | null)?.serve === true) {
+  // Only the copy: the user tool answers on stdout, which a worker shares with the runtime.
+  parentPort!.on('message', (msg: { tool?: unknown; args?: unknown }) => {
+    const tool = typeof msg.tool === 'string' ? msg.tool : undefined;
+    try {
+      if (tool !== 'copy' || !Array.isArray(msg.args) || !msg.args.every((a) => typeof a === 'string')) throw new Error('a worker runs copy, with args as strings');
+      run(tool, msg.args);
+      parentPort!.postMessage({});
+    } catch (err) {
+      parentPort!.postMessage({ error: failure(tool, err) });
+    }
+  });
+} else {
+  const [tool, ...args] = process.argv.slice(2);
+  try {
+    run(tool, args);
+  } catch (err) {
+    process.stderr.write(`${failure(tool, err)}\n`);
+    process.exitCode = 1;
+  }
 }

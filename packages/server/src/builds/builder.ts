@@ -117,6 +117,8 @@ export class Builder {
   private running = 0;
   private readonly layerLocks = new KeyedMutex();
   private readonly aborts = new Map<string, AbortController>();
+  /** Who waits for a build's end (a held status request), by build id. */
+  private readonly waiters = new Map<string, Set<() => void>>();
   /** Build containers being removed after their step. */
   private readonly removals = new Set<Promise<unknown>>();
   private closed = false;
@@ -126,6 +128,30 @@ export class Builder {
   /** Builds a server that stopped left under way end in error. */
   async recover(): Promise<string[]> {
     return this.opts.records.failUnfinishedBuilds({ message: 'the server stopped while the build ran; start the build again' });
+  }
+
+  /**
+   * Resolves when build `buildId` has ended (its status stored), or after
+   * `ms`, or at once when this builder is not running it or queueing it.
+   */
+  untilEnded(buildId: string, ms: number): Promise<void> {
+    if (!this.aborts.has(buildId) && !this.queue.some((j) => j.buildId === buildId)) return Promise.resolve();
+    return new Promise((resolve) => {
+      let waiters = this.waiters.get(buildId);
+      if (!waiters) this.waiters.set(buildId, (waiters = new Set()));
+      const wake = () => {
+        clearTimeout(timer);
+        waiters.delete(wake);
+        if (waiters.size === 0 && this.waiters.get(buildId) === waiters) this.waiters.delete(buildId);
+        resolve();
+      };
+      const timer = setTimeout(wake, ms);
+      waiters.add(wake);
+    });
+  }
+
+  private ended(buildId: string): void {
+    for (const wake of [...(this.waiters.get(buildId) ?? [])]) wake();
   }
 
   enqueue(job: BuildJob): void {
@@ -142,6 +168,7 @@ export class Builder {
     this.closed = true;
     for (const job of this.queue.splice(0)) {
       await this.opts.records.finishBuild(job.buildId, { status: 'error', reason: { message: 'the server stopped before the build ran' } }).catch(() => undefined);
+      this.ended(job.buildId);
     }
     for (const abort of this.aborts.values()) abort.abort(new Error('the server stopped while the build ran'));
     for (let i = 0; i < 600 && this.running > 0; i++) await new Promise((r) => setTimeout(r, 50));
@@ -191,6 +218,7 @@ export class Builder {
     } finally {
       clearTimeout(timer);
       this.aborts.delete(job.buildId);
+      this.ended(job.buildId);
     }
   }
 
