@@ -22,10 +22,10 @@ export const DEFAULT_TAG = 'default';
 
 const logEntry = (e: BuildLogEntry) => ({ timestamp: iso(e.ts), level: e.level, message: e.message, ...(e.step ? { step: e.step } : {}) });
 const LEVELS: LogLevel[] = ['debug', 'info', 'warn', 'error'];
-/** The levels at or above `level`. */
-/** How long a status answer of a running build waits for its end, ms. */
+/** How long a status answer of a running build with no new log entries waits for its end, ms. */
 const STATUS_HOLD_MS = 500;
 
+/** The levels at or above `level`. */
 const levelsFrom = (level: LogLevel | undefined) => (level ? LEVELS.slice(LEVELS.indexOf(level)) : undefined);
 
 /** The build sandboxes of a template start from: the tag's, else the newest ready one. */
@@ -328,11 +328,11 @@ export class Templates {
     let { t, b } = await this.requireBuild(caller, ref, buildId);
     const page = { offset: q.logsOffset ?? 0, limit: q.limit ?? 100, levels: levelsFrom(q.level) };
     let entries = await this.records.buildLogs(b.id, page);
-    if (b.status === 'building' && entries.length < page.limit && this.builds) {
+    if (b.status === 'building' && entries.length === 0 && this.builds) {
       // Clients poll this (the SDKs every 200 ms, sleeping between answers):
-      // an answer held until the build ends is there the moment it is
-      // ready, instead of at the next poll. Held a bounded time, so that
-      // live logs still come; a full page (more entries waiting) is not held.
+      // an answer with nothing new, held until the build ends, is there the
+      // moment it is ready instead of at the next poll. Held a bounded time;
+      // an answer with new log entries is not held, so live logs still come.
       await this.builds.builder.untilEnded(b.id, STATUS_HOLD_MS);
       ({ t, b } = await this.requireBuild(caller, ref, buildId));
       entries = await this.records.buildLogs(b.id, page);
