@@ -87,14 +87,52 @@ export async function runTrue(socketPath: string, format: 'json' | 'binary', pro
 }
 
 export async function initEnvd(socketPath: string, init: EnvdInit, currentToken?: string): Promise<void> {
-  await withEnvd(socketPath, { accessToken: currentToken }, async (envd) => {
+  await withEnvd(socketPath, { accessToken: currentToken }, (envd) => initWith(envd, init));
+}
+
+async function initWith(envd: EnvdClient, init: EnvdInit): Promise<void> {
+  try {
+    await envd.init({ ...init, timestamp: new Date().toISOString() });
+  } catch (err) {
+    const status = err instanceof EnvdHttpError && err.status !== undefined ? ` (${err.status})` : '';
+    throw new RuntimeError('internal', `envd refused /init${status}: ${(err as Error).message}`, { cause: err });
+  }
+}
+
+/**
+ * A connection to the envd of a pooled sandbox (no access token yet), kept
+ * open from its warm-up to its claim: the claim's /init then neither sets up
+ * a connection nor runs envd's handler for the first time (both were a good
+ * part of a warm create on a small host).
+ */
+export class PooledEnvdLink {
+  private readonly envd: EnvdClient;
+
+  constructor(private readonly socketPath: string) {
+    this.envd = new EnvdClient({ envdUrl: 'http://localhost', socketPath, requestTimeoutMs: CALL_TIMEOUT_MS });
+  }
+
+  /** Opens the connection with an /init that sets nothing. */
+  warm(): Promise<void> {
+    return initWith(this.envd, {});
+  }
+
+  /**
+   * The claim's /init. Setting the same token and variables twice is
+   * harmless, so a kept connection that envd closed meanwhile (idle past its
+   * keep-alive) is retried on a new one; a dead envd fails both.
+   */
+  async init(init: EnvdInit): Promise<void> {
     try {
-      await envd.init({ ...init, timestamp: new Date().toISOString() });
-    } catch (err) {
-      const status = err instanceof EnvdHttpError && err.status !== undefined ? ` (${err.status})` : '';
-      throw new RuntimeError('internal', `envd refused /init${status}: ${(err as Error).message}`, { cause: err });
+      await initWith(this.envd, init);
+    } catch {
+      await initEnvd(this.socketPath, init);
     }
-  });
+  }
+
+  close(): Promise<void> {
+    return this.envd.close();
+  }
 }
 
 /** Longest error body a refused tunnel is read for. */

@@ -31,7 +31,7 @@ import { checkIdShift, DEFAULT_ID_SHIFT, shiftOwners } from './ids.js';
 import { baseImage, importImage, pullImage } from './image-templates.js';
 import { ImageStore } from './images/index.js';
 import { cgroupDirs, detectCgroups, inCgroup, readUsage, removeCgroupDir, removeCgroups, removeCgroupsDrained, setCpuWeight, swapAccounting, thawed, type CgroupLayout } from './cgroups.js';
-import { envdAnswers, initEnvd, openTunnel, runTrue, waitForEnvd } from './envd-link.js';
+import { envdAnswers, initEnvd, openTunnel, PooledEnvdLink, runTrue, waitForEnvd } from './envd-link.js';
 import { CommandError, run } from './exec.js';
 import { mountOverlay, mountPoints, removeTree, unmount } from './mounts.js';
 import { listenUnix } from './host-socket.js';
@@ -220,6 +220,8 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool, RuntimeHealth 
   /** Pooled templates whose last boots for the pool failed: how long the last wait was, and until when this one lasts. */
   private poolFailures = new Map<string, { delayMs: number; until: number }>();
   private retryTimer: NodeJS.Timeout | undefined;
+  /** Open connections to pooled sandboxes' envd, by sandbox id (PooledEnvdLink). */
+  private poolLinks = new Map<string, PooledEnvdLink>();
   /** Counts setPooledTemplates() calls. */
   private poolGeneration = 0;
   /** Sandboxes booting for a caller of create() right now; the pool's refill waits for them. */
@@ -679,6 +681,7 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool, RuntimeHealth 
               .catch(() => undefined);
           }
           await this.poolTemplates.find((t) => t.templateId === templateId)?.prepare?.(id);
+          await this.keepPoolLink(id);
           spec.poolReady = true;
           this.writeSpec(spec);
           phases.end('warmup');
@@ -887,6 +890,7 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool, RuntimeHealth 
   /** Removes every trace of a sandbox: container, mount, cgroups, directory. */
   private async removeSandbox(id: string): Promise<void> {
     this.inits.delete(id);
+    this.dropPoolLink(id);
     const dir = this.dir(id);
     if (!existsSync(dir)) return;
     const spec = this.readSpec(id);
@@ -1166,8 +1170,14 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool, RuntimeHealth 
           // a runc process on the path of every create: /init fails
           // on a dead one too.
           const socket = this.socket(id, 'envd.sock');
-          if (init) await initEnvd(socket, init);
-          else if (!(await envdAnswers(socket))) throw new RuntimeError('unavailable', 'pooled sandbox is not running');
+          const link = this.poolLinks.get(id);
+          this.poolLinks.delete(id);
+          try {
+            if (init) await (link ? link.init(init) : initEnvd(socket, init));
+            else if (!(await envdAnswers(socket))) throw new RuntimeError('unavailable', 'pooled sandbox is not running');
+          } finally {
+            void link?.close();
+          }
           await this.networking?.setRules(id, network);
           const claimed = { ...spec, pooled: false, createdAt: new Date().toISOString(), network };
           this.writeSpec(claimed);
@@ -1248,6 +1258,23 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool, RuntimeHealth 
       });
   }
 
+  /** Opens and keeps the connection a claim of pooled sandbox `id` will use (none where envd does not answer: the claim makes its own). */
+  private async keepPoolLink(id: string): Promise<void> {
+    this.dropPoolLink(id);
+    const link = new PooledEnvdLink(this.socket(id, 'envd.sock'));
+    try {
+      await link.warm();
+      this.poolLinks.set(id, link);
+    } catch {
+      await link.close();
+    }
+  }
+
+  private dropPoolLink(id: string): void {
+    void this.poolLinks.get(id)?.close();
+    this.poolLinks.delete(id);
+  }
+
   /** Whether `templateId` waits after failed pooled boots. */
   private poolWaiting(templateId: string): boolean {
     return (this.poolFailures.get(templateId)?.until ?? 0) > Date.now();
@@ -1288,6 +1315,7 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool, RuntimeHealth 
     this.refillTimer = undefined;
     clearTimeout(this.retryTimer);
     await this.poolFilling;
+    for (const id of [...this.poolLinks.keys()]) this.dropPoolLink(id);
     await this.copyWorkers?.close();
     this.copyWorkers = undefined;
     await this.spares.close();
