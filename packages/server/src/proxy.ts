@@ -2,8 +2,10 @@
 // sandbox and port by host (`{port}-{sandboxID}.{domain}`) or by the
 // `E2b-Sandbox-Id` / `E2b-Sandbox-Port` headers; signed `/files` URLs that
 // carry neither are matched by their signature. Port 49983 reaches envd's
-// socket (connections are kept and reused), any other port the sandbox's own
-// TCP port through the runtime's tunnel (one per request). The relay in
+// socket, any other port the sandbox's own TCP port through the runtime's
+// tunnel. Connections of both are kept and reused, a tunnel's per port for a
+// short while (PORT_IDLE_MS), and let go when the sandbox is paused or
+// killed: none carries a request into a sandbox that is not running. The relay in
 // ./relay carries requests and answers (through Node's http server and
 // undici, or its fast path); WebSocket upgrades are spliced through. A
 // sandbox that is not running answers 502. A request the proxy refuses itself (400,
@@ -45,6 +47,17 @@ import { pathOf, requestId, type Logger } from './log.js';
 import { REQUEST_ID } from './relay/headers.js';
 import type { Metrics } from './metrics.js';
 
+
+/**
+ * How long a kept tunnel to a sandbox's port may wait for its next request.
+ * Shorter than the idle timeouts of common servers (Node's 5 s, uvicorn's
+ * 5 s, gunicorn's 2 s), so that the proxy lets go of a connection before
+ * the service does and never sends a request on one being closed; long
+ * enough for calls one after another (the code interpreter's) to share one.
+ */
+export const PORT_IDLE_MS = 1_000;
+/** Tunnels kept to one port of a sandbox, at most. */
+const PORT_MAX_KEPT = 8;
 
 interface Target {
   sandbox: SandboxRoute;
@@ -170,14 +183,24 @@ export function createProxy(
     const t = await target(req);
     checkTraffic(t, req);
     const name = `sandbox '${t.sandbox.id}' on port ${t.port}`;
+    const sandbox = t.sandbox.id;
     if (t.port !== ENVD_PORT) {
       const mask = t.sandbox.maskRequestHost;
-      return { name, open: () => runtime.openTunnel(t.sandbox.id, t.port), ...(mask ? { host: mask.replaceAll('${PORT}', String(t.port)) } : {}) };
+      return {
+        name,
+        target: 'port',
+        poolKey: `${sandbox}:${t.port}`,
+        sandbox,
+        idleMs: PORT_IDLE_MS,
+        maxKept: PORT_MAX_KEPT,
+        open: () => runtime.openTunnel(sandbox, t.port),
+        ...(mask ? { host: mask.replaceAll('${PORT}', String(t.port)) } : {}),
+      };
     }
-    const endpoint = runtime.envdEndpoint(t.sandbox.id);
+    const endpoint = runtime.envdEndpoint(sandbox);
     const poolKey = 'socketPath' in endpoint ? endpoint.socketPath : `${endpoint.host}:${endpoint.port}`;
     const corsFields = cors.answer(req.headers);
-    return { name, poolKey, open: () => connectTo(endpoint), ...(corsFields ? { responseHeaders: corsFields } : {}) };
+    return { name, target: 'envd', poolKey, sandbox, open: () => connectTo(endpoint), ...(corsFields ? { responseHeaders: corsFields } : {}) };
   }
 
   async function route(req: RequestView): Promise<Destination> {
@@ -226,7 +249,7 @@ export function createProxy(
       if (err instanceof ProxyError) throw new ProxyError(err.status, err.message, err.fields, { ...err.headers, [REQUEST_ID]: reqId });
       throw err;
     }
-    const target = dest.poolKey === undefined ? 'port' : 'envd';
+    const target = dest.target ?? 'port';
     metrics.proxyRequests.inc({ target });
     log.debug({ ...at, to: dest.name }, 'proxy request');
     const open = dest.open;
@@ -252,6 +275,8 @@ export function createProxy(
     maxConnectionsPerAddress: limits.maxConnectionsPerAddress,
     ...(limits.tls ? { tls: limits.tls } : {}),
   });
+  // A paused or killed sandbox's kept connections go at once: none may carry a request to it once it runs again, or to what took its place.
+  sandboxes.onLeave((id) => relay.dropSandbox(id));
   // Bytes each way on client connections, headers included, counted as each connection closes.
   relay.server.on('connection', (socket: Socket) =>
     socket.once('close', () => {

@@ -76,6 +76,9 @@ const iso = (ms: number) => new Date(ms).toISOString();
 /** Whether the repository refused a change because the sandbox is no longer as it was listed. */
 const refused = (err: unknown) => err instanceof StoreError;
 
+/** Events after which a sandbox no longer runs on this server. */
+const LEAVING = new Set(['killed', 'paused', 'expired_paused', 'expired_killed', 'lost', 'marked_paused', 'oom_killed', 'exited']);
+
 export class Sandboxes {
   private readonly mutex = new KeyedMutex();
   private readonly records: SandboxRepository;
@@ -91,6 +94,7 @@ export class Sandboxes {
   /** Out-of-memory kills in each running sandbox as last sampled; more at the next sample are an event. */
   private readonly oomSeen = new Map<string, number>();
   private readonly admission: Admission;
+  private readonly leaveListeners = new Set<(id: string) => void>();
 
   constructor(
     private readonly config: ServerConfig,
@@ -104,6 +108,16 @@ export class Sandboxes {
     this.telemetry = repositories.telemetry;
     this.createLimiter = new RateLimiter(config.createRate, config.createBurst);
     this.admission = new Admission(config.maxSandboxesPerKey, repositories.sandboxes, repositories.teams);
+  }
+
+  /**
+   * Calls `listener` with a sandbox's id each time it stops running here
+   * (paused, killed, expired, exited), as the change is recorded: the proxy
+   * lets go of the connections it keeps into it.
+   */
+  onLeave(listener: (id: string) => void): () => void {
+    this.leaveListeners.add(listener);
+    return () => this.leaveListeners.delete(listener);
   }
 
   // ---------------------------------------------------------------- helpers
@@ -177,6 +191,7 @@ export class Sandboxes {
    * caused it, if one did.
    */
   private async event(id: string, kind: string, level: 'info' | 'warn' | 'error', message: string, fields: Record<string, string> = {}): Promise<void> {
+    if (LEAVING.has(kind)) for (const listener of this.leaveListeners) listener(id);
     logOf(this.observe.log)[level]({ sandboxID: id, event: kind, ...fields }, message);
     this.observe.metrics.lifecycle.inc({ event: kind });
     await this.telemetry.log(id, level, message, { event: kind, ...fields });

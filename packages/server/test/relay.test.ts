@@ -13,6 +13,7 @@ import { join } from 'node:path';
 import { createRelay, type SandboxRelay } from '../src/relay/index.js';
 import { ProxyError, type Destination, type RelayOptions, type RequestView } from '../src/relay/relay.js';
 import { answeredConnection, rawExchange, untilClosed } from './raw-http.js';
+import { eventually } from '../../../tools/testing/poll.mjs';
 
 const listening = async <T extends NetServer>(s: T): Promise<number> => {
   await new Promise<void>((r) => s.listen(0, '127.0.0.1', () => r()));
@@ -70,9 +71,13 @@ async function route(req: RequestView): Promise<Destination> {
   if (!u) throw new ProxyError(502, `no upstream '${to}'`);
   const mask = req.headers['x-mask'];
   const id = req.headers['x-give-id'];
+  const sandbox = req.headers['x-sandbox'];
+  const maxKept = req.headers['x-max-kept'];
   return {
     name: `upstream '${to}'`,
     poolKey: u.pooled ? to : undefined,
+    ...(typeof sandbox === 'string' ? { sandbox } : {}),
+    ...(typeof maxKept === 'string' ? { maxKept: Number(maxKept) } : {}),
     ...(typeof mask === 'string' ? { host: mask } : {}),
     ...(typeof id === 'string' ? { requestId: id } : {}),
     open: () =>
@@ -730,6 +735,64 @@ describe.each([
       await gone;
       expect(opened).toEqual(['a', 'a']);
       agent.destroy();
+    });
+
+    test("a service that closes its connections (Connection: close, HTTP/1.0) gets a new one for each request", async () => {
+      let n = 0;
+      await upstream('closing', (_req, res) => res.setHeader('connection', 'close').end(`c${++n}`));
+      await rawUpstream('old', (sock) => sock.once('data', () => sock.end('HTTP/1.0 200 OK\r\ncontent-length: 2\r\n\r\nok')));
+      const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+      for (const to of ['closing', 'closing', 'old', 'old']) expect((await send('/', { to, agent, headers: { 'x-sandbox': 's' } })).status).toBe(200);
+      expect(opened).toEqual(['closing', 'closing', 'old', 'old']);
+      agent.destroy();
+    });
+
+    test("dropping a sandbox closes its idle kept connections, and one in use is not kept after its request", async () => {
+      const closed: string[] = [];
+      let release!: () => void;
+      const held = new Promise<void>((r) => (release = r));
+      await upstream('a', (req, res) => {
+        req.socket.once('close', () => closed.push(req.url!));
+        if (req.url === '/slow') void held.then(() => res.end('slow'));
+        else res.end('ok');
+      });
+      await upstream('b', (_req, res) => res.end('other'));
+      const into = (sandbox: string, to = 'a') => ({ to, headers: { 'x-sandbox': sandbox } });
+      expect((await send('/idle', into('s1'))).body.toString()).toBe('ok');
+      expect((await send('/', into('s2', 'b'))).body.toString()).toBe('other');
+      relay.dropSandbox('s1');
+      await eventually(() => closed.length === 1, 'the idle connection to close');
+      expect(closed).toEqual(['/idle']);
+      // In use while dropped: answered whole, then closed rather than kept.
+      const slow = send('/slow', into('s1'));
+      await eventually(() => opened.length === 3, 'the slow request to reach the upstream');
+      expect(opened).toEqual(['a', 'b', 'a']);
+      relay.dropSandbox('s1');
+      release();
+      expect((await slow).body.toString()).toBe('slow');
+      await eventually(() => closed.length === 2, 'the connection in use to close after its response');
+      expect(closed).toEqual(['/idle', '/slow']);
+      expect((await send('/', into('s1'))).body.toString()).toBe('ok');
+      // Another sandbox's kept connection stayed.
+      expect((await send('/', into('s2', 'b'))).body.toString()).toBe('other');
+      expect(opened).toEqual(['a', 'b', 'a', 'a']);
+    });
+
+    test('no more connections are kept to a key than its limit', async () => {
+      let release!: () => void;
+      const held = new Promise<void>((r) => (release = r));
+      let arrived = 0;
+      await upstream('a', (_req, res) => {
+        arrived++;
+        void held.then(() => res.end('ok'));
+      });
+      const limit = { to: 'a', headers: { 'x-sandbox': 's', 'x-max-kept': '1' } };
+      const both = Promise.all([send('/', limit), send('/', limit)]);
+      await eventually(() => arrived === 2, 'both requests to arrive');
+      release();
+      expect((await both).map((r) => r.status)).toEqual([200, 200]);
+      for (let i = 0; i < 3; i++) expect((await send('/', limit)).status).toBe(200);
+      expect(opened).toEqual(['a', 'a']);
     });
 
     test('bytes after a complete response keep that connection out of the pool', async () => {

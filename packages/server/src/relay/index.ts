@@ -19,6 +19,8 @@ export interface SandboxRelay {
   destroyConnections(): void;
   /** Closes the client connections between requests; how many remain, busy with a request, a stream or an upgrade. */
   closeIdle(): number;
+  /** Lets go of the connections kept into a sandbox that stopped running here (paused, killed): none serves another request. */
+  dropSandbox(id: string): void;
 }
 
 export function createRelay({ fastPath, ...options }: RelayOptions & { fastPath: boolean }): SandboxRelay {

@@ -214,6 +214,10 @@ export class Relay {
     for (const s of this.sockets) s.destroy();
   }
 
+  dropSandbox(id: string): void {
+    this.upstreams.dropSandbox(id);
+  }
+
   closeIdle(): number {
     // Node's server knows which of its connections wait for a request; upgraded ones it has let go are busy.
     this.server.closeIdleConnections();
@@ -251,9 +255,9 @@ export class Relay {
     res.once('close', () => {
       if (this.answering.get(socket) === res) this.answering.delete(socket);
     });
-    const { dispatcher, done } = this.upstreams.take(dest);
+    const { dispatcher, reset, done } = this.upstreams.take(dest);
     dispatcher.stream(
-      { path: req.url!, method: req.method!, headers: requestFields(req, dest.host, dest.requestId), body: this.bodyOf(req), reset: dest.poolKey === undefined },
+      { path: req.url!, method: req.method!, headers: requestFields(req, dest.host, dest.requestId), body: this.bodyOf(req), reset },
       ({ statusCode, headers }) => {
         const te = tokens(headers['transfer-encoding']);
         if (te.some((t) => t !== 'chunked')) throw new ProxyError(502, `${dest.name} sent transfer-encoding '${te.join(', ')}', which the proxy does not pass on`);

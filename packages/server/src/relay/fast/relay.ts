@@ -48,6 +48,8 @@ import { MAX_HEAD, type Destination } from '../upstreams.js';
 /** Client bytes held while a request is routed or a response is under way, before reading stops. */
 const MAX_HELD = 1024 * 1024;
 const MAX_IDLE_PER_KEY = 64;
+/** Idle connections kept into one sandbox, envd's and its ports' together. */
+const MAX_IDLE_PER_SANDBOX = 64;
 /** Bodies with at least this much still to come go through the pump. */
 const PUMP_MIN = 64 * 1024;
 /**
@@ -98,14 +100,34 @@ function errorResponse(status: number, message: string, close: boolean, fields?:
   return ownResponse(status, message, close, fields, headers);
 }
 
-/** Idle upstream connections by key. An idle connection that speaks or closes is dropped. */
+/**
+ * Upstream connections kept between requests: idle ones by key, and, per
+ * sandbox, the ones lent out to an exchange. An idle connection that speaks
+ * or closes is dropped. When a sandbox stops running here its idle
+ * connections close, and the ones lent out close when their exchange ends.
+ */
 class Pool {
   private readonly idle = new Map<string, Duplex[]>();
   private readonly drops = new WeakMap<Duplex, () => void>();
+  /** Per sandbox: its idle connections (all keys), and those lent out. */
+  private readonly sandboxes = new Map<string, { idle: Set<Duplex>; lent: Set<Duplex> }>();
 
   constructor(private readonly idleMs: number) {}
 
-  take(key: string): Duplex | undefined {
+  private of(sandbox: string): { idle: Set<Duplex>; lent: Set<Duplex> } {
+    let s = this.sandboxes.get(sandbox);
+    if (!s) this.sandboxes.set(sandbox, (s = { idle: new Set(), lent: new Set() }));
+    return s;
+  }
+
+  private tidy(sandbox: string): void {
+    const s = this.sandboxes.get(sandbox);
+    if (s && s.idle.size === 0 && s.lent.size === 0) this.sandboxes.delete(sandbox);
+  }
+
+  /** An idle connection of `dest`'s key, lent out to the caller, or undefined. */
+  take(dest: Destination): Duplex | undefined {
+    const key = dest.poolKey!;
     const list = this.idle.get(key);
     const sock = list?.pop();
     if (!sock) return undefined;
@@ -114,34 +136,78 @@ class Pool {
     this.drops.delete(sock);
     sock.off('data', drop).off('end', drop).off('close', drop).off('error', drop).off('timeout', drop);
     (sock as Socket).setTimeout?.(0);
+    if (dest.sandbox !== undefined) {
+      const s = this.of(dest.sandbox);
+      s.idle.delete(sock);
+      s.lent.add(sock);
+    }
     return sock;
   }
 
-  put(key: string, sock: Duplex): void {
+  /** A connection just opened for `dest`, lent out: it may come back (`put`) unless its sandbox is dropped meanwhile. */
+  lend(dest: Destination, sock: Duplex): void {
+    if (dest.sandbox !== undefined) this.of(dest.sandbox).lent.add(sock);
+  }
+
+  /** A lent connection that does not come back. */
+  forget(dest: Destination, sock: Duplex): void {
+    if (dest.sandbox === undefined) return;
+    this.sandboxes.get(dest.sandbox)?.lent.delete(sock);
+    this.tidy(dest.sandbox);
+  }
+
+  put(dest: Destination, sock: Duplex): void {
+    const key = dest.poolKey!;
+    const sandbox = dest.sandbox;
+    const s = sandbox === undefined ? undefined : this.sandboxes.get(sandbox);
     let list = this.idle.get(key);
-    if (!list) this.idle.set(key, (list = []));
-    if (list.length >= MAX_IDLE_PER_KEY) {
+    // Lent before its sandbox was dropped, or one too many: closed, not kept.
+    if ((sandbox !== undefined && !s?.lent.delete(sock)) || (list?.length ?? 0) >= (dest.maxKept ?? MAX_IDLE_PER_KEY) || (s && s.idle.size >= MAX_IDLE_PER_SANDBOX)) {
       sock.destroy();
+      if (sandbox !== undefined) this.tidy(sandbox);
       return;
     }
+    if (!list) this.idle.set(key, (list = []));
     const drop = () => {
       const l = this.idle.get(key);
       const i = l?.indexOf(sock) ?? -1;
       if (i >= 0) l!.splice(i, 1);
       if (l?.length === 0) this.idle.delete(key);
       this.drops.delete(sock);
+      if (sandbox !== undefined) {
+        this.sandboxes.get(sandbox)?.idle.delete(sock);
+        this.tidy(sandbox);
+      }
       sock.destroy();
     };
     this.drops.set(sock, drop);
     sock.on('data', drop).on('end', drop).on('close', drop).on('error', drop).on('timeout', drop);
-    (sock as Socket).setTimeout?.(this.idleMs);
+    (sock as Socket).setTimeout?.(dest.idleMs ?? this.idleMs);
     sock.resume();
     list.push(sock);
+    s?.idle.add(sock);
+  }
+
+  /** A sandbox stopped running here: its idle connections close, and those lent out will not come back. */
+  dropSandbox(sandbox: string): void {
+    const s = this.sandboxes.get(sandbox);
+    if (!s) return;
+    this.sandboxes.delete(sandbox);
+    for (const sock of s.idle) this.drops.get(sock)?.();
+  }
+
+  /** Idle connections kept, for tests: of one sandbox, or all. */
+  idleCount(sandbox?: string): number {
+    if (sandbox !== undefined) return this.sandboxes.get(sandbox)?.idle.size ?? 0;
+    let n = 0;
+    for (const l of this.idle.values()) n += l.length;
+    return n;
   }
 
   destroy(): void {
     for (const list of this.idle.values()) for (const s of list) s.destroy();
     this.idle.clear();
+    this.sandboxes.clear();
   }
 }
 
@@ -198,6 +264,10 @@ export class FastRelay {
   /** Closes every client connection, streams and upgraded ones included. */
   destroyConnections(): void {
     for (const s of this.clients.keys()) s.destroy();
+  }
+
+  dropSandbox(id: string): void {
+    this.pool.dropSandbox(id);
   }
 
   closeIdle(): number {
@@ -465,7 +535,7 @@ class ClientConnection {
     if (this.ex !== ex) return;
     ex.dest = dest;
     if (!dest.poolKey || ex.upgrade) ex.reusable = false;
-    let up = dest.poolKey && !ex.upgrade ? this.pool.take(dest.poolKey) : undefined;
+    let up = ex.reusable ? this.pool.take(dest) : undefined;
     if (!up) {
       try {
         up = await dest.open();
@@ -473,8 +543,10 @@ class ClientConnection {
         this.answerOwn(ex, 502, `${dest.name} did not answer: ${(err as Error).message}`);
         return;
       }
+      if (ex.reusable) this.pool.lend(dest, up);
     }
     if (this.ex !== ex) {
+      if (ex.reusable) this.pool.forget(dest, up);
       up.destroy();
       return;
     }
@@ -720,8 +792,11 @@ class ClientConnection {
     ex.bodyPump = undefined;
     ex.up = undefined;
     ex.detach?.();
-    if (keep && ex.reusable && ex.requestDone && ex.dest?.poolKey && !this.waitingDrain) this.pool.put(ex.dest.poolKey, up);
-    else up.destroy();
+    if (keep && ex.reusable && ex.requestDone && ex.dest?.poolKey && !this.waitingDrain) this.pool.put(ex.dest, up);
+    else {
+      if (ex.dest?.poolKey) this.pool.forget(ex.dest, up);
+      up.destroy();
+    }
     this.upPaused = false;
     if (this.waitingDrain) {
       this.waitingDrain = false;
