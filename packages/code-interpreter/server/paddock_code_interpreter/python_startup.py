@@ -74,6 +74,31 @@ def _paddock_startup():
     json_formatter.for_type(list, as_json)
     json_formatter.for_type(dict, as_json)
 
+    # ipykernel flushes stdout and stderr about six times in each execution
+    # (around the result, before the reply, before the idle status), and each
+    # flush waits for its IOPub thread to run even when nothing was written:
+    # on a busy machine that is most of the time between a cell's result and
+    # its end. A flush with nothing to send returns at once here; one with
+    # output (or output a subprocess sent) goes as before, and every IOPub
+    # message keeps its order, the idle status after all output.
+    from ipykernel.iostream import OutStream
+
+    full_flush = OutStream.flush
+
+    def flush(self):
+        buffer = getattr(self, "_buffer", None)
+        idle = (
+            buffer is not None
+            and self.echo is None
+            and not getattr(self, "_flush_pending", True)
+            and not getattr(self, "_subprocess_flush_pending", True)
+            and buffer.tell() == 0
+        )
+        if not idle:
+            full_flush(self)
+
+    OutStream.flush = flush
+
 
 _paddock_startup()
 del _paddock_startup
