@@ -115,6 +115,12 @@ class Execute(Base):
         token = self.request.headers.get("X-Access-Token")
 
         self.set_header("Content-Type", "application/x-ndjson")
+        # Each line leaves as it is flushed: with Nagle's algorithm (tornado's
+        # default until a response ends) a line could wait for the previous
+        # one's acknowledgement.
+        stream = getattr(self.request.connection, "stream", None)
+        if stream is not None:
+            stream.set_nodelay(True)
         try:
             async for item in context.execute(code, env_vars, lambda: self._sandbox_env(token), lambda: self._started(context)):
                 if self._gone:
