@@ -7,7 +7,8 @@
 //                                 native addons need, copied from where the host's ldd finds them
 //   sandbox/envd/main.cjs         the entry point (src/launcher.ts)
 //   sandbox/envd/envd.cjs         envd (src/main.ts and all it uses), CommonJS, loaded by main.cjs
-//   sandbox/envd/envd.cjs.cache   V8's code cache for envd.cjs, made by sandbox/bin/node
+//   sandbox/envd/envd.cjs.cache   V8's code cache for envd.cjs, made by sandbox/bin/node while it
+//                                 served what a new sandbox's envd serves first
 //   sandbox/envd/tools.cjs        the build tools that template build steps run (src/tools/main.ts),
 //                                 CommonJS, run by the same node (envdToolCommand)
 //   sandbox/envd/envd_native.node                 envd's native addon
@@ -19,9 +20,14 @@
 // source changed (size or modification time), as they are most of the
 // directory's size.
 import { build } from 'esbuild';
-import { execFileSync } from 'node:child_process';
-import { chmodSync, copyFileSync, cpSync, mkdirSync, readdirSync, readFileSync, realpathSync, renameSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
+import { createClient } from '@connectrpc/connect';
+import { createConnectTransport } from '@connectrpc/connect-node';
+import { Process } from '@paddock/models';
+import { execFileSync, spawn } from 'node:child_process';
+import { chmodSync, copyFileSync, cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, renameSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
+import { request as httpRequest } from 'node:http';
 import { createRequire } from 'node:module';
+import { tmpdir, userInfo } from 'node:os';
 import { basename, dirname, join } from 'node:path';
 
 const here = import.meta.dirname;
@@ -132,10 +138,79 @@ for (const [dir, files] of Object.entries(wanted)) {
 }
 writeFileSync(join(dist, 'sandbox.json'), JSON.stringify({ loader: basename(loader) }, null, 2) + '\n');
 
-// Last, once the directory is complete: the cache is made by loading
-// envd.cjs as main.cjs does, by the sandbox's own node through its own
-// loader, with the options envd always runs with (V8 refuses a cache made
-// with others) and an empty environment, as a sandbox's envd has.
+// Last, once the directory is complete: the cache is made by the
+// sandbox's own node through its own loader, with the options envd always
+// runs with (V8 refuses a cache made with others) and an empty environment,
+// as a sandbox's envd has. That node loads envd.cjs as main.cjs does and
+// starts envd on a socket of its own; the requests every new sandbox gets
+// first (src/launcher.ts) are sent to it, and the cache is written when its
+// standard input closes, with what they compiled.
 const { envdCommand } = await import(join(dist, 'index.js'));
-const [program, ...args] = envdCommand({ root: sandbox, args: ['--write-code-cache', join(bundleDir, 'envd.cjs.cache')] });
-execFileSync(program, args, { stdio: 'inherit', env: {} });
+const cacheFile = join(bundleDir, 'envd.cjs.cache');
+const scratch = mkdtempSync(join(tmpdir(), 'envd-code-cache-'));
+try {
+  const socketPath = join(scratch, 'envd.sock');
+  // Commands run as whoever builds: root in CI and on servers, where the
+  // runtime's image user would be; otherwise the build's own user, whom envd
+  // may start processes as.
+  const user = process.getuid?.() === 0 ? 'root' : userInfo().username;
+  const [program, ...args] = envdCommand({ root: sandbox, args: ['--write-code-cache', cacheFile, '--socket', socketPath, '--default-user', user] });
+  const maker = spawn(program, args, { stdio: ['pipe', 'inherit', 'pipe'], env: {} });
+  const exited = new Promise((resolve, reject) => {
+    maker.once('error', reject);
+    maker.once('exit', (code, signal) => (code === 0 ? resolve() : reject(new Error(`envd's code cache was not made: its maker ended with ${signal ?? `exit code ${code}`}\n${logs}`))));
+  });
+  let logs = '';
+  const ready = new Promise((resolve, reject) => {
+    maker.stderr.on('data', (chunk) => {
+      logs += chunk;
+      if (logs.includes('"msg":"ready"')) resolve();
+    });
+    exited.then(() => reject(new Error(`envd's code cache maker ended before envd was ready\n${logs}`)), reject);
+  });
+  const deadline = setTimeout(() => maker.kill(), 60_000);
+  try {
+    await ready;
+    await warmUp(socketPath);
+  } finally {
+    clearTimeout(deadline);
+    maker.stdin.end();
+    await exited;
+  }
+} finally {
+  rmSync(scratch, { recursive: true, force: true });
+}
+
+/**
+ * What a new sandbox's envd serves first: the runtime's /health and /init,
+ * then a command in each Connect format (JSON for E2B's SDKs, binary for
+ * Paddock's), run as envd's default user.
+ */
+async function warmUp(socketPath) {
+  const token = 'code-cache';
+  const call = (method, path, body) =>
+    new Promise((resolve, reject) => {
+      const req = httpRequest({ socketPath, method, path, headers: { 'content-type': 'application/json', 'x-access-token': token } }, (res) => {
+        res.resume();
+        res.once('end', () => (res.statusCode < 300 ? resolve() : reject(new Error(`${method} ${path} answered ${res.statusCode}`))));
+      });
+      req.once('error', reject);
+      req.end(body);
+    });
+  await call('GET', '/health');
+  await call('POST', '/init', JSON.stringify({ accessToken: token, timestamp: new Date().toISOString() }));
+  for (const useBinaryFormat of [false, true]) {
+    const transport = createConnectTransport({
+      baseUrl: 'http://localhost',
+      httpVersion: '1.1',
+      useBinaryFormat,
+      nodeOptions: { socketPath },
+      interceptors: [(next) => (req) => (req.header.set('X-Access-Token', token), next(req))],
+    });
+    let ended = false;
+    for await (const res of createClient(Process, transport).start({ process: { cmd: '/bin/true', args: [], envs: {} }, stdin: false })) {
+      if (res.event?.event.case === 'end') ended = true;
+    }
+    if (!ended) throw new Error("envd's code cache: the warm-up command did not end");
+  }
+}

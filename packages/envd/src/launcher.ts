@@ -18,8 +18,17 @@
 // source, only slower. The cache is made by the build, by the node of
 // dist/sandbox, and lives beside the bundle, which sandboxes see read-only.
 //
-//   node main.cjs [envd's options]          start envd
-//   node main.cjs --write-code-cache FILE   load the bundle, write its cache to FILE (the build does)
+// A cache holds the functions that had been compiled when it was made. Made
+// right after loading, that is the bundle's top level only; what envd runs
+// to start listening and to serve a new sandbox's first requests (/init, its
+// first command) was compiled at every start, on the way to that command.
+// So the build starts envd with the cache's maker, sends it those requests
+// (build.mjs) and has the cache written afterwards.
+//
+//   node main.cjs [envd's options]                            start envd
+//   node main.cjs --write-code-cache FILE                     load the bundle, write its cache to FILE
+//   node main.cjs --write-code-cache FILE [envd's options]    also start envd with those options; write
+//                                                             the cache once standard input ends (the build)
 import { readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Script } from 'node:vm';
@@ -55,10 +64,19 @@ if (process.argv[2] === '--write-code-cache') {
     process.stderr.write('envd: --write-code-cache needs the file to write\n');
     process.exit(2);
   }
-  const data = load(undefined).script.createCachedData();
-  writeFileSync(`${out}.tmp`, data);
-  renameSync(`${out}.tmp`, out);
-  process.exit(0);
+  const { envd, script } = load(undefined);
+  const write = () => {
+    writeFileSync(`${out}.tmp`, script.createCachedData());
+    renameSync(`${out}.tmp`, out);
+    process.exit(0);
+  };
+  if (process.argv.length === 4) write();
+  else {
+    // envd reads its options from process.argv.
+    process.argv.splice(2, 2);
+    envd.main({ codeCache: 'none' });
+    process.stdin.on('end', write).resume();
+  }
 } else {
   const cache = readCache();
   const { envd, script } = load('data' in cache ? cache.data : undefined);

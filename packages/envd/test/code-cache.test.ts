@@ -1,10 +1,11 @@
 // How envd starts: the launcher (src/launcher.ts, main.cjs) hands V8
 // the code cache the build made for the bundle, and says in the `ready`
 // line whether V8 took it. A cache that does not fit must cost only time.
-import { spawnSync } from 'node:child_process';
-import { appendFileSync, cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { spawn, spawnSync } from 'node:child_process';
+import { appendFileSync, cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, dirname, join } from 'node:path';
+import { createInterface } from 'node:readline';
 import { envdMain, envdNodeFlags } from '../src/index.js';
 import { processes, startEnvd } from './harness.js';
 
@@ -53,6 +54,18 @@ test('the built envd starts with the code cache its build made', async () => {
   expect(logs.some((l) => l.includes('"level":"warn"'))).toBe(false);
 }, 30_000);
 
+test("the build's cache holds more than the bundle's load: what envd ran for the requests the build sent it", () => {
+  const dist = mkdtempSync(join(tmpdir(), 'envd-code-cache-'));
+  try {
+    const made = launcher(bundleDir, ['--write-code-cache', cacheFile(dist)]);
+    expect(made.status).toBe(0);
+    // A cache of the load alone is about two thirds the size; 10% is far from both.
+    expect(readFileSync(cacheFile(bundleDir)).length).toBeGreaterThan(readFileSync(cacheFile(dist)).length * 1.1);
+  } finally {
+    rmSync(dist, { recursive: true, force: true });
+  }
+});
+
 describe('a copy of the build', () => {
   let dist: string;
   beforeEach(() => {
@@ -96,6 +109,36 @@ describe('a copy of the build', () => {
     const made = launcher(dist, ['--write-code-cache', cacheFile(dist)]);
     expect(made.status).toBe(0);
     expect(made.stdout + made.stderr).toBe('');
+    expect((await startAndServe(join(dist, envdEntry))).ready.codeCache).toBe('accepted');
+  }, 30_000);
+
+  test('--write-code-cache with envd options serves with them until its input ends, then writes a cache of what ran', async () => {
+    const loadOnly = launcher(dist, ['--write-code-cache', join(dist, 'load-only.cache')]);
+    expect(loadOnly.status).toBe(0);
+    rmSync(cacheFile(dist));
+    const env = { ...process.env };
+    delete env.NODE_OPTIONS;
+    const maker = spawn(process.execPath, [...envdNodeFlags, join(dist, envdEntry), '--write-code-cache', cacheFile(dist), '--port', '0', '--access-token', 'maker'], {
+      stdio: ['pipe', 'ignore', 'pipe'],
+      env,
+    });
+    const exited = new Promise<number | null>((resolve) => maker.once('exit', resolve));
+    try {
+      const port = await new Promise<number>((resolve, reject) => {
+        createInterface({ input: maker.stderr! }).on('line', (line) => {
+          if (line.includes('"msg":"ready"')) resolve((JSON.parse(line) as { port: number }).port);
+        });
+        void exited.then((code) => reject(new Error(`the cache maker exited with ${code} before it was ready`)));
+      });
+      const health = await fetch(`http://127.0.0.1:${port}/health`);
+      expect(health.status).toBe(204);
+      // No cache yet: it is written once the input ends.
+      expect(existsSync(cacheFile(dist))).toBe(false);
+    } finally {
+      maker.stdin!.end();
+    }
+    expect(await exited).toBe(0);
+    expect(readFileSync(cacheFile(dist)).length).toBeGreaterThan(readFileSync(join(dist, 'load-only.cache')).length);
     expect((await startAndServe(join(dist, envdEntry))).ready.codeCache).toBe('accepted');
   }, 30_000);
 
