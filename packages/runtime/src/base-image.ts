@@ -76,9 +76,9 @@ printf '127.0.0.1\\tlocalhost\\n127.0.1.1\\tsandbox\\n::1\\tlocalhost ip6-localh
 rm -f /etc/resolv.conf
 printf '[global]\\nbreak-system-packages = true\\n' > /etc/pip.conf
 printf 'LANG=C.UTF-8\\n' > /etc/default/locale
-sed -i 's/"\$(id -u)"/"\${EUID:-\$(id -u)}"/g' /etc/profile
+sed -i 's/"$(id -u)"/"\${EUID:-$(id -u)}"/g' /etc/profile
 grep -q 'EUID:-' /etc/profile
-if grep -q '"\$(id -u)"' /etc/profile; then echo '/etc/profile still asks id -u' >&2; exit 1; fi
+if grep -q '"$(id -u)"' /etc/profile; then echo '/etc/profile still asks id -u' >&2; exit 1; fi
 `;
 
 // About the /etc/profile line above: every command the SDKs run is a login
