@@ -1,7 +1,7 @@
 // The code-interpreter server against real Jupyter kernels on this host:
 // the wire messages, contexts, errors, environment variables, charts and
 // interrupts, in every language it runs.
-import { mkdtempSync, readdirSync, realpathSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, realpathSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { execute, mainResult, startServer, stdout, type RunningServer } from './server.js';
@@ -166,6 +166,27 @@ test('bash: variables and the directory kept, stderr apart, a failing command is
   expect((await sh('false')).find((m) => m.type === 'error')).toMatchObject({ name: '', value: '1' });
   expect(stdout(await sh('echo "[$ONLY]"', { ONLY: "a 'b'" }))).toBe("[a 'b']\n");
   expect(stdout(await sh('echo "[$ONLY]"'))).toBe('[]\n');
+});
+
+test("a Python context's history is kept in memory (In, Out, _, %history), not written to IPython's database", async () => {
+  const ipython = mkdtempSync(join(tmpdir(), 'paddock-ci-ipython-'));
+  try {
+    const other = await startServer({ env: { IPYTHONDIR: ipython } });
+    try {
+      await execute(other.url, { code: 'x = 6 * 7' });
+      await execute(other.url, { code: 'x' });
+      const seen = stdout(await execute(other.url, { code: 'print(_, In[-2], Out[len(In) - 2])\n%history -n' }));
+      expect(seen).toMatch(/^42 x 42\n/);
+      expect(seen).toContain('x = 6 * 7');
+    } finally {
+      await other.stop();
+    }
+    // The profile directory is made; the history file is not.
+    expect(existsSync(join(ipython, 'profile_default'))).toBe(true);
+    expect(existsSync(join(ipython, 'profile_default', 'history.sqlite'))).toBe(false);
+  } finally {
+    rmSync(ipython, { recursive: true, force: true });
+  }
 });
 
 test('stopping the server ends its kernels and removes the files it and they made', async () => {
