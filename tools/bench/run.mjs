@@ -5,7 +5,7 @@
 //
 //   node tools/bench/run.mjs [--quick] [--layers] [--only SUITE[,SUITE]]
 //   node tools/bench/run.mjs --render    (docs/performance.md from latest.json)
-import { fork } from 'node:child_process';
+import { fork, spawnSync } from 'node:child_process';
 import { cpus, release, totalmem } from 'node:os';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
@@ -94,6 +94,7 @@ export function markdown(s) {
     '## Latest run',
     '',
     `\`${s.command}\`, ${s.date.slice(0, 10)}, on ${m.cpus} × ${m.cpuModel}, ${m.memoryGiB} GiB, Node ${m.node}, Linux ${m.kernel}.` +
+      (m.pageFaultUs !== undefined ? ` There, a first touch of a 4 KiB page took ${fmt(m.pageFaultUs)} µs and a spawn of /bin/true ${fmt(m.spawnMs)} ms.` : '') +
       (moved.length ? ` ${held} of ${moved.length} rows held within ±${HOLD_PCT}% of the previous run.` : ''),
     '',
     '| suite | benchmark | p50 | p90 | baseline | baseline p50 | ratio | target | met | change |',
@@ -110,6 +111,32 @@ const readLatest = () => (existsSync(latestFile) ? JSON.parse(readFileSync(lates
 
 /** One row a line: small diffs from run to run. */
 const jsonLines = (s) => JSON.stringify({ ...s, rows: [] }, null, 2).replace('"rows": []', `"rows": [\n${s.rows.map((r) => `    ${JSON.stringify(r)}`).join(',\n')}\n  ]`) + '\n';
+
+/**
+ * What the machine charges for the two things every create pays in numbers:
+ * the first touch of a 4 KiB page of new memory (µs) and a spawn of
+ * /bin/true from this small process (ms), medians of a few tries, taken
+ * before the suites. Machines of the same size have differed tenfold in
+ * both (a hypervisor that makes page faults dear slows every fork, exec
+ * and process start), so the page says which kind of machine a run had.
+ */
+function machineCosts() {
+  const median = (f, n) => Array.from({ length: n }, f).sort((a, b) => a - b)[n >> 1];
+  const pageFaultUs = median(() => {
+    const size = 32 * 2 ** 20;
+    const b = Buffer.allocUnsafeSlow(size); // memory not yet touched
+    const t = process.hrtime.bigint();
+    for (let i = 0; i < size; i += 4096) b[i] = 1;
+    return Number(process.hrtime.bigint() - t) / 1e3 / (size / 4096);
+  }, 5);
+  const spawnMs = median(() => {
+    const t = performance.now();
+    const r = spawnSync('/bin/true');
+    if (r.status !== 0) throw new Error(`/bin/true ended with ${r.status ?? r.signal}`);
+    return performance.now() - t;
+  }, 11);
+  return { pageFaultUs, spawnMs };
+}
 
 /** Runs suite `name` in a process of its own (a suite's heap must not weigh on the next); resolves with its rows. */
 function runSuiteProcess(name, quick) {
@@ -166,6 +193,7 @@ async function main() {
     process.exit(exitCodeOf(stoppedBy));
   };
   const date = new Date().toISOString();
+  const costs = machineCosts();
   const rows = [];
   for (const name of selected) {
     endIfStopped();
@@ -174,7 +202,7 @@ async function main() {
   endIfStopped();
   const flags = [values.quick && '--quick', values.only ? `--only ${values.only}` : values.layers && '--layers'].filter(Boolean);
   const c = cpus();
-  const machine = { cpus: c.length, cpuModel: c[0]?.model ?? 'unknown', memoryGiB: Math.round(totalmem() / 2 ** 30), node: process.version, kernel: release() };
+  const machine = { cpus: c.length, cpuModel: c[0]?.model ?? 'unknown', memoryGiB: Math.round(totalmem() / 2 ** 30), node: process.version, kernel: release(), ...costs };
   const run = { date, command: `npm run bench${flags.length ? ` -- ${flags.join(' ')}` : ''}`, quick: values.quick, machine, rows };
   const s = summary(run, readLatest());
   mkdirSync(path('tools/bench/results'), { recursive: true });
