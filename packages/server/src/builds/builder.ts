@@ -11,7 +11,7 @@ import type { BuildFailure, BuildLogEntry, LogLevel, TemplateRepository } from '
 import { logOf, type Logger } from '../log.js';
 import type { Metrics } from '../metrics.js';
 import type { BuildFiles } from './build-files.js';
-import { SandboxShell, startAndWaitReady, type OutputLine } from './sandbox-commands.js';
+import { LineSplitter, SandboxShell, startAndWaitReady } from './sandbox-commands.js';
 import { cacheTemplateId, stepKey, type BuildPlan, type Step } from './steps.js';
 import { Timeline } from './timeline.js';
 
@@ -315,7 +315,8 @@ export class Builder {
       log.add('info', label, name);
       const t = new Timeline();
       if (step.type === 'COPY') await this.copyLayer(job, p, step, id, next, name, log, signal, t);
-      else await this.containerLayer(job, p, step, id, next, name, log, signal, t);
+      else if (step.type === 'WORKDIR') await this.workdirLayer(job, p, step, id, next, name, signal, t);
+      else if (step.type !== 'ENV') await this.commandLayer(job, p, step, id, next, name, log, signal, t);
       job.log?.info({ step: name, ...t.ms() }, 'build step timeline');
       log.add('info', `${label}: done in ${t.summary()}`, name);
     });
@@ -345,8 +346,41 @@ export class Builder {
     t.mark('copy');
   }
 
-  /** Any other step's layer: a build container on the layers so far runs it, and its files become the layer. */
-  private async containerLayer(job: BuildJob, p: Progress, step: Step, id: string, next: TemplateConfig, name: string, log: BuildLog, signal: AbortSignal, t: Timeline): Promise<void> {
+  /**
+   * A RUN's or USER's layer: its command is the only process of a build
+   * container on the layers so far (made as a sandbox is, without envd; the
+   * command runs as envd would run it), and the files it leaves become the
+   * layer.
+   */
+  private async commandLayer(job: BuildJob, p: Progress, step: Step & { type: 'RUN' | 'USER' }, id: string, next: TemplateConfig, name: string, log: BuildLog, signal: AbortSignal, t: Timeline): Promise<void> {
+    const output: BuildLogEntry[] = [];
+    const onLine = (line: string) => {
+      output.push(log.add('info', line, name));
+      if (output.length > 40) output.shift();
+    };
+    const split = { stdout: new LineSplitter(onLine), stderr: new LineSplitter(onLine) };
+    const [what, command] =
+      step.type === 'RUN'
+        ? [`the command '${step.command}'`, { shell: step.command, user: step.user ?? p.config.user, cwd: p.config.workingDir, env: envMap(p.config.env) }]
+        : [`making the user '${step.user}'`, { argv: envdToolCommand('user', [step.user]), user: 'root', env: TOOL_ENV }];
+    let result;
+    try {
+      result = await this.opts.runtime.runStep(p.current, id, command, { limits: job.limits, network: this.opts.network, config: next, signal, onOutput: (stream, bytes) => split[stream].push(bytes) });
+    } catch (err) {
+      if (signal.aborted) throw err;
+      throw new StepFailed(`the build container did not start: ${(err as Error).message}`, name);
+    } finally {
+      split.stdout.end();
+      split.stderr.end();
+    }
+    // The container is of no more use: the next step need not wait for its removal.
+    this.removeInBackground(result.sandboxId, job.log);
+    t.add(result.ms);
+    if (result.exitCode !== 0) throw new StepFailed(`${what} failed: ${result.status}`, name, output.slice(-20));
+  }
+
+  /** A WORKDIR's layer: a build container (a sandbox, with envd) on the layers so far makes the directory, and its files become the layer. */
+  private async workdirLayer(job: BuildJob, p: Progress, step: Step & { type: 'WORKDIR' }, id: string, next: TemplateConfig, name: string, signal: AbortSignal, t: Timeline): Promise<void> {
     const { runtime } = this.opts;
     let sandbox;
     try {
@@ -357,7 +391,7 @@ export class Builder {
     t.mark('container');
     const shell = new SandboxShell(runtime.envdEndpoint(sandbox.id));
     try {
-      await this.runStep(step, p.config, shell, name, log, signal);
+      await this.makeWorkdir(step, p.config, shell, name, signal);
       t.mark('step');
       signal.throwIfAborted();
       await runtime.snapshot(sandbox.id, id, { config: next, end: true });
@@ -378,39 +412,14 @@ export class Builder {
     this.removals.add(removal);
   }
 
-  private async runStep(step: Step, config: TemplateConfig, shell: SandboxShell, name: string, log: BuildLog, signal: AbortSignal): Promise<void> {
-    const output: BuildLogEntry[] = [];
-    const onOutput = (o: OutputLine) => {
-      output.push(log.add('info', o.line, name));
-      if (output.length > 40) output.shift();
-    };
-    const env = envMap(config.env);
-    const check = async (what: string, run: Promise<{ exitCode: number; status: string }>) => {
-      const r = await run;
-      signal.throwIfAborted();
-      if (r.exitCode !== 0) throw new StepFailed(`${what} failed: ${r.status}`, name, output.slice(-20));
-    };
-    switch (step.type) {
-      case 'RUN':
-        return check(`the command '${step.command}'`, shell.sh(step.command, { user: step.user ?? config.user, cwd: config.workingDir, env, onOutput, signal }));
-      case 'WORKDIR': {
-        const dir = posix.resolve(config.workingDir ?? '/', step.path);
-        try {
-          await shell.envd.filesystem.makeDir({ path: dir }, { ...(config.user ? withUser(config.user) : {}), signal });
-        } catch (err) {
-          // Already there is what WORKDIR wants.
-          if (!/already exists/i.test((err as Error).message)) throw new StepFailed(`the directory '${dir}' could not be made: ${(err as Error).message}`, name);
-        }
-        return;
-      }
-      case 'USER': {
-        const argv = envdToolCommand('user', [step.user]);
-        return check(`making the user '${step.user}'`, shell.exec(argv, { user: 'root', env: TOOL_ENV, onOutput, signal }));
-      }
-      case 'ENV':
-      case 'COPY':
-        // Not run in a container: ENV changes the config only, COPY is copyLayer's.
-        return;
+  /** WORKDIR: the directory made (with its parents) as the template's user, through envd, as it makes a directory for a client. */
+  private async makeWorkdir(step: Step & { type: 'WORKDIR' }, config: TemplateConfig, shell: SandboxShell, name: string, signal: AbortSignal): Promise<void> {
+    const dir = posix.resolve(config.workingDir ?? '/', step.path);
+    try {
+      await shell.envd.filesystem.makeDir({ path: dir }, { ...(config.user ? withUser(config.user) : {}), signal });
+    } catch (err) {
+      // Already there is what WORKDIR wants.
+      if (!/already exists/i.test((err as Error).message)) throw new StepFailed(`the directory '${dir}' could not be made: ${(err as Error).message}`, name);
     }
   }
 
