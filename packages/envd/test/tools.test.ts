@@ -599,3 +599,48 @@ describe('user', () => {
     expect(existsSync(join(root, 'home'))).toBe(false);
   });
 });
+
+describe('step-process', () => {
+  /** The tool on the host, told the image is at `root`, as the runtime asks it before a build step's container starts. */
+  const stepProcess = (root: string, args: string[]) => {
+    const [cmd, ...argv] = envdToolCommand('step-process', ['--root', root, '--id-shift', '100000', ...args], { root: envdSandboxDir });
+    const res = spawnSync(cmd!, argv, {
+      encoding: 'utf8',
+      env: {},
+      timeout: 30_000,
+    });
+    return { status: res.status, stdout: res.stdout, stderr: res.stderr, value: res.status === 0 ? (JSON.parse(res.stdout) as Record<string, unknown>) : undefined };
+  };
+
+  test('the user, home, working directory and shell envd would give a step: the named user, else the default, else root', () => {
+    const root = withUsers({ 'home/alice/': '', 'home/bob/src/': '', 'root/': '', 'usr/bin/bash': '' });
+    // Debian's merged /usr: /bin is a link to usr/bin, followed within the image.
+    symlinkSync('usr/bin', join(root, 'bin'));
+    expect(stepProcess(root, ['--default-user', 'user', '--user', 'bob', '--cwd', 'src']).value).toEqual({ user: 'bob', uid: 1001, gid: 1050, home: '/home/bob', cwd: '/home/bob/src', shell: ['/bin/bash', '-l', '-c'] });
+    expect(stepProcess(root, ['--default-user', 'alice']).value).toMatchObject({ user: 'alice', uid: 1000, cwd: '/home/alice' });
+    expect(stepProcess(root, ['--default-user', 'alice', '--default-workdir', '/tmp']).value).toMatchObject({ user: 'alice', cwd: '/tmp' });
+    // The default user is not in this image: root, as envd falls back to it.
+    expect(stepProcess(root, ['--default-user', 'user']).value).toMatchObject({ user: 'root', uid: 0, gid: 0, home: '/root', cwd: '/root' });
+  });
+
+  test('an image without bash runs command lines with sh, and root is there without a passwd file', () => {
+    const root = image({ 'bin/sh': '' });
+    expect(stepProcess(root, ['--default-user', 'user', '--user', 'root']).value).toEqual({ user: 'root', uid: 0, gid: 0, home: '/', cwd: '/', shell: ['/bin/sh', '-c'] });
+  });
+
+  test('a user or working directory that is not there is named, as envd names it', () => {
+    const root = withUsers({ 'etc/motd': '' });
+    expect(stepProcess(root, ['--default-user', 'user', '--user', 'nobody-here'])).toMatchObject({ status: 1, stderr: "step-process: user 'nobody-here' does not exist\n" });
+    expect(stepProcess(root, ['--default-user', 'root', '--cwd', '/nowhere'])).toMatchObject({ status: 1, stderr: "step-process: cwd '/nowhere' does not exist\n" });
+    expect(stepProcess(root, ['--default-user', 'root', '--cwd', '/etc/motd'])).toMatchObject({ status: 1, stderr: "step-process: cwd '/etc/motd' is not a directory\n" });
+  });
+
+  test("the image's passwd file is read through its own symlinks, never the host's", () => {
+    const root = image({ 'etc/accounts/passwd': 'carol:x:1234:1234::/:/bin/sh\n' });
+    symlinkSync('/../../../etc/accounts/passwd', join(root, 'etc/passwd'));
+    expect(stepProcess(root, ['--default-user', 'carol']).value).toMatchObject({ user: 'carol', uid: 1234 });
+    // The host's own passwd names root with /root; the image's does not.
+    rmSync(join(root, 'etc/accounts/passwd'));
+    expect(stepProcess(root, ['--default-user', 'carol']).value).toMatchObject({ user: 'root', home: '/' });
+  });
+});
