@@ -514,6 +514,94 @@ describe('copy on the host with --root', () => {
   });
 });
 
+describe('copy on the host from the archive kept unpacked (--unpacked)', () => {
+  beforeAll(() => {
+    copyOnHost = true;
+  });
+  afterAll(() => {
+    copyOnHost = false;
+  });
+
+  /** Where the runtime's caller keeps archives unpacked: a host directory no image sees, with its scratch directory. */
+  function keep(): { dir: string; args: string[] } {
+    const host = mkdtempSync(join(tmpdir(), 'envd-tools-kept-'));
+    roots.push(host);
+    mkdirSync(join(host, 'scratch'));
+    const dir = join(host, 'kept');
+    return { dir, args: ['--unpacked', dir, '--unpack-scratch', join(host, 'scratch')] };
+  }
+
+  /** Everything of the tree at `dir` that a copy decides: types, modes, owners, files' times, link targets, hard links, contents. */
+  function describeTree(dir: string): string[] {
+    const inodes = new Map<number, string>();
+    return [
+      `. ${(lstatSync(dir).mode & 0o7777).toString(8)}`,
+      ...listing(dir)
+        .sort()
+        .map((rel) => {
+          const st = lstatSync(join(dir, rel));
+          const kind = st.isSymbolicLink() ? `-> ${readlinkSync(join(dir, rel))}` : st.isDirectory() ? 'dir' : `file ${readFileSync(join(dir, rel), 'utf8')}`;
+          const linked = st.isFile() && st.nlink > 1 ? (inodes.get(st.ino) ?? (inodes.set(st.ino, rel), '')) : '';
+          // A directory's times are when it was unpacked; a file's are the archive's.
+          const times = st.isFile() ? ` ${st.mtimeMs}` : '';
+          return `${rel} ${kind} ${(st.mode & 0o7777).toString(8)} ${st.uid}:${st.gid}${times}${linked ? ` =${linked}` : ''}`;
+        }),
+    ];
+  }
+
+  test('places what unpacking the archive places: files, modes, times, symlinks, hard links, the root of a copy of everything', async () => {
+    const entries: (HeaderData & { body?: string })[] = [
+      { path: './', type: 'Directory', mode: 0o750, mtime: new Date('2020-01-02T03:04:05Z') },
+      { path: 'app', type: 'Directory', mode: 0o711, mtime: new Date('2021-01-02T03:04:05Z') },
+      { path: 'app/a.txt', body: 'a', mode: 0o640, mtime: new Date('2022-01-02T03:04:05Z') },
+      { path: 'app/b.txt', type: 'Link', linkpath: 'app/a.txt' },
+      { path: 'app/run.sh', body: '#!/bin/sh', mode: 0o4755, mtime: new Date('2023-01-02T03:04:05Z') },
+      { path: 'app/link', type: 'SymbolicLink', linkpath: '../elsewhere' },
+    ];
+    const plain = withUsers();
+    ok(plain, 'copy', ['--archive', rawArchive(plain, entries), '--source', '.', '--dest', '/out', '--owner', 'bob']);
+    const kept = keep();
+    const cached = withUsers();
+    const archive = rawArchive(cached, entries);
+    ok(cached, 'copy', ['--archive', archive, '--source', '.', '--dest', '/out', '--owner', 'bob', ...kept.args]);
+    expect(describeTree(join(cached, 'out'))).toEqual(describeTree(join(plain, 'out')));
+    // And again from what was kept, into another image.
+    const again = withUsers();
+    rawArchive(again, entries);
+    ok(again, 'copy', ['--archive', archive, '--source', '.', '--dest', '/out', '--owner', 'bob', ...kept.args]);
+    expect(describeTree(join(again, 'out'))).toEqual(describeTree(join(plain, 'out')));
+    expect(tmpLeft(again)).toEqual([]);
+    expect(readdirSync(join(kept.dir, '..', 'scratch'))).toEqual([]);
+  });
+
+  test('the first copy keeps the archive unpacked and later ones copy from there, still bounded by --max-bytes', async () => {
+    const kept = keep();
+    const first = withUsers();
+    const archive = await sdkArchive(first, context({ 'f.txt': 'first' }));
+    ok(first, 'copy', ['--archive', archive, '--source', 'f.txt', '--dest', '/f.txt', ...kept.args]);
+    expect(readFileSync(join(kept.dir, 'files/f.txt'), 'utf8')).toBe('first');
+    // The archive is no longer read: what was kept is what is copied.
+    const second = withUsers();
+    await sdkArchive(second, context({ 'f.txt': 'other' }));
+    ok(second, 'copy', ['--archive', archive, '--source', 'f.txt', '--dest', '/f.txt', ...kept.args]);
+    expect(read(second, 'f.txt')).toBe('first');
+    expect(run(second, 'copy', ['--archive', archive, '--source', 'f.txt', '--dest', '/g.txt', '--max-bytes', '2', ...kept.args])).toMatchObject({
+      status: 1,
+      stderr: "copy: the archive's files hold more than 2 bytes, the most this copy may write\n",
+    });
+    expect(existsSync(join(second, 'g.txt'))).toBe(false);
+  });
+
+  test('an archive refused as it is unpacked is not kept', async () => {
+    const kept = keep();
+    const root = withUsers();
+    const archive = rawArchive(root, [{ path: '../escape', body: 'x' }]);
+    expect(run(root, 'copy', ['--archive', archive, '--source', '.', '--dest', '/out', ...kept.args])).toMatchObject({ status: 1, stderr: expect.stringContaining("leaves the archive ('..')") });
+    expect(existsSync(kept.dir)).toBe(false);
+    expect(readdirSync(join(kept.dir, '..', 'scratch'))).toEqual([]);
+  });
+});
+
 describe('user', () => {
   test('an existing user: its uid, gid and home, and nothing changed', () => {
     const root = withUsers();

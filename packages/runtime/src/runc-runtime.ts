@@ -1221,6 +1221,7 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool, RuntimeHealth 
           ...(files.user ? ['--user', files.user] : []),
           ...(files.owner ? ['--owner', files.owner] : []),
           ...(files.mode ? ['--mode', files.mode] : []),
+          ...(files.unpacked ? ['--unpacked', files.unpacked.dir, '--unpack-scratch', files.unpacked.scratch] : []),
           '--max-bytes', String(limits.diskSizeMB * 1024 * 1024),
           '--root', image,
           '--id-shift', String(this.idShift),

@@ -117,6 +117,13 @@ export interface FilesCopy {
   owner?: string;
   /** Octal permission bits of every file and directory placed (`0755`). */
   mode?: string;
+  /**
+   * A directory of the caller's, out of every sandbox's reach, where the
+   * archive is kept unpacked: made by the first copy that names it (in
+   * `scratch`, a directory of the caller's on the same filesystem, then
+   * renamed), and copied from, in the kernel, by every copy of the archive.
+   */
+  unpacked?: { dir: string; scratch: string };
 }
 
 export interface TemplateWithFilesOptions {

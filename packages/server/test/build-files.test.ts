@@ -2,7 +2,7 @@
 // is a whole tar archive, and a gzip-compressed one is kept unzipped (each
 // COPY of it then reads a plain archive), unless it unzips to more than the
 // largest upload, when it is kept as it came.
-import { mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
@@ -52,4 +52,16 @@ test('a broken gzip upload is refused, and nothing is kept', async () => {
   await expect(files.receive(HASH, Readable.from([gz.subarray(0, gz.length - 20)]))).rejects.toMatchObject({ message: expect.stringContaining('the upload is not a tar archive') });
   expect(files.has(HASH)).toBe(false);
   expect(readdirSync(join(home, 'build-files', 'tmp'))).toEqual([]);
+});
+
+test('a new upload under a hash drops what was kept unpacked of the one before, and a restart drops half-made ones', async () => {
+  const files = new BuildFiles(home, 1024 * 1024);
+  await files.receive(HASH, Readable.from([tar]));
+  const { dir, scratch } = files.unpacked(HASH);
+  mkdirSync(join(dir, 'files'), { recursive: true });
+  mkdirSync(join(scratch, 'unpacked-cut-off', 'files'), { recursive: true });
+  await files.receive(HASH, Readable.from([tar]));
+  expect(existsSync(dir)).toBe(false);
+  new BuildFiles(home, 1024 * 1024);
+  expect(readdirSync(scratch)).toEqual([]);
 });

@@ -4,9 +4,11 @@
 // any image, one without a shell, tar or useradd among them.
 //
 //   tools.cjs copy --archive FILE --source PATH --dest PATH [--workdir DIR] [--user NAME]
-//                  [--owner USER[:GROUP]] [--mode OCTAL] [--max-bytes N] [--root DIR --id-shift N]
+//                  [--owner USER[:GROUP]] [--mode OCTAL] [--max-bytes N] [--root DIR --id-shift N
+//                  [--unpacked DIR --unpack-scratch DIR]]
 //       in the image at / (a build container), or with --root in the image at DIR on the
-//       host (the runtime's overlay of a new layer), its ids from host id --id-shift on
+//       host (the runtime's overlay of a new layer), its ids from host id --id-shift on;
+//       --unpacked: the archive kept unpacked there (made by the first copy that names it)
 //   tools.cjs user NAME      prints `uid gid home`, creating the user if the image has none of that name
 //   tools.cjs step-process --root DIR --id-shift N --default-user NAME [--user NAME] [--cwd DIR]
 //                  [--default-workdir DIR]
@@ -29,7 +31,7 @@ import { stepProcess } from './step-process.js';
 import { user } from './user.js';
 
 const usage =
-  'usage: tools.cjs copy --archive FILE --source PATH --dest PATH [--workdir DIR] [--user NAME] [--owner USER[:GROUP]] [--mode OCTAL] [--max-bytes N] [--root DIR --id-shift N] | tools.cjs user NAME | tools.cjs step-process --root DIR --id-shift N --default-user NAME [--user NAME] [--cwd DIR] [--default-workdir DIR]';
+  'usage: tools.cjs copy --archive FILE --source PATH --dest PATH [--workdir DIR] [--user NAME] [--owner USER[:GROUP]] [--mode OCTAL] [--max-bytes N] [--root DIR --id-shift N [--unpacked DIR --unpack-scratch DIR]] | tools.cjs user NAME | tools.cjs step-process --root DIR --id-shift N --default-user NAME [--user NAME] [--cwd DIR] [--default-workdir DIR]';
 
 /** A whole number of at least 0 given as option `name`. */
 function count(name: string, value: string): number {
@@ -44,15 +46,17 @@ function run(tool: string | undefined, args: string[]): unknown {
       const str = { type: 'string' } as const;
       const { values } = parseArgs({
         args,
-        options: { archive: str, source: str, dest: str, workdir: str, user: str, owner: str, mode: str, 'max-bytes': str, root: str, 'id-shift': str },
+        options: { archive: str, source: str, dest: str, workdir: str, user: str, owner: str, mode: str, 'max-bytes': str, root: str, 'id-shift': str, unpacked: str, 'unpack-scratch': str },
         strict: true,
         allowPositionals: false,
       });
-      const { archive, source, dest, root, 'id-shift': idShift, 'max-bytes': maxBytes, ...rest } = values;
+      const { archive, source, dest, root, 'id-shift': idShift, 'max-bytes': maxBytes, unpacked, 'unpack-scratch': unpackScratch, ...rest } = values;
       if (archive === undefined || source === undefined || dest === undefined) throw new Error('--archive, --source and --dest are required');
       if ((root === undefined) !== (idShift === undefined)) throw new Error('--root and --id-shift go together');
+      if ((unpacked === undefined) !== (unpackScratch === undefined)) throw new Error('--unpacked and --unpack-scratch go together');
+      if (unpacked !== undefined && root === undefined) throw new Error('--unpacked is for a copy on the host, with --root');
       const image = root === undefined ? ownRoot : hostRoot(root, count('id-shift', idShift!));
-      copy(image, { ...rest, archive, source, dest, ...(maxBytes !== undefined ? { maxBytes: count('max-bytes', maxBytes) } : {}) });
+      copy(image, { ...rest, archive, source, dest, ...(maxBytes !== undefined ? { maxBytes: count('max-bytes', maxBytes) } : {}), ...(unpacked !== undefined ? { unpacked, unpackScratch: unpackScratch! } : {}) });
       return;
     }
     case 'step-process': {

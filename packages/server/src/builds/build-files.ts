@@ -28,13 +28,22 @@ export class BuildFiles {
     this.dir = join(home, 'build-files');
     this.tmp = join(this.dir, 'tmp');
     mkdirSync(this.tmp, { recursive: true, mode: 0o700 });
-    // Uploads cut off by a crash or a restart.
-    for (const name of readdirSync(this.tmp)) rmSync(join(this.tmp, name), { force: true });
+    // Uploads, and archives being unpacked, cut off by a crash or a restart.
+    for (const name of readdirSync(this.tmp)) rmSync(join(this.tmp, name), { recursive: true, force: true });
   }
 
   path(hash: string): string {
     if (!FILES_HASH.test(hash)) throw badRequest(`files hash '${hash}' is not a sha256 in hex`);
     return join(this.dir, `${hash}.tar`);
+  }
+
+  /**
+   * Where the files `hash` are kept unpacked, made by the first COPY of
+   * them (the runtime's copy tool, on the host), with the scratch directory
+   * it is made in before it is renamed there.
+   */
+  unpacked(hash: string): { dir: string; scratch: string } {
+    return { dir: `${this.path(hash).slice(0, -'.tar'.length)}.unpacked`, scratch: this.tmp };
   }
 
   has(hash: string): boolean {
@@ -81,6 +90,8 @@ export class BuildFiles {
       await pipeline(body, createWriteStream(part, { mode: 0o600 }));
       const kept = isGzip(part) && (await gunzipWithin(part, plain, this.maxUploadBytes)) ? plain : part;
       await checkArchive(kept);
+      // What was unpacked of an earlier upload under this hash is not this one's.
+      rmSync(this.unpacked(hash).dir, { recursive: true, force: true });
       renameSync(kept, target);
     } finally {
       rmSync(part, { force: true });

@@ -329,6 +329,7 @@ export class Builder {
   private async copyLayer(job: BuildJob, p: Progress, step: Step & { type: 'COPY' }, id: string, next: TemplateConfig, name: string, log: BuildLog, signal: AbortSignal, t: Timeline): Promise<void> {
     const files = {
       archive: this.opts.files.path(step.filesHash),
+      unpacked: this.opts.files.unpacked(step.filesHash),
       source: step.source,
       dest: step.dest,
       ...(p.config.workingDir ? { workdir: p.config.workingDir } : {}),
