@@ -1162,6 +1162,8 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool, RuntimeHealth 
           return { exitCode: -1, status: refused, sandboxId: id, ms: { container: phases.total(), command: 0 } };
         }
         const containerMs = phases.total();
+        // Its CPU weight, as a running sandbox's, set on its cgroup before runc joins it.
+        setCpuWeight(this.cgroups, this.cgroupPath(id), RUNNING_CPU_WEIGHT);
         opts.signal?.throwIfAborted();
         opts.signal?.addEventListener('abort', stop, { once: true });
         const { exitCode, runcError } = await this.runc.runForeground(id, dir, (stream, bytes) => opts.onOutput?.(stream, bytes));

@@ -34,7 +34,7 @@ const SELF = [
   'echo "shell=$0 umask=$(umask) nofile=$(ulimit -n)"',
   'grep -E "^(Seccomp|NoNewPrivs|CapInh|CapPrm|CapEff|CapBnd|CapAmb|Groups):" /proc/self/status',
   'cat /proc/self/uid_map /proc/self/gid_map /proc/self/oom_score_adj',
-  'cat /sys/fs/cgroup/memory/memory.limit_in_bytes /sys/fs/cgroup/pids/pids.max 2>/dev/null || cat /sys/fs/cgroup/memory.max /sys/fs/cgroup/pids.max',
+  'cat /sys/fs/cgroup/memory/memory.limit_in_bytes /sys/fs/cgroup/pids/pids.max /sys/fs/cgroup/cpu/cpu.shares 2>/dev/null || cat /sys/fs/cgroup/memory.max /sys/fs/cgroup/pids.max /sys/fs/cgroup/cpu.weight',
   'ls /.paddock',
 ].join('; ');
 
