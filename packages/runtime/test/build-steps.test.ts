@@ -36,6 +36,7 @@ const SELF = [
   'cat /proc/self/uid_map /proc/self/gid_map /proc/self/oom_score_adj',
   'cat /sys/fs/cgroup/memory/memory.limit_in_bytes /sys/fs/cgroup/pids/pids.max /sys/fs/cgroup/cpu/cpu.shares 2>/dev/null || cat /sys/fs/cgroup/memory.max /sys/fs/cgroup/pids.max /sys/fs/cgroup/cpu.weight',
   'ls /.paddock',
+  'env | sort',
 ].join('; ');
 
 test.each(['user', 'root'])('a step runs as %s as envd runs the same command in a sandbox of the same template', async (user) => {
