@@ -1150,41 +1150,57 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool, RuntimeHealth 
         gid: how.gid,
       };
     };
-    return this.mutex.run(id, async () => {
-      phases.end('queued');
-      const stop = () => void this.runc.deleteForce(id, this.runningInit(id)).catch(() => undefined);
-      try {
+    const stop = () => void this.runc.deleteForce(id, this.runningInit(id)).catch(() => undefined);
+    const failed = async (err: unknown): Promise<never> => {
+      this.log.warn({ sandboxID: id, templateID: templateId, err }, 'build step could not run');
+      await this.mutex.run(id, () => this.removeSandbox(id)).catch(() => undefined);
+      if (opts.signal?.aborted) throw opts.signal.reason;
+      throw err instanceof RuntimeError ? err : new RuntimeError('unavailable', `the build step could not run: ${(err as Error).message}`, { cause: err });
+    };
+    // Made under the sandbox's lock; the command runs without it, so that a
+    // destroy (of everything, at an uninstall) ends it rather than waiting for it.
+    let ready: boolean;
+    try {
+      ready = await this.mutex.run(id, async () => {
+        phases.end('queued');
         await this.makeDisk(spec, phases);
         try {
           await this.prepareContainer(spec, phases, commandFor);
         } catch (err) {
           if (refused === undefined) throw err;
-          return { exitCode: -1, status: refused, sandboxId: id, ms: { container: phases.total(), command: 0 } };
+          return false;
         }
-        const containerMs = phases.total();
         // Its CPU weight, as a running sandbox's, set on its cgroup before runc joins it.
         setCpuWeight(this.cgroups, this.cgroupPath(id), RUNNING_CPU_WEIGHT);
-        opts.signal?.throwIfAborted();
-        opts.signal?.addEventListener('abort', stop, { once: true });
-        const { exitCode, runcError } = await this.runc.runForeground(id, dir, (stream, bytes) => opts.onOutput?.(stream, bytes));
-        phases.end('run');
-        const commandMs = phases.total() - containerMs;
-        opts.signal?.throwIfAborted();
-        if (exitCode !== 0) return { exitCode, status: runcError ? `the command could not start: ${runcError}` : `exit status ${exitCode}`, sandboxId: id, ms: { container: containerMs, command: commandMs } };
+        return true;
+      });
+    } catch (err) {
+      return failed(err);
+    }
+    const containerMs = phases.total();
+    if (!ready) return { exitCode: -1, status: refused!, sandboxId: id, ms: { container: containerMs, command: 0 } };
+    try {
+      opts.signal?.throwIfAborted();
+      opts.signal?.addEventListener('abort', stop, { once: true });
+      const { exitCode, runcError } = await this.runc.runForeground(id, dir, (stream, bytes) => opts.onOutput?.(stream, bytes));
+      phases.end('run');
+      const commandMs = phases.total() - containerMs;
+      opts.signal?.throwIfAborted();
+      if (exitCode !== 0) return { exitCode, status: runcError ? `the command could not start: ${runcError}` : `exit status ${exitCode}`, sandboxId: id, ms: { container: containerMs, command: commandMs } };
+      const template = await this.mutex.run(id, async () => {
+        const now = this.readSpec(id);
+        if (!now || now.destroying) throw new RuntimeError('unavailable', `the step's container '${id}' was removed while its command ran`);
         // The command and every process it left have ended (its PID namespace went with it): the upper is what the step made.
-        const template = await this.takeUpper(spec, this.templates.stage(stepTemplateId), stepTemplateId, opts.config);
-        phases.end('layer');
-        this.log.info({ sandboxID: id, templateID: templateId, stepTemplateID: stepTemplateId, phases: phases.ms }, 'build step run');
-        return { exitCode, status: 'exit status 0', template, sandboxId: id, ms: { container: containerMs, command: commandMs, layer: phases.total() - containerMs - commandMs } };
-      } catch (err) {
-        this.log.warn({ sandboxID: id, templateID: templateId, err }, 'build step could not run');
-        await this.removeSandbox(id).catch(() => undefined);
-        if (opts.signal?.aborted) throw opts.signal.reason;
-        throw err instanceof RuntimeError ? err : new RuntimeError('unavailable', `the build step could not run: ${(err as Error).message}`, { cause: err });
-      } finally {
-        opts.signal?.removeEventListener('abort', stop);
-      }
-    });
+        return this.takeUpper(spec, this.templates.stage(stepTemplateId), stepTemplateId, opts.config);
+      });
+      phases.end('layer');
+      this.log.info({ sandboxID: id, templateID: templateId, stepTemplateID: stepTemplateId, phases: phases.ms }, 'build step run');
+      return { exitCode, status: 'exit status 0', template, sandboxId: id, ms: { container: containerMs, command: commandMs, layer: phases.total() - containerMs - commandMs } };
+    } catch (err) {
+      return failed(err);
+    } finally {
+      opts.signal?.removeEventListener('abort', stop);
+    }
   }
 
   async templateWithFiles(templateId: string, parentId: string, files: FilesCopy, opts: TemplateWithFilesOptions = {}): Promise<TemplateInfo> {

@@ -128,6 +128,21 @@ test('a step cancelled while it runs ends at once, leaving nothing', async () =>
   expect(readdirSync(join(t.dataDir, 'templates')).filter((n) => n.startsWith('.new-'))).toEqual([]);
 }, 120_000);
 
+test("a step's container destroyed while its command runs ends the command at once", async () => {
+  let said: () => void;
+  const going = new Promise<void>((resolve) => (said = resolve));
+  const running = t.runtime.runStep('base', 'step-destroyed', { shell: 'echo going; sleep 1000' }, { onOutput: () => said() });
+  await going;
+  const [id] = readdirSync(join(t.dataDir, 'sandboxes'));
+  const started = Date.now();
+  await t.runtime.destroy(id!);
+  expect(Date.now() - started).toBeLessThan(20_000);
+  const result = await running;
+  expect(result).toMatchObject({ exitCode: 137, status: 'exit status 137' });
+  expect(result.template).toBeUndefined();
+  expect(await sandboxLeftovers(t.runtime)).toEqual([]);
+}, 120_000);
+
 test('a step container left by a runtime that stopped is removed when the runtime starts again, and is no sandbox meanwhile', async () => {
   const r = await t.runtime.runStep('base', 'step-left', { shell: 'true' });
   expect(await t.runtime.get(r.sandboxId)).toBeUndefined();
