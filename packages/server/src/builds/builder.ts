@@ -69,7 +69,7 @@ class StepFailed extends Error {
   }
 }
 
-/** A build's log, written to the store in batches. */
+/** A build's log, written to the store in batches; `written` is told after each batch a timer wrote. */
 class BuildLog {
   private pending: BuildLogEntry[] = [];
   private count = 0;
@@ -79,16 +79,23 @@ class BuildLog {
   constructor(
     private readonly records: TemplateRepository,
     private readonly buildId: string,
+    private readonly written: () => void = () => undefined,
   ) {}
 
   add(level: LogLevel, message: string, step?: string): BuildLogEntry {
     const entry: BuildLogEntry = { ts: Date.now(), level, message, ...(step ? { step } : {}) };
     if (++this.count === MAX_LOG_ENTRIES) this.pending.push({ ...entry, level: 'warn', message: `the log is cut here: a build keeps at most ${MAX_LOG_ENTRIES} entries` });
     if (this.count < MAX_LOG_ENTRIES) this.pending.push(entry);
-    this.timer ??= setTimeout(() => void this.flush(), LOG_FLUSH_MS);
+    this.timer ??= setTimeout(() => void this.flush().then(this.written), LOG_FLUSH_MS);
     return entry;
   }
 
+  /**
+   * Writes what is pending. The build's own last writes, before its end is
+   * stored, tell no one: a status read between them would answer the last
+   * entries with the build still running (and an SDK would sleep through
+   * its end), where the end's own wake answers both.
+   */
   flush(): Promise<void> {
     clearTimeout(this.timer);
     this.timer = undefined;
@@ -117,7 +124,7 @@ export class Builder {
   private running = 0;
   private readonly layerLocks = new KeyedMutex();
   private readonly aborts = new Map<string, AbortController>();
-  /** Who waits for a build's end (a held status request), by build id. */
+  /** Who waits for news of a build (a held status request): its end or new log entries, by build id. */
   private readonly waiters = new Map<string, Set<() => void>>();
   /** Build containers being removed after their step. */
   private readonly removals = new Set<Promise<unknown>>();
@@ -131,11 +138,12 @@ export class Builder {
   }
 
   /**
-   * Resolves when build `buildId` has ended (its status stored), or after
-   * `ms`, or at once when this builder is not running it or queueing it.
+   * Resolves when build `buildId` has ended (its status stored), when new
+   * entries of its log have been written, or after `ms`; at once when this
+   * builder is not running it or queueing it, with false.
    */
-  untilEnded(buildId: string, ms: number): Promise<void> {
-    if (!this.aborts.has(buildId) && !this.queue.some((j) => j.buildId === buildId)) return Promise.resolve();
+  untilNews(buildId: string, ms: number): Promise<boolean> {
+    if (!this.aborts.has(buildId) && !this.queue.some((j) => j.buildId === buildId)) return Promise.resolve(false);
     return new Promise((resolve) => {
       let waiters = this.waiters.get(buildId);
       if (!waiters) this.waiters.set(buildId, (waiters = new Set()));
@@ -143,13 +151,14 @@ export class Builder {
         clearTimeout(timer);
         waiters.delete(wake);
         if (waiters.size === 0 && this.waiters.get(buildId) === waiters) this.waiters.delete(buildId);
-        resolve();
+        resolve(true);
       };
       const timer = setTimeout(wake, ms);
       waiters.add(wake);
     });
   }
 
+  /** Wakes who waits for news of build `buildId`: its end, or new log entries. */
   private ended(buildId: string): void {
     for (const wake of [...(this.waiters.get(buildId) ?? [])]) wake();
   }
@@ -190,7 +199,7 @@ export class Builder {
   }
 
   private async run(job: BuildJob): Promise<void> {
-    const log = new BuildLog(this.opts.records, job.buildId);
+    const log = new BuildLog(this.opts.records, job.buildId, () => this.ended(job.buildId));
     const abort = new AbortController();
     this.aborts.set(job.buildId, abort);
     const timer = setTimeout(() => abort.abort(new Error(`the build took longer than ${Math.round(this.opts.timeoutMs / 1000)} s`)), this.opts.timeoutMs);
