@@ -930,7 +930,12 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool, RuntimeHealth 
       if (i >= 0) ids.splice(i, 1);
     }
     try {
-      await this.runc.deleteForce(id, this.runningInit(id));
+      const runcState = join(this.dataDir, 'runc', id);
+      // runc keeps a container's state there from its creation to its
+      // deletion. Without it there is no container to end (a build step's,
+      // which runc deleted when its command ended), and no runc process is
+      // spent finding that out.
+      if (existsSync(runcState)) await this.runc.deleteForce(id, this.runningInit(id));
       // A runc killed while it created the container (with its process group,
       // by a Ctrl-C) leaves its state directory, holding the read-only bind
       // mount of its own binary that it makes there, and no container that
@@ -938,7 +943,6 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool, RuntimeHealth 
       // which marks that there is something left to remove.
       // The overlay goes before the disk that holds its upper directory.
       const rootfs = join(dir, 'rootfs');
-      const runcState = join(this.dataDir, 'runc', id);
       for (const mp of mountPoints()) if ([rootfs, runcState].some((d) => mp === d || mp.startsWith(d + '/'))) await unmount(mp);
       await unmount(this.disk(id).mountPoint);
       // Normally `runc delete` has removed it already.
