@@ -116,7 +116,7 @@ export function envdCommand({ root = envdMountPoint, args = [] }: EnvdCommandOpt
  * (`envdNodeFlags`): a build step is short, and an archive of many files
  * may need more.
  */
-export function envdToolCommand(tool: 'copy' | 'user', args: readonly string[], { root = envdMountPoint }: { root?: string } = {}): string[] {
+export function envdToolCommand(tool: 'copy' | 'user' | 'step-process', args: readonly string[], { root = envdMountPoint }: { root?: string } = {}): string[] {
   return nodeCommand(root, [], TOOLS_SCRIPT, [tool, ...args]);
 }
 
@@ -127,7 +127,9 @@ const TOOLS_SCRIPT = 'envd/tools.cjs';
  * thread of the host's own node (`new Worker(script, { workerData: { serve:
  * true }, env: {} })`), which then takes copies as messages: `{ tool:
  * 'copy', args }` (the copy tool's arguments, as for `envdToolCommand`) is
- * answered `{}` when done, or `{ error }` with the line the tool prints.
+ * answered `{}` when done, or `{ error }` with the line the tool prints;
+ * `{ tool: 'step-process', args }` is answered `{ value }` with what the
+ * tool prints (parsed).
  */
 export function envdToolsScript(root: string): string {
   return posix.join(root, TOOLS_SCRIPT);

@@ -514,6 +514,94 @@ describe('copy on the host with --root', () => {
   });
 });
 
+describe('copy on the host from the archive kept unpacked (--unpacked)', () => {
+  beforeAll(() => {
+    copyOnHost = true;
+  });
+  afterAll(() => {
+    copyOnHost = false;
+  });
+
+  /** Where the runtime's caller keeps archives unpacked: a host directory no image sees, with its scratch directory. */
+  function keep(): { dir: string; args: string[] } {
+    const host = mkdtempSync(join(tmpdir(), 'envd-tools-kept-'));
+    roots.push(host);
+    mkdirSync(join(host, 'scratch'));
+    const dir = join(host, 'kept');
+    return { dir, args: ['--unpacked', dir, '--unpack-scratch', join(host, 'scratch')] };
+  }
+
+  /** Everything of the tree at `dir` that a copy decides: types, modes, owners, files' times, link targets, hard links, contents. */
+  function describeTree(dir: string): string[] {
+    const inodes = new Map<number, string>();
+    return [
+      `. ${(lstatSync(dir).mode & 0o7777).toString(8)}`,
+      ...listing(dir)
+        .sort()
+        .map((rel) => {
+          const st = lstatSync(join(dir, rel));
+          const kind = st.isSymbolicLink() ? `-> ${readlinkSync(join(dir, rel))}` : st.isDirectory() ? 'dir' : `file ${readFileSync(join(dir, rel), 'utf8')}`;
+          const linked = st.isFile() && st.nlink > 1 ? (inodes.get(st.ino) ?? (inodes.set(st.ino, rel), '')) : '';
+          // A directory's times are when it was unpacked; a file's are the archive's.
+          const times = st.isFile() ? ` ${st.mtimeMs}` : '';
+          return `${rel} ${kind} ${(st.mode & 0o7777).toString(8)} ${st.uid}:${st.gid}${times}${linked ? ` =${linked}` : ''}`;
+        }),
+    ];
+  }
+
+  test('places what unpacking the archive places: files, modes, times, symlinks, hard links, the root of a copy of everything', async () => {
+    const entries: (HeaderData & { body?: string })[] = [
+      { path: './', type: 'Directory', mode: 0o750, mtime: new Date('2020-01-02T03:04:05Z') },
+      { path: 'app', type: 'Directory', mode: 0o711, mtime: new Date('2021-01-02T03:04:05Z') },
+      { path: 'app/a.txt', body: 'a', mode: 0o640, mtime: new Date('2022-01-02T03:04:05Z') },
+      { path: 'app/b.txt', type: 'Link', linkpath: 'app/a.txt' },
+      { path: 'app/run.sh', body: '#!/bin/sh', mode: 0o4755, mtime: new Date('2023-01-02T03:04:05Z') },
+      { path: 'app/link', type: 'SymbolicLink', linkpath: '../elsewhere' },
+    ];
+    const plain = withUsers();
+    ok(plain, 'copy', ['--archive', rawArchive(plain, entries), '--source', '.', '--dest', '/out', '--owner', 'bob']);
+    const kept = keep();
+    const cached = withUsers();
+    const archive = rawArchive(cached, entries);
+    ok(cached, 'copy', ['--archive', archive, '--source', '.', '--dest', '/out', '--owner', 'bob', ...kept.args]);
+    expect(describeTree(join(cached, 'out'))).toEqual(describeTree(join(plain, 'out')));
+    // And again from what was kept, into another image.
+    const again = withUsers();
+    rawArchive(again, entries);
+    ok(again, 'copy', ['--archive', archive, '--source', '.', '--dest', '/out', '--owner', 'bob', ...kept.args]);
+    expect(describeTree(join(again, 'out'))).toEqual(describeTree(join(plain, 'out')));
+    expect(tmpLeft(again)).toEqual([]);
+    expect(readdirSync(join(kept.dir, '..', 'scratch'))).toEqual([]);
+  });
+
+  test('the first copy keeps the archive unpacked and later ones copy from there, still bounded by --max-bytes', async () => {
+    const kept = keep();
+    const first = withUsers();
+    const archive = await sdkArchive(first, context({ 'f.txt': 'first' }));
+    ok(first, 'copy', ['--archive', archive, '--source', 'f.txt', '--dest', '/f.txt', ...kept.args]);
+    expect(readFileSync(join(kept.dir, 'files/f.txt'), 'utf8')).toBe('first');
+    // The archive is no longer read: what was kept is what is copied.
+    const second = withUsers();
+    await sdkArchive(second, context({ 'f.txt': 'other' }));
+    ok(second, 'copy', ['--archive', archive, '--source', 'f.txt', '--dest', '/f.txt', ...kept.args]);
+    expect(read(second, 'f.txt')).toBe('first');
+    expect(run(second, 'copy', ['--archive', archive, '--source', 'f.txt', '--dest', '/g.txt', '--max-bytes', '2', ...kept.args])).toMatchObject({
+      status: 1,
+      stderr: "copy: the archive's files hold more than 2 bytes, the most this copy may write\n",
+    });
+    expect(existsSync(join(second, 'g.txt'))).toBe(false);
+  });
+
+  test('an archive refused as it is unpacked is not kept', async () => {
+    const kept = keep();
+    const root = withUsers();
+    const archive = rawArchive(root, [{ path: '../escape', body: 'x' }]);
+    expect(run(root, 'copy', ['--archive', archive, '--source', '.', '--dest', '/out', ...kept.args])).toMatchObject({ status: 1, stderr: expect.stringContaining("leaves the archive ('..')") });
+    expect(existsSync(kept.dir)).toBe(false);
+    expect(readdirSync(join(kept.dir, '..', 'scratch'))).toEqual([]);
+  });
+});
+
 describe('user', () => {
   test('an existing user: its uid, gid and home, and nothing changed', () => {
     const root = withUsers();
@@ -597,5 +685,50 @@ describe('user', () => {
     expect(res.stderr).toBe(`user: '${name}' is not a valid user name: at most 32 lower-case letters, digits, '_' and '-', starting with a letter or '_'\n`);
     expect(read(root, 'etc/passwd')).toBe(passwd);
     expect(existsSync(join(root, 'home'))).toBe(false);
+  });
+});
+
+describe('step-process', () => {
+  /** The tool on the host, told the image is at `root`, as the runtime asks it before a build step's container starts. */
+  const stepProcess = (root: string, args: string[]) => {
+    const [cmd, ...argv] = envdToolCommand('step-process', ['--root', root, '--id-shift', '100000', ...args], { root: envdSandboxDir });
+    const res = spawnSync(cmd!, argv, {
+      encoding: 'utf8',
+      env: {},
+      timeout: 30_000,
+    });
+    return { status: res.status, stdout: res.stdout, stderr: res.stderr, value: res.status === 0 ? (JSON.parse(res.stdout) as Record<string, unknown>) : undefined };
+  };
+
+  test('the user, home, working directory and shell envd would give a step: the named user, else the default, else root', () => {
+    const root = withUsers({ 'home/alice/': '', 'home/bob/src/': '', 'root/': '', 'usr/bin/bash': '' });
+    // Debian's merged /usr: /bin is a link to usr/bin, followed within the image.
+    symlinkSync('usr/bin', join(root, 'bin'));
+    expect(stepProcess(root, ['--default-user', 'user', '--user', 'bob', '--cwd', 'src']).value).toEqual({ user: 'bob', uid: 1001, gid: 1050, home: '/home/bob', cwd: '/home/bob/src', shell: ['/bin/bash', '-l', '-c'] });
+    expect(stepProcess(root, ['--default-user', 'alice']).value).toMatchObject({ user: 'alice', uid: 1000, cwd: '/home/alice' });
+    expect(stepProcess(root, ['--default-user', 'alice', '--default-workdir', '/tmp']).value).toMatchObject({ user: 'alice', cwd: '/tmp' });
+    // The default user is not in this image: root, as envd falls back to it.
+    expect(stepProcess(root, ['--default-user', 'user']).value).toMatchObject({ user: 'root', uid: 0, gid: 0, home: '/root', cwd: '/root' });
+  });
+
+  test('an image without bash runs command lines with sh, and root is there without a passwd file', () => {
+    const root = image({ 'bin/sh': '' });
+    expect(stepProcess(root, ['--default-user', 'user', '--user', 'root']).value).toEqual({ user: 'root', uid: 0, gid: 0, home: '/', cwd: '/', shell: ['/bin/sh', '-c'] });
+  });
+
+  test('a user or working directory that is not there is named, as envd names it', () => {
+    const root = withUsers({ 'etc/motd': '' });
+    expect(stepProcess(root, ['--default-user', 'user', '--user', 'nobody-here'])).toMatchObject({ status: 1, stderr: "step-process: user 'nobody-here' does not exist\n" });
+    expect(stepProcess(root, ['--default-user', 'root', '--cwd', '/nowhere'])).toMatchObject({ status: 1, stderr: "step-process: cwd '/nowhere' does not exist\n" });
+    expect(stepProcess(root, ['--default-user', 'root', '--cwd', '/etc/motd'])).toMatchObject({ status: 1, stderr: "step-process: cwd '/etc/motd' is not a directory\n" });
+  });
+
+  test("the image's passwd file is read through its own symlinks, never the host's", () => {
+    const root = image({ 'etc/accounts/passwd': 'carol:x:1234:1234::/:/bin/sh\n' });
+    symlinkSync('/../../../etc/accounts/passwd', join(root, 'etc/passwd'));
+    expect(stepProcess(root, ['--default-user', 'carol']).value).toMatchObject({ user: 'carol', uid: 1234 });
+    // The host's own passwd names root with /root; the image's does not.
+    rmSync(join(root, 'etc/accounts/passwd'));
+    expect(stepProcess(root, ['--default-user', 'carol']).value).toMatchObject({ user: 'root', home: '/' });
   });
 });

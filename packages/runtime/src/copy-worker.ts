@@ -3,7 +3,8 @@
 // starting node and loading the tools' bundle was most of a small copy's
 // time. The copy itself is synchronous file work; in a worker it does not
 // stop the server's event loop. One worker is kept loaded between copies;
-// copies at the same time get workers of their own, ended after.
+// copies at the same time get workers of their own, ended after. The same
+// workers say how a build step's command runs in an image (step-process).
 import { Worker } from 'node:worker_threads';
 
 export interface CopyWorkerOptions {
@@ -56,12 +57,22 @@ export class CopyWorkers {
 
   /** Runs the copy tool with `args`; rejects with CopyFailed naming what failed, or with the signal's reason. */
   async copy(args: readonly string[], opts: CopyWorkerOptions): Promise<void> {
+    await this.request('copy', args, opts);
+  }
+
+  /** Runs the step-process tool with `args`: what it answers, or CopyFailed naming what failed. */
+  async stepProcess(args: readonly string[], opts: CopyWorkerOptions): Promise<unknown> {
+    return this.request('step-process', args, opts);
+  }
+
+  private async request(tool: 'copy' | 'step-process', args: readonly string[], opts: CopyWorkerOptions): Promise<unknown> {
     if (this.closed) throw new Error('the copy workers are closed');
     opts.signal?.throwIfAborted();
     const worker = this.idle ?? this.start();
     this.idle = undefined;
     this.busy.add(worker);
     let reusable = false;
+    let value: unknown;
     try {
       await new Promise<void>((resolve, reject) => {
         const done = (err?: Error) => {
@@ -73,9 +84,10 @@ export class CopyWorkers {
           if (err) reject(err);
           else resolve();
         };
-        const onMessage = (msg: { error?: string }) => {
+        const onMessage = (msg: { error?: string; value?: unknown }) => {
           reusable = true;
-          done(msg.error === undefined ? undefined : new CopyFailed(msg.error.replace(/^copy: /, '')));
+          value = msg.value;
+          done(msg.error === undefined ? undefined : new CopyFailed(msg.error.replace(`${tool}: `, '')));
         };
         const onError = (err: Error) => done(new Error(`the copy's worker failed: ${err.message}`));
         const onExit = (code: number) => done(new Error(`the copy's worker ended (exit code ${code})`));
@@ -85,8 +97,9 @@ export class CopyWorkers {
         worker.on('error', onError);
         worker.on('exit', onExit);
         opts.signal?.addEventListener('abort', onAbort, { once: true });
-        worker.postMessage({ tool: 'copy', args: [...args] });
+        worker.postMessage({ tool, args: [...args] });
       });
+      return value;
     } finally {
       this.busy.delete(worker);
       // A worker that answered is kept (one at most); one that failed, timed out or was cancelled mid-copy is ended.

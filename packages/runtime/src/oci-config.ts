@@ -32,6 +32,61 @@ export interface ConfigInput {
   netnsPath?: string;
   /** A file of the sandbox's, in its host-only directory, mounted over /etc/resolv.conf (naming the sandboxes' resolver). */
   resolvConf?: string;
+  /** A build step's command, the container's process instead of envd (RuncRuntime.runStep). */
+  command?: ContainerCommand;
+}
+
+/** A process the container runs instead of envd: what envd would have started, with what envd would have given it. */
+export interface ContainerCommand {
+  args: string[];
+  /** `NAME=value` entries. */
+  env: string[];
+  cwd: string;
+  uid: number;
+  gid: number;
+}
+
+/**
+ * The OOM score adjustment of a process envd starts (envd's
+ * CHILD_OOM_SCORE_ADJ): when memory runs out, the kernel kills the
+ * sandbox's commands before envd. A step's command has it too.
+ */
+export const COMMAND_OOM_SCORE_ADJ = 500;
+
+/**
+ * The process part of the configuration: envd as root, or a command as
+ * envd would start it. envd, root with the capabilities below, starts
+ * another user's process through setuid and exec, which leave it none of
+ * them (and no supplementary groups); root's keep them.
+ */
+function processOf(c: ConfigInput): object {
+  const common = {
+    terminal: false,
+    rlimits: [{ type: 'RLIMIT_NOFILE', hard: c.maxOpenFiles, soft: c.maxOpenFiles }],
+    noNewPrivileges: false,
+  };
+  if (!c.command) {
+    return {
+      ...common,
+      user: { uid: 0, gid: 0 },
+      args: [...c.envdCommand],
+      // envd's own node takes nothing from the environment; the image's is in envd's options.
+      env: [],
+      cwd: '/',
+      capabilities: { bounding: CAPABILITIES, effective: CAPABILITIES, permitted: CAPABILITIES, inheritable: [], ambient: [] },
+    };
+  }
+  const root = c.command.uid === 0;
+  const held = root ? CAPABILITIES : [];
+  return {
+    ...common,
+    user: { uid: c.command.uid, gid: c.command.gid, additionalGids: [] },
+    args: c.command.args,
+    env: c.command.env,
+    cwd: c.command.cwd,
+    capabilities: { bounding: CAPABILITIES, effective: held, permitted: held, inheritable: [], ambient: [] },
+    oomScoreAdj: COMMAND_OOM_SCORE_ADJ,
+  };
 }
 
 // The capabilities a container's root keeps: Docker's default set. Enough for
@@ -92,23 +147,7 @@ export function ociConfig(c: ConfigInput): object {
   const memory = c.limits.memoryMB * 1024 * 1024;
   return {
     ociVersion: '1.0.2-dev',
-    process: {
-      terminal: false,
-      user: { uid: 0, gid: 0 },
-      args: [...c.envdCommand],
-      // envd's own node takes nothing from the environment; the image's is in envd's options.
-      env: [],
-      cwd: '/',
-      capabilities: {
-        bounding: CAPABILITIES,
-        effective: CAPABILITIES,
-        permitted: CAPABILITIES,
-        inheritable: [],
-        ambient: [],
-      },
-      rlimits: [{ type: 'RLIMIT_NOFILE', hard: c.maxOpenFiles, soft: c.maxOpenFiles }],
-      noNewPrivileges: false,
-    },
+    process: processOf(c),
     root: { path: c.rootfs, readonly: false },
     hostname: c.id,
     mounts: [

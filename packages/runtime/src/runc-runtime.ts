@@ -35,7 +35,7 @@ import { envdAnswers, initEnvd, openTunnel, PooledEnvdLink, runTrue, waitForEnvd
 import { CommandError, run } from './exec.js';
 import { mountOverlay, mountPoints, removeTree, unmount } from './mounts.js';
 import { listenUnix } from './host-socket.js';
-import { envdOptions, HOST_INOTIFY_LIMITS, startHookBinary, hardOpenFilesLimit, ociConfig } from './oci-config.js';
+import { envdOptions, HOST_INOTIFY_LIMITS, SANDBOX_USER, startHookBinary, hardOpenFilesLimit, ociConfig, type ContainerCommand } from './oci-config.js';
 import { InitProcess, Runc, type RuncContainer } from './runc.js';
 import { msSince, Phases, warningsOnly, type RuntimeLog } from './log.js';
 import {
@@ -48,8 +48,11 @@ import {
   type Limits,
   type NetworkRules,
   type Runtime,
+  type RunStepOptions,
   type RuntimeSandbox,
   type SandboxStats,
+  type StepCommand,
+  type StepResult,
   type SandboxStatus,
   type TemplateConfig,
   type TemplateFromImageOptions,
@@ -149,6 +152,8 @@ interface SandboxSpec {
   lowers?: string[];
   /** Its egress rules as its creator (or the last update) gave them. */
   network?: NetworkRules;
+  /** A build step's container (runStep): no sandbox of anyone's, and of no use after a restart. */
+  step?: boolean;
 }
 
 /**
@@ -196,6 +201,12 @@ const SANDBOXES_CPU_WEIGHT = 25;
 const RUNNING_CPU_WEIGHT = 12;
 /** How often the inits of running sandboxes are looked at: one read of /proc each. */
 const INIT_WATCH_MS = 1000;
+
+/** The PATH of a process envd starts, under the image's own (envd's DEFAULT_PATH). */
+const COMMAND_DEFAULT_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
+
+/** `NAME=value` entries as a map, a later one of a name winning (as envd takes its --env). */
+const envMap = (env: readonly string[]): Record<string, string> => Object.fromEntries(env.filter((e) => e.indexOf('=') > 0).map((e) => [e.slice(0, e.indexOf('=')), e.slice(e.indexOf('=') + 1)]));
 
 export class RuncRuntime implements Runtime, HostAdmin, WarmPool, RuntimeHealth {
   private readonly dataDir: string;
@@ -515,7 +526,7 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool, RuntimeHealth 
     }
     for (const id of ids) {
       const spec = this.readSpec(id);
-      if (!spec || spec.destroying) {
+      if (!spec || spec.destroying || spec.step) {
         await this.removeSandbox(id);
         continue;
       }
@@ -621,7 +632,6 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool, RuntimeHealth 
   /** Creates, starts and (when `init` is given) initialises a sandbox; 'pooled' boots one for the warm pool. */
   private async boot(templateId: string, limits: Limits, network: NetworkRules | 'pooled', init?: EnvdInit): Promise<SandboxSpec> {
     const id = newSandboxId();
-    const dir = this.dir(id);
     const pooled = network === 'pooled';
     const spec: SandboxSpec = {
       id,
@@ -637,36 +647,7 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool, RuntimeHealth 
     return this.mutex.run(id, async () => {
       phases.end('queued');
       try {
-        const disk = this.disk(id);
-        // A caller's sandbox takes a disk made ahead; the warm pool's boots,
-        // which nobody waits for, make their own and leave the spares to them.
-        if (!pooled && this.spares.take(limits.diskSizeMB, dir)) {
-          phases.end('spareDisk');
-        } else {
-          // startContainer() makes it passable to the sandbox's root.
-          mkdirSync(dir, { recursive: true, mode: 0o700 });
-          mkdirSync(join(dir, 'rootfs'), { mode: 0o700 });
-          await createDisk(disk, limits.diskSizeMB);
-          phases.end('mkfs');
-          await mountDisk(disk);
-          phases.end('diskMount');
-        }
-        // The overlay's top: its root directory is the sandbox's `/`, owned by the sandbox's root.
-        const root = this.idShift;
-        chownSync(disk.upper, root, root);
-        chmodSync(disk.upper, 0o755);
-        // The sandbox's name, in its own layer (no sandbox process runs yet).
-        mkdirSync(join(disk.upper, 'etc'), { mode: 0o755 });
-        chownSync(join(disk.upper, 'etc'), root, root);
-        for (const [name, text] of [
-          ['hostname', `${id}\n`],
-          ['hosts', `127.0.0.1\tlocalhost\n127.0.1.1\t${id}\n::1\tlocalhost ip6-localhost ip6-loopback\n`],
-        ] as const) {
-          writeFileSync(join(disk.upper, 'etc', name), text, { mode: 0o644 });
-          chownSync(join(disk.upper, 'etc', name), root, root);
-        }
-        this.writeSpec(spec);
-        phases.end('upper');
+        await this.makeDisk(spec, phases);
         await this.startContainer(spec, init, phases);
         // envd's first command runs cold code, slower than the ones after
         // it. A pooled sandbox runs one in each Connect format (JSON
@@ -697,8 +678,48 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool, RuntimeHealth 
     });
   }
 
-  /** Mounts the root filesystem and runs the container; resolves when envd answers. */
-  private async startContainer(spec: SandboxSpec, init?: EnvdInit, phases = new Phases()): Promise<void> {
+  /** A new sandbox's disk, with its upper directory made, and its spec written. */
+  private async makeDisk(spec: SandboxSpec, phases: Phases): Promise<void> {
+    const { id, limits, pooled } = spec;
+    const dir = this.dir(id);
+    const disk = this.disk(id);
+    // A caller's sandbox takes a disk made ahead; the warm pool's boots,
+    // which nobody waits for, make their own and leave the spares to them.
+    if (!pooled && this.spares.take(limits.diskSizeMB, dir)) {
+      phases.end('spareDisk');
+    } else {
+      // startContainer() makes it passable to the sandbox's root.
+      mkdirSync(dir, { recursive: true, mode: 0o700 });
+      mkdirSync(join(dir, 'rootfs'), { mode: 0o700 });
+      await createDisk(disk, limits.diskSizeMB);
+      phases.end('mkfs');
+      await mountDisk(disk);
+      phases.end('diskMount');
+    }
+    // The overlay's top: its root directory is the sandbox's `/`, owned by the sandbox's root.
+    const root = this.idShift;
+    chownSync(disk.upper, root, root);
+    chmodSync(disk.upper, 0o755);
+    // The sandbox's name, in its own layer (no sandbox process runs yet).
+    mkdirSync(join(disk.upper, 'etc'), { mode: 0o755 });
+    chownSync(join(disk.upper, 'etc'), root, root);
+    for (const [name, text] of [
+      ['hostname', `${id}\n`],
+      ['hosts', `127.0.0.1\tlocalhost\n127.0.1.1\t${id}\n::1\tlocalhost ip6-localhost ip6-loopback\n`],
+    ] as const) {
+      writeFileSync(join(disk.upper, 'etc', name), text, { mode: 0o644 });
+      chownSync(join(disk.upper, 'etc', name), root, root);
+    }
+    this.writeSpec(spec);
+    phases.end('upper');
+  }
+
+  /**
+   * Mounts a sandbox's root filesystem, gives it its network slot and
+   * writes its OCI configuration: envd as its process, or `command` (a
+   * build step's, which `commandFor` describes once the root is mounted).
+   */
+  private async prepareContainer(spec: SandboxSpec, phases: Phases, commandFor?: (rootfs: string) => Promise<ContainerCommand>): Promise<void> {
     const dir = this.dir(spec.id);
     // A sandbox made before lowers were recorded stands on its template as it is now.
     const lowers = spec.lowers ?? this.templates.layers(spec.templateId);
@@ -731,6 +752,8 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool, RuntimeHealth 
       net = { netnsPath: slot.netnsPath, resolvConf };
       phases.end('network');
     }
+    // The step's command is described from the image's files before anything of the container runs.
+    const command = commandFor ? await commandFor(join(dir, 'rootfs')) : undefined;
     const config = ociConfig({
       id: spec.id,
       rootfs: join(dir, 'rootfs'),
@@ -745,9 +768,16 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool, RuntimeHealth 
       cgroupsPath: this.cgroupPath(spec.id),
       maxOpenFiles: hardOpenFilesLimit(),
       ...net,
+      ...(command ? { command } : {}),
     });
     writeFileSync(join(dir, 'config.json'), JSON.stringify(config));
     phases.end('config');
+  }
+
+  /** Mounts the root filesystem and runs the container; resolves when envd answers. */
+  private async startContainer(spec: SandboxSpec, init?: EnvdInit, phases = new Phases()): Promise<void> {
+    const dir = this.dir(spec.id);
+    await this.prepareContainer(spec, phases);
     // envd.sock then tunnel.sock: the descriptors ociConfig tells envd (ENVD_FD, TUNNEL_FD).
     mkdirSync(join(dir, 'sock'), { recursive: true, mode: 0o700 });
     const fds: number[] = [];
@@ -900,7 +930,12 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool, RuntimeHealth 
       if (i >= 0) ids.splice(i, 1);
     }
     try {
-      await this.runc.deleteForce(id, this.runningInit(id));
+      const runcState = join(this.dataDir, 'runc', id);
+      // runc keeps a container's state there from its creation to its
+      // deletion. Without it there is no container to end (a build step's,
+      // which runc deleted when its command ended), and no runc process is
+      // spent finding that out.
+      if (existsSync(runcState)) await this.runc.deleteForce(id, this.runningInit(id));
       // A runc killed while it created the container (with its process group,
       // by a Ctrl-C) leaves its state directory, holding the read-only bind
       // mount of its own binary that it makes there, and no container that
@@ -908,7 +943,6 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool, RuntimeHealth 
       // which marks that there is something left to remove.
       // The overlay goes before the disk that holds its upper directory.
       const rootfs = join(dir, 'rootfs');
-      const runcState = join(this.dataDir, 'runc', id);
       for (const mp of mountPoints()) if ([rootfs, runcState].some((d) => mp === d || mp.startsWith(d + '/'))) await unmount(mp);
       await unmount(this.disk(id).mountPoint);
       // Normally `runc delete` has removed it already.
@@ -954,7 +988,7 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool, RuntimeHealth 
   async get(id: string): Promise<RuntimeSandbox | undefined> {
     if (!SANDBOX_ID.test(id)) return undefined;
     const spec = this.readSpec(id);
-    if (!spec || spec.destroying || spec.pooled) return undefined;
+    if (!spec || spec.destroying || spec.pooled || spec.step) return undefined;
     return this.info(spec, this.statusOf(await this.runc.state(id)));
   }
 
@@ -964,7 +998,7 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool, RuntimeHealth 
     const out: RuntimeSandbox[] = [];
     for (const id of readdirSync(this.sandboxesDir)) {
       const spec = this.readSpec(id);
-      if (spec && !spec.destroying && !spec.pooled) out.push(this.info(spec, this.statusOf(containers.get(id))));
+      if (spec && !spec.destroying && !spec.pooled && !spec.step) out.push(this.info(spec, this.statusOf(containers.get(id))));
     }
     return out;
   }
@@ -1040,17 +1074,8 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool, RuntimeHealth 
         const pausedMs = msSince(started);
         // A stopped sandbox's disk is mounted for the copy, and unmounted after.
         if (status === 'stopped') await this.ensureDisk(spec);
-        // cp -a copies links as links; nothing in the upper is followed.
-        await run('cp', ['-a', `${disk.upper}/.`, staged.layer], { timeoutMs: 600_000 });
-        const copiedMs = msSince(started);
-        // The copy is the host's alone now, but its `etc` is whatever the
-        // sandbox made it: a link there (to the host's /etc, say) must not
-        // be followed by the removal of the sandbox's own name files.
-        if (isRealDirectory(join(staged.layer, 'etc'))) for (const f of ['etc/hostname', 'etc/hosts']) rmSync(join(staged.layer, f), { recursive: true, force: true });
-        // A sandbox made before user namespaces and not started since has host-owned files.
-        if (spec.idShift === undefined) await shiftOwners(staged.layer, this.idShift);
-        const made = this.templates.commit(staged.dir, templateId, spec.templateId, spec.limits, this.idShift, spec.lowers ?? this.templates.layers(spec.templateId), opts.config);
-        this.log.info({ sandboxID: id, templateID: templateId, pausedMs, copiedMs, ms: msSince(started) }, 'sandbox snapshot taken');
+        const made = await this.takeUpper(spec, staged, templateId, opts.config);
+        this.log.info({ sandboxID: id, templateID: templateId, pausedMs, ms: msSince(started) }, 'sandbox snapshot taken');
         return made;
       } catch (err) {
         await removeTree(staged.dir).catch(() => undefined);
@@ -1060,6 +1085,126 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool, RuntimeHealth 
         if (status === 'stopped') await unmount(disk.mountPoint).catch(() => undefined);
       }
     });
+  }
+
+  /**
+   * Makes the staged template `templateId` of a sandbox's upper directory,
+   * on the layers the sandbox stands on; nothing of the sandbox may run.
+   * The staging directory goes when this fails.
+   */
+  private async takeUpper(spec: SandboxSpec, staged: { dir: string; layer: string }, templateId: string, config: TemplateConfig | undefined): Promise<TemplateInfo> {
+    try {
+      // cp -a copies links as links; nothing in the upper is followed.
+      await run('cp', ['-a', `${this.disk(spec.id).upper}/.`, staged.layer], { timeoutMs: 600_000 });
+      // The copy is the host's alone now, but its `etc` is whatever the
+      // sandbox made it: a link there (to the host's /etc, say) must not
+      // be followed by the removal of the sandbox's own name files.
+      if (isRealDirectory(join(staged.layer, 'etc'))) for (const f of ['etc/hostname', 'etc/hosts']) rmSync(join(staged.layer, f), { recursive: true, force: true });
+      // A sandbox made before user namespaces and not started since has host-owned files.
+      if (spec.idShift === undefined) await shiftOwners(staged.layer, this.idShift);
+      return this.templates.commit(staged.dir, templateId, spec.templateId, spec.limits, this.idShift, spec.lowers ?? this.templates.layers(spec.templateId), config);
+    } catch (err) {
+      await removeTree(staged.dir).catch(() => undefined);
+      throw err;
+    }
+  }
+
+  async runStep(templateId: string, stepTemplateId: string, command: StepCommand, opts: RunStepOptions = {}): Promise<StepResult> {
+    this.ensurePrepared();
+    if (this.removing) throw new RuntimeError('unavailable', 'the runtime is removing all its sandboxes and takes no new ones');
+    if (!command.shell === !command.argv) throw new RuntimeError('invalid', 'a step runs a shell command line or a program, one of the two');
+    const limits = this.limitsFor(templateId, opts.limits);
+    const network = opts.network ?? {};
+    splitRules(network);
+    this.templates.checkNewId(stepTemplateId);
+    opts.signal?.throwIfAborted();
+    const id = newSandboxId();
+    const dir = this.dir(id);
+    const image = this.templates.image(templateId);
+    const spec: SandboxSpec = { id, templateId, limits, createdAt: new Date().toISOString(), pooled: false, step: true, idShift: this.idShift, lowers: this.templates.layers(templateId), network };
+    const phases = new Phases();
+    // What keeps the command from starting (a user that does not exist) is the step's failure, not the runtime's.
+    let refused: string | undefined;
+    const commandFor = async (rootfs: string): Promise<ContainerCommand> => {
+      this.copyWorkers ??= new CopyWorkers(envdToolsScript(this.paddockDir!));
+      let how: { user: string; uid: number; gid: number; home: string; cwd: string; shell: string[] };
+      try {
+        how = (await this.copyWorkers.stepProcess(
+          [
+            ...['--root', rootfs, '--id-shift', String(this.idShift)],
+            ...['--default-user', image.user || SANDBOX_USER],
+            ...(command.user ? ['--user', command.user] : []),
+            ...(command.cwd ? ['--cwd', command.cwd] : []),
+            ...(image.workingDir ? ['--default-workdir', image.workingDir] : []),
+          ],
+          { timeoutMs: 60_000 },
+        )) as typeof how;
+      } catch (err) {
+        if (!(err instanceof CopyFailed)) throw err;
+        refused = err.message;
+        throw err;
+      }
+      // As envd makes a process's environment: a default PATH, the image's, the user's names, the command's own.
+      const env: Record<string, string> = { PATH: COMMAND_DEFAULT_PATH, ...envMap(image.env), HOME: how.home, USER: how.user, LOGNAME: how.user, ...command.env };
+      return {
+        args: command.shell !== undefined ? [...how.shell, command.shell] : [...command.argv!],
+        env: Object.entries(env).map(([k, v]) => `${k}=${v}`),
+        cwd: how.cwd,
+        uid: how.uid,
+        gid: how.gid,
+      };
+    };
+    const stop = () => void this.runc.deleteForce(id, this.runningInit(id)).catch(() => undefined);
+    const failed = async (err: unknown): Promise<never> => {
+      this.log.warn({ sandboxID: id, templateID: templateId, err }, 'build step could not run');
+      await this.mutex.run(id, () => this.removeSandbox(id)).catch(() => undefined);
+      if (opts.signal?.aborted) throw opts.signal.reason;
+      throw err instanceof RuntimeError ? err : new RuntimeError('unavailable', `the build step could not run: ${(err as Error).message}`, { cause: err });
+    };
+    // Made under the sandbox's lock; the command runs without it, so that a
+    // destroy (of everything, at an uninstall) ends it rather than waiting for it.
+    let ready: boolean;
+    try {
+      ready = await this.mutex.run(id, async () => {
+        phases.end('queued');
+        await this.makeDisk(spec, phases);
+        try {
+          await this.prepareContainer(spec, phases, commandFor);
+        } catch (err) {
+          if (refused === undefined) throw err;
+          return false;
+        }
+        // Its CPU weight, as a running sandbox's, set on its cgroup before runc joins it.
+        setCpuWeight(this.cgroups, this.cgroupPath(id), RUNNING_CPU_WEIGHT);
+        return true;
+      });
+    } catch (err) {
+      return failed(err);
+    }
+    const containerMs = phases.total();
+    if (!ready) return { exitCode: -1, status: refused!, sandboxId: id, ms: { container: containerMs, command: 0 } };
+    try {
+      opts.signal?.throwIfAborted();
+      opts.signal?.addEventListener('abort', stop, { once: true });
+      const { exitCode, runcError } = await this.runc.runForeground(id, dir, (stream, bytes) => opts.onOutput?.(stream, bytes));
+      phases.end('run');
+      const commandMs = phases.total() - containerMs;
+      opts.signal?.throwIfAborted();
+      if (exitCode !== 0) return { exitCode, status: runcError ? `the command could not start: ${runcError}` : `exit status ${exitCode}`, sandboxId: id, ms: { container: containerMs, command: commandMs } };
+      const template = await this.mutex.run(id, async () => {
+        const now = this.readSpec(id);
+        if (!now || now.destroying) throw new RuntimeError('unavailable', `the step's container '${id}' was removed while its command ran`);
+        // The command and every process it left have ended (its PID namespace went with it): the upper is what the step made.
+        return this.takeUpper(spec, this.templates.stage(stepTemplateId), stepTemplateId, opts.config);
+      });
+      phases.end('layer');
+      this.log.info({ sandboxID: id, templateID: templateId, stepTemplateID: stepTemplateId, phases: phases.ms }, 'build step run');
+      return { exitCode, status: 'exit status 0', template, sandboxId: id, ms: { container: containerMs, command: commandMs, layer: phases.total() - containerMs - commandMs } };
+    } catch (err) {
+      return failed(err);
+    } finally {
+      opts.signal?.removeEventListener('abort', stop);
+    }
   }
 
   async templateWithFiles(templateId: string, parentId: string, files: FilesCopy, opts: TemplateWithFilesOptions = {}): Promise<TemplateInfo> {
@@ -1098,6 +1243,7 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool, RuntimeHealth 
           ...(files.user ? ['--user', files.user] : []),
           ...(files.owner ? ['--owner', files.owner] : []),
           ...(files.mode ? ['--mode', files.mode] : []),
+          ...(files.unpacked ? ['--unpacked', files.unpacked.dir, '--unpack-scratch', files.unpacked.scratch] : []),
           '--max-bytes', String(limits.diskSizeMB * 1024 * 1024),
           '--root', image,
           '--id-shift', String(this.idShift),

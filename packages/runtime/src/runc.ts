@@ -2,6 +2,7 @@
 // that our containers are never confused with anyone else's.
 import { closeSync, openSync, readFileSync, rmSync } from 'node:fs';
 import { spawn } from 'node:child_process';
+import { constants as osConstants } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { CommandError, run } from './exec.js';
 
@@ -88,13 +89,40 @@ export class Runc {
         child.once('error', reject);
         child.once('exit', (code) => {
           if (code === 0) resolve();
-          else reject(new CommandError('runc run', code, lastRuncError(runcLog)));
+          else reject(new CommandError('runc run', code, lastRuncError(runcLog) ?? ''));
         });
       });
     } finally {
       closeSync(log);
     }
     return new InitProcess(Number(readFileSync(pidFile, 'utf8').trim()));
+  }
+
+  /**
+   * Runs a container to its end in the foreground. runc relays the
+   * process's stdout and stderr (through pipes it makes, owned by the
+   * container's root, as envd's are) to `onOutput`; the container's pid is
+   * in `<bundle>/init.pid` while it runs. Resolves with the process's exit
+   * code (128 + the signal's number for one a signal ended), and with
+   * runc's own error when the process could not start; runc deletes the
+   * container after.
+   */
+  async runForeground(id: string, bundle: string, onOutput: (stream: 'stdout' | 'stderr', bytes: Buffer) => void): Promise<{ exitCode: number; runcError?: string }> {
+    const runcLog = join(bundle, 'runc.log');
+    rmSync(runcLog, { force: true });
+    rmSync(join(bundle, 'init.pid'), { force: true });
+    const exitCode = await new Promise<number>((resolve, reject) => {
+      const child = spawn(this.binary, ['--root', this.root, '--log', runcLog, '--log-format', 'json', 'run', '--pid-file', join(bundle, 'init.pid'), '--bundle', bundle, id], {
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      child.stdout.on('data', (b: Buffer) => onOutput('stdout', b));
+      child.stderr.on('data', (b: Buffer) => onOutput('stderr', b));
+      child.once('error', reject);
+      // 'close': the exit, and the end of both pipes (all output read).
+      child.once('close', (code, signal) => resolve(code ?? 128 + (signal ? (osConstants.signals[signal] ?? 0) : 0)));
+    });
+    const runcError = exitCode === 0 ? undefined : lastRuncError(runcLog, false);
+    return { exitCode, ...(runcError ? { runcError } : {}) };
   }
 
   /** The first line of `runc --version`: fails when runc is missing or does not run. */
@@ -238,13 +266,13 @@ export function processStart(pid: number): string | undefined {
   return fields[19];
 }
 
-/** The last error runc wrote to its JSON log. */
-function lastRuncError(file: string): string {
+/** The last error runc wrote to its JSON log; with `orText`, the log's text when it holds none. */
+function lastRuncError(file: string, orText = true): string | undefined {
   let text: string;
   try {
     text = readFileSync(file, 'utf8');
   } catch {
-    return 'runc wrote no log';
+    return orText ? 'runc wrote no log' : undefined;
   }
   const errors = text
     .split('\n')
@@ -257,5 +285,5 @@ function lastRuncError(file: string): string {
       }
     })
     .filter((e) => e.level === 'error' || e.level === 'fatal');
-  return errors.at(-1)?.msg ?? text.trim();
+  return errors.at(-1)?.msg ?? (orText ? text.trim() : undefined);
 }

@@ -117,6 +117,13 @@ export interface FilesCopy {
   owner?: string;
   /** Octal permission bits of every file and directory placed (`0755`). */
   mode?: string;
+  /**
+   * A directory of the caller's, out of every sandbox's reach, where the
+   * archive is kept unpacked: made by the first copy that names it (in
+   * `scratch`, a directory of the caller's on the same filesystem, then
+   * renamed), and copied from, in the kernel, by every copy of the archive.
+   */
+  unpacked?: { dir: string; scratch: string };
 }
 
 export interface TemplateWithFilesOptions {
@@ -126,6 +133,45 @@ export interface TemplateWithFilesOptions {
   limits?: Partial<Limits>;
   /** Stops the copy, which then fails with the signal's reason. */
   signal?: AbortSignal;
+}
+
+/** The command of a build step run by runStep. */
+export interface StepCommand {
+  /** A command line, run by bash as a login shell where the image has /bin/bash (as the SDKs run commands), else by /bin/sh. */
+  shell?: string;
+  /** Or a program and its arguments, run as they are (`shell` unset). */
+  argv?: readonly string[];
+  /** Who runs it; it must exist. Unset: the template's user, else `user`, else root. */
+  user?: string;
+  /** Its working directory, absolute or in the user's home; unset: the template's, else the home. It must exist. */
+  cwd?: string;
+  /** Set over the template's environment (and HOME, USER, LOGNAME, which the user gives). */
+  env?: Record<string, string>;
+}
+
+export interface RunStepOptions {
+  /** The step container's limits, the template's for those omitted. */
+  limits?: Partial<Limits>;
+  /** Its egress rules; internet access with no rules when omitted. */
+  network?: NetworkRules;
+  /** How the new template's processes run; the template's when omitted. */
+  config?: TemplateConfig;
+  /** The command's output, as it comes. */
+  onOutput?: (stream: 'stdout' | 'stderr', bytes: Buffer) => void;
+  /** Kills the command; runStep then rejects with the signal's reason. */
+  signal?: AbortSignal;
+}
+
+export interface StepResult {
+  exitCode: number;
+  /** `exit status 0`, `exit status 3`, or why the command could not start. */
+  status: string;
+  /** The new template, made of the step container's files, when the command exited 0. */
+  template?: TemplateInfo;
+  /** The step container, stopped, for destroy(). */
+  sandboxId: string;
+  /** How long its parts took, ms: making the container, running the command, taking its files (when it exited 0). */
+  ms: { container: number; command: number; layer?: number };
 }
 
 export interface Runtime {
@@ -183,6 +229,18 @@ export interface Runtime {
    * and leaves nothing.
    */
   templateWithFiles(templateId: string, parentId: string, files: FilesCopy, opts?: TemplateWithFilesOptions): Promise<TemplateInfo>;
+  /**
+   * Runs a build step's command as the only process of a new container on
+   * `templateId`'s files, made as a sandbox is (user namespace, seccomp,
+   * cgroup limits, network slot with `network`'s egress rules) but without
+   * envd; the command runs as envd would run it (user, home, environment,
+   * working directory). Its processes end with it. When it exits 0, the
+   * files it changed become template `stepTemplateId`, with `config`. The
+   * container is left stopped for destroy(); a failure to make or start it
+   * throws and leaves nothing. A user or working directory that does not
+   * exist is a `status` naming it, as a command that failed.
+   */
+  runStep(templateId: string, stepTemplateId: string, command: StepCommand, opts?: RunStepOptions): Promise<StepResult>;
   /** A new template with the files of `parentId` and another config. */
   deriveTemplate(templateId: string, parentId: string, config: TemplateConfig): Promise<TemplateInfo>;
   getTemplate(id: string): Promise<TemplateInfo | undefined>;

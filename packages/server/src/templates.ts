@@ -328,14 +328,19 @@ export class Templates {
     let { t, b } = await this.requireBuild(caller, ref, buildId);
     const page = { offset: q.logsOffset ?? 0, limit: q.limit ?? 100, levels: levelsFrom(q.level) };
     let entries = await this.records.buildLogs(b.id, page);
-    if (b.status === 'building' && entries.length === 0 && this.builds) {
-      // Clients poll this (the SDKs every 200 ms, sleeping between answers):
-      // an answer with nothing new, held until the build ends, is there the
-      // moment it is ready instead of at the next poll. Held a bounded time;
-      // an answer with new log entries is not held, so live logs still come.
-      await this.builds.builder.untilEnded(b.id, STATUS_HOLD_MS);
+    // Clients poll this (the SDKs every 200 ms, sleeping 200 ms after each
+    // answer): an answer with nothing new is held until the build ends, so
+    // that it is there the moment the build is ready, or until new entries
+    // are written, so that live logs come as they are written (and the
+    // client's sleep after them falls while the build runs on, not at its
+    // end). Held a bounded time; an answer with new entries is not held.
+    const deadline = Date.now() + STATUS_HOLD_MS;
+    while (b.status === 'building' && entries.length === 0 && this.builds && Date.now() < deadline) {
+      const heldHere = await this.builds.builder.untilNews(b.id, deadline - Date.now());
       ({ t, b } = await this.requireBuild(caller, ref, buildId));
       entries = await this.records.buildLogs(b.id, page);
+      // A build this server does not run (one a stop cut off) gives no news to wait for.
+      if (!heldHere) break;
     }
     return {
       logs: entries.map((e) => `${iso(e.ts)} ${e.message}`),

@@ -149,6 +149,24 @@ test("a running build's status with nothing new is answered when the build ends 
   expect(polls).toBeLessThan(30);
 });
 
+test('a held status is answered as soon as new log entries are written, not at the end of its hold', async () => {
+  const req = await api('POST', '/v3/templates', { name: 'srv-live' });
+  const { templateID, buildID } = req.body;
+  await api('POST', `/v2/templates/${templateID}/builds/${buildID}`, { fromTemplate: 'base', steps: [{ type: 'RUN', args: ['for i in 1 2 3 4 5; do echo line$i; sleep 0.7; done'] }] });
+  // Polled as fast as it answers: each line comes about when it is written
+  // (the log writes in batches every 0.2 s), never at the end of a 0.5 s hold.
+  const lag = new Map<string, number>();
+  let offset = 0;
+  for (let polls = 0; polls < 200; polls++) {
+    const { body } = await api('GET', `/templates/${templateID}/builds/${buildID}/status?logsOffset=${offset}`);
+    for (const e of body.logEntries as Array<{ timestamp: string; message: string }>) if (/^line\d$/.test(e.message)) lag.set(e.message, Date.now() - Date.parse(e.timestamp));
+    offset += body.logEntries.length;
+    if (body.status !== 'building') break;
+  }
+  expect([...lag.keys()]).toEqual(['line1', 'line2', 'line3', 'line4', 'line5']);
+  expect(Math.max(...lag.values())).toBeLessThan(450);
+});
+
 test('a run as a user that does not exist fails the build naming it', async () => {
   const req = await api('POST', '/v3/templates', { name: 'srv-nouser' });
   await api('POST', `/v2/templates/${req.body.templateID}/builds/${req.body.buildID}`, { fromTemplate: 'base', steps: [{ type: 'RUN', args: ['true', 'nobody-here'] }] });

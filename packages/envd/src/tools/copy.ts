@@ -5,7 +5,31 @@
 // archive is unpacked whole into a private directory first, and only an
 // archive that unpacked without a refused entry is placed, so that a bad
 // archive changes nothing in the image.
-import { chmodSync, lstatSync, mkdirSync, mkdtempSync, rmdirSync, rmSync } from 'node:fs';
+//
+// On the host, the archive may be kept unpacked in a directory of the
+// host's own (`unpacked`): the first copy of it unpacks it there, and every
+// copy copies those files into the image in the kernel (copy_file_range),
+// which reads no data into this process. Unpacking reads every byte into
+// fresh buffers, and that was most of what a COPY of a few MiB took.
+import {
+  chmodSync,
+  constants as fsc,
+  copyFileSync,
+  existsSync,
+  linkSync,
+  lstatSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  readlinkSync,
+  renameSync,
+  rmdirSync,
+  rmSync,
+  symlinkSync,
+  utimesSync,
+  writeFileSync,
+} from 'node:fs';
 import { basename, dirname, join, posix } from 'node:path';
 import { extract, type ReadEntry } from 'tar';
 import { Accounts } from './accounts.js';
@@ -28,6 +52,14 @@ export interface CopyOptions {
   mode?: string;
   /** The most bytes the archive's files may hold unpacked; unbounded when unset (a build container's disk bounds it). */
   maxBytes?: number;
+  /**
+   * Where the archive is kept unpacked, on the host, out of every image's
+   * reach: made by the first copy that names it (in `unpackScratch`, a
+   * directory of no one else's on the same filesystem, then renamed), and
+   * copied from by every copy.
+   */
+  unpacked?: string;
+  unpackScratch?: string;
 }
 
 /** Entry types that are copied; devices, FIFOs and the like are refused. */
@@ -61,8 +93,8 @@ function refusal(path: string, entry: ReadEntry, symlinks: Set<string>, files: S
   return undefined;
 }
 
-/** Unpacks `archive` into the directory `into`, or fails naming the first entry it refuses. */
-function unpack(archive: string, into: string, maxBytes = Infinity): void {
+/** Unpacks `archive` into the directory `into`, or fails naming the first entry it refuses; the bytes its files hold. */
+function unpack(archive: string, into: string, maxBytes = Infinity): number {
   const symlinks = new Set<string>();
   const files = new Set<string>();
   let refused: string | undefined;
@@ -94,7 +126,7 @@ function unpack(archive: string, into: string, maxBytes = Infinity): void {
         if (refused) return false;
         bytes += (entry as ReadEntry).type === 'Link' ? 0 : ((entry as ReadEntry).size ?? 0);
         if (bytes > maxBytes) {
-          refused = `the archive's files hold more than ${maxBytes} bytes, the most this copy may write`;
+          refused = tooMany(maxBytes);
           return false;
         }
         const why = refusal(path, entry as ReadEntry, symlinks, files);
@@ -106,6 +138,82 @@ function unpack(archive: string, into: string, maxBytes = Infinity): void {
     throw new Error(`archive '${archive}': ${(err as Error).message}`, { cause: err });
   }
   if (refused) throw new Error(refused);
+  return bytes;
+}
+
+const tooMany = (maxBytes: number) => `the archive's files hold more than ${maxBytes} bytes, the most this copy may write`;
+
+/**
+ * The directory where `archive` is kept unpacked (`<unpacked>/files`, the
+ * bytes its files hold in `<unpacked>/bytes`), made now when it is not
+ * there yet. Nothing but this tool writes there, and nothing of an image is
+ * ever in it.
+ */
+function keptUnpacked(archive: string, unpacked: string, scratch: string, maxBytes = Infinity): string {
+  if (!existsSync(join(unpacked, 'bytes'))) {
+    const made = mkdtempSync(join(scratch, 'unpacked-'));
+    try {
+      const files = join(made, 'files');
+      mkdirSync(files);
+      // What the scratch directory an archive is unpacked in starts as (see copy).
+      chmodSync(files, 0o755);
+      const bytes = unpack(archive, files, maxBytes);
+      writeFileSync(join(made, 'bytes'), String(bytes));
+      try {
+        renameSync(made, unpacked);
+      } catch (err) {
+        // Another copy of the same archive kept it meanwhile.
+        const code = (err as NodeJS.ErrnoException).code;
+        if (code !== 'ENOTEMPTY' && code !== 'EEXIST') throw err;
+      }
+    } finally {
+      rmSync(made, { recursive: true, force: true });
+    }
+  }
+  const bytes = Number(readFileSync(join(unpacked, 'bytes'), 'utf8'));
+  if (!(bytes <= maxBytes)) throw new Error(tooMany(maxBytes));
+  return join(unpacked, 'files');
+}
+
+/**
+ * Copies what is in the host directory `from` (an archive kept unpacked)
+ * into the directory `to`, as unpacking the archive there would have made
+ * it: the same files, directories, symlinks and hard links, modes (`to`'s
+ * own among them, which an archive's `./` entry sets) and files' times. Nothing
+ * is followed on either side: `from` is the host's own, `to` a new directory.
+ */
+function copyUnpacked(from: string, to: string): void {
+  copyEntries(from, to, new Map());
+  chmodSync(to, lstatSync(from).mode & 0o7777);
+}
+
+function copyEntries(from: string, to: string, links: Map<string, string>): void {
+  for (const name of readdirSync(from)) {
+    const src = join(from, name);
+    const dst = join(to, name);
+    const st = lstatSync(src);
+    if (st.isDirectory()) {
+      // Its times are those of the copy, as unpacking leaves a directory's.
+      mkdirSync(dst);
+      copyEntries(src, dst, links);
+      chmodSync(dst, st.mode & 0o7777);
+    } else if (st.isSymbolicLink()) {
+      symlinkSync(readlinkSync(src), dst);
+    } else if (st.isFile()) {
+      const inode = `${st.dev}:${st.ino}`;
+      const first = st.nlink > 1 ? links.get(inode) : undefined;
+      if (first !== undefined) {
+        linkSync(first, dst);
+        continue;
+      }
+      copyFileSync(src, dst, fsc.COPYFILE_EXCL);
+      chmodSync(dst, st.mode & 0o7777);
+      utimesSync(dst, st.atime, st.mtime);
+      if (st.nlink > 1) links.set(inode, dst);
+    } else {
+      throw new Error(`'${src}' is neither a file, a directory nor a symlink`);
+    }
+  }
 }
 
 /** The source as a path inside the archive ('.' for all of it). */
@@ -180,7 +288,8 @@ export function copy(root: ImageRoot, opts: CopyOptions): void {
     // a directory its COPY makes, whatever the umask.
     mkdirSync(root.at(unpacked));
     chmodSync(root.at(unpacked), 0o755);
-    unpack(opts.archive, root.at(unpacked), opts.maxBytes);
+    if (opts.unpacked !== undefined && opts.unpackScratch !== undefined) copyUnpacked(keptUnpacked(opts.archive, opts.unpacked, opts.unpackScratch, opts.maxBytes), root.at(unpacked));
+    else unpack(opts.archive, root.at(unpacked), opts.maxBytes);
     const from = locate(root, unpacked, opts.source);
     ownTree(root, from, ownership);
     const placing = { ...ownership, move: true };

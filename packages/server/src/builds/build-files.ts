@@ -1,11 +1,14 @@
-// The files of builds' COPY steps: tar archives (gzip-compressed or not)
-// that clients upload once, kept by the hash the SDK computes of them, and
-// the signed, short-lived URLs they upload to.
+// The files of builds' COPY steps: tar archives that clients upload once
+// (gzip-compressed or not), kept by the hash the SDK computes of them, and
+// the signed, short-lived URLs they upload to. A compressed upload is kept
+// unzipped: every COPY of it would otherwise unzip it again, and that was
+// most of what a COPY of a few MiB took.
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
-import { createReadStream, createWriteStream, existsSync, mkdirSync, readdirSync, renameSync, rmSync } from 'node:fs';
+import { createReadStream, createWriteStream, closeSync, existsSync, mkdirSync, openSync, readSync, readdirSync, renameSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
-import type { Readable } from 'node:stream';
+import { Transform, type Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
+import { createGunzip } from 'node:zlib';
 import { Parser } from 'tar';
 import { badRequest } from '../errors.js';
 
@@ -25,13 +28,22 @@ export class BuildFiles {
     this.dir = join(home, 'build-files');
     this.tmp = join(this.dir, 'tmp');
     mkdirSync(this.tmp, { recursive: true, mode: 0o700 });
-    // Uploads cut off by a crash or a restart.
-    for (const name of readdirSync(this.tmp)) rmSync(join(this.tmp, name), { force: true });
+    // Uploads, and archives being unpacked, cut off by a crash or a restart.
+    for (const name of readdirSync(this.tmp)) rmSync(join(this.tmp, name), { recursive: true, force: true });
   }
 
   path(hash: string): string {
     if (!FILES_HASH.test(hash)) throw badRequest(`files hash '${hash}' is not a sha256 in hex`);
     return join(this.dir, `${hash}.tar`);
+  }
+
+  /**
+   * Where the files `hash` are kept unpacked, made by the first COPY of
+   * them (the runtime's copy tool, on the host), with the scratch directory
+   * it is made in before it is renamed there.
+   */
+  unpacked(hash: string): { dir: string; scratch: string } {
+    return { dir: `${this.path(hash).slice(0, -'.tar'.length)}.unpacked`, scratch: this.tmp };
   }
 
   has(hash: string): boolean {
@@ -59,13 +71,16 @@ export class BuildFiles {
   }
 
   /**
-   * Takes an upload: written beside the kept files, read back through a tar
-   * parser (which unzips it when it is gzip-compressed) to check that it is
-   * a whole archive, and only then moved into place under its hash.
+   * Takes an upload: written beside the kept files, unzipped when it is
+   * gzip-compressed (and no larger unzipped than the largest upload; a
+   * larger one is kept compressed), read back through a tar parser to
+   * check that it is a whole archive, and only then moved into place under
+   * its hash.
    */
   async receive(hash: string, body: Readable): Promise<void> {
     const target = this.path(hash);
     const part = join(this.tmp, `${hash}.${randomBytes(6).toString('hex')}`);
+    const plain = `${part}.plain`;
     try {
       let size = 0;
       body.on('data', (chunk: Buffer) => {
@@ -73,11 +88,47 @@ export class BuildFiles {
         if (size > this.maxUploadBytes) body.destroy(badRequest(`the upload is larger than ${this.maxUploadBytes} bytes`));
       });
       await pipeline(body, createWriteStream(part, { mode: 0o600 }));
-      await checkArchive(part);
-      renameSync(part, target);
+      const kept = isGzip(part) && (await gunzipWithin(part, plain, this.maxUploadBytes)) ? plain : part;
+      await checkArchive(kept);
+      // What was unpacked of an earlier upload under this hash is not this one's.
+      rmSync(this.unpacked(hash).dir, { recursive: true, force: true });
+      renameSync(kept, target);
     } finally {
       rmSync(part, { force: true });
+      rmSync(plain, { force: true });
     }
+  }
+}
+
+/** Whether `file` starts as a gzip stream does. */
+function isGzip(file: string): boolean {
+  const fd = openSync(file, 'r');
+  try {
+    const head = Buffer.alloc(2);
+    return readSync(fd, head, 0, 2, 0) === 2 && head[0] === 0x1f && head[1] === 0x8b;
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/**
+ * Unzips `from` into `to`: false when it is not whole gzip or holds more
+ * than `maxBytes` unzipped (what was written of `to` is the caller's to
+ * remove), so that the compressed file is kept and checked as it is.
+ */
+async function gunzipWithin(from: string, to: string, maxBytes: number): Promise<boolean> {
+  let bytes = 0;
+  const bound = new Transform({
+    transform(chunk: Buffer, _encoding, done) {
+      bytes += chunk.length;
+      done(bytes > maxBytes ? new Error('too large unzipped') : null, chunk);
+    },
+  });
+  try {
+    await pipeline(createReadStream(from), createGunzip(), bound, createWriteStream(to, { mode: 0o600 }));
+    return true;
+  } catch {
+    return false;
   }
 }
 

@@ -11,7 +11,7 @@ import type { BuildFailure, BuildLogEntry, LogLevel, TemplateRepository } from '
 import { logOf, type Logger } from '../log.js';
 import type { Metrics } from '../metrics.js';
 import type { BuildFiles } from './build-files.js';
-import { SandboxShell, startAndWaitReady, type OutputLine } from './sandbox-commands.js';
+import { LineSplitter, SandboxShell, startAndWaitReady } from './sandbox-commands.js';
 import { cacheTemplateId, stepKey, type BuildPlan, type Step } from './steps.js';
 import { Timeline } from './timeline.js';
 
@@ -69,7 +69,7 @@ class StepFailed extends Error {
   }
 }
 
-/** A build's log, written to the store in batches. */
+/** A build's log, written to the store in batches; `written` is told after each batch a timer wrote. */
 class BuildLog {
   private pending: BuildLogEntry[] = [];
   private count = 0;
@@ -79,16 +79,23 @@ class BuildLog {
   constructor(
     private readonly records: TemplateRepository,
     private readonly buildId: string,
+    private readonly written: () => void = () => undefined,
   ) {}
 
   add(level: LogLevel, message: string, step?: string): BuildLogEntry {
     const entry: BuildLogEntry = { ts: Date.now(), level, message, ...(step ? { step } : {}) };
     if (++this.count === MAX_LOG_ENTRIES) this.pending.push({ ...entry, level: 'warn', message: `the log is cut here: a build keeps at most ${MAX_LOG_ENTRIES} entries` });
     if (this.count < MAX_LOG_ENTRIES) this.pending.push(entry);
-    this.timer ??= setTimeout(() => void this.flush(), LOG_FLUSH_MS);
+    this.timer ??= setTimeout(() => void this.flush().then(this.written), LOG_FLUSH_MS);
     return entry;
   }
 
+  /**
+   * Writes what is pending. The build's own last writes, before its end is
+   * stored, tell no one: a status read between them would answer the last
+   * entries with the build still running (and an SDK would sleep through
+   * its end), where the end's own wake answers both.
+   */
   flush(): Promise<void> {
     clearTimeout(this.timer);
     this.timer = undefined;
@@ -117,7 +124,7 @@ export class Builder {
   private running = 0;
   private readonly layerLocks = new KeyedMutex();
   private readonly aborts = new Map<string, AbortController>();
-  /** Who waits for a build's end (a held status request), by build id. */
+  /** Who waits for news of a build (a held status request): its end or new log entries, by build id. */
   private readonly waiters = new Map<string, Set<() => void>>();
   /** Build containers being removed after their step. */
   private readonly removals = new Set<Promise<unknown>>();
@@ -131,11 +138,12 @@ export class Builder {
   }
 
   /**
-   * Resolves when build `buildId` has ended (its status stored), or after
-   * `ms`, or at once when this builder is not running it or queueing it.
+   * Resolves when build `buildId` has ended (its status stored), when new
+   * entries of its log have been written, or after `ms`; at once when this
+   * builder is not running it or queueing it, with false.
    */
-  untilEnded(buildId: string, ms: number): Promise<void> {
-    if (!this.aborts.has(buildId) && !this.queue.some((j) => j.buildId === buildId)) return Promise.resolve();
+  untilNews(buildId: string, ms: number): Promise<boolean> {
+    if (!this.aborts.has(buildId) && !this.queue.some((j) => j.buildId === buildId)) return Promise.resolve(false);
     return new Promise((resolve) => {
       let waiters = this.waiters.get(buildId);
       if (!waiters) this.waiters.set(buildId, (waiters = new Set()));
@@ -143,13 +151,14 @@ export class Builder {
         clearTimeout(timer);
         waiters.delete(wake);
         if (waiters.size === 0 && this.waiters.get(buildId) === waiters) this.waiters.delete(buildId);
-        resolve();
+        resolve(true);
       };
       const timer = setTimeout(wake, ms);
       waiters.add(wake);
     });
   }
 
+  /** Wakes who waits for news of build `buildId`: its end, or new log entries. */
   private ended(buildId: string): void {
     for (const wake of [...(this.waiters.get(buildId) ?? [])]) wake();
   }
@@ -190,7 +199,7 @@ export class Builder {
   }
 
   private async run(job: BuildJob): Promise<void> {
-    const log = new BuildLog(this.opts.records, job.buildId);
+    const log = new BuildLog(this.opts.records, job.buildId, () => this.ended(job.buildId));
     const abort = new AbortController();
     this.aborts.set(job.buildId, abort);
     const timer = setTimeout(() => abort.abort(new Error(`the build took longer than ${Math.round(this.opts.timeoutMs / 1000)} s`)), this.opts.timeoutMs);
@@ -315,7 +324,8 @@ export class Builder {
       log.add('info', label, name);
       const t = new Timeline();
       if (step.type === 'COPY') await this.copyLayer(job, p, step, id, next, name, log, signal, t);
-      else await this.containerLayer(job, p, step, id, next, name, log, signal, t);
+      else if (step.type === 'WORKDIR') await this.workdirLayer(job, p, step, id, next, name, signal, t);
+      else if (step.type !== 'ENV') await this.commandLayer(job, p, step, id, next, name, log, signal, t);
       job.log?.info({ step: name, ...t.ms() }, 'build step timeline');
       log.add('info', `${label}: done in ${t.summary()}`, name);
     });
@@ -328,6 +338,7 @@ export class Builder {
   private async copyLayer(job: BuildJob, p: Progress, step: Step & { type: 'COPY' }, id: string, next: TemplateConfig, name: string, log: BuildLog, signal: AbortSignal, t: Timeline): Promise<void> {
     const files = {
       archive: this.opts.files.path(step.filesHash),
+      unpacked: this.opts.files.unpacked(step.filesHash),
       source: step.source,
       dest: step.dest,
       ...(p.config.workingDir ? { workdir: p.config.workingDir } : {}),
@@ -345,8 +356,41 @@ export class Builder {
     t.mark('copy');
   }
 
-  /** Any other step's layer: a build container on the layers so far runs it, and its files become the layer. */
-  private async containerLayer(job: BuildJob, p: Progress, step: Step, id: string, next: TemplateConfig, name: string, log: BuildLog, signal: AbortSignal, t: Timeline): Promise<void> {
+  /**
+   * A RUN's or USER's layer: its command is the only process of a build
+   * container on the layers so far (made as a sandbox is, without envd; the
+   * command runs as envd would run it), and the files it leaves become the
+   * layer.
+   */
+  private async commandLayer(job: BuildJob, p: Progress, step: Step & { type: 'RUN' | 'USER' }, id: string, next: TemplateConfig, name: string, log: BuildLog, signal: AbortSignal, t: Timeline): Promise<void> {
+    const output: BuildLogEntry[] = [];
+    const onLine = (line: string) => {
+      output.push(log.add('info', line, name));
+      if (output.length > 40) output.shift();
+    };
+    const split = { stdout: new LineSplitter(onLine), stderr: new LineSplitter(onLine) };
+    const [what, command] =
+      step.type === 'RUN'
+        ? [`the command '${step.command}'`, { shell: step.command, user: step.user ?? p.config.user, cwd: p.config.workingDir, env: envMap(p.config.env) }]
+        : [`making the user '${step.user}'`, { argv: envdToolCommand('user', [step.user]), user: 'root', env: TOOL_ENV }];
+    let result;
+    try {
+      result = await this.opts.runtime.runStep(p.current, id, command, { limits: job.limits, network: this.opts.network, config: next, signal, onOutput: (stream, bytes) => split[stream].push(bytes) });
+    } catch (err) {
+      if (signal.aborted) throw err;
+      throw new StepFailed(`the build container did not start: ${(err as Error).message}`, name);
+    } finally {
+      split.stdout.end();
+      split.stderr.end();
+    }
+    // The container is of no more use: the next step need not wait for its removal.
+    this.removeInBackground(result.sandboxId, job.log);
+    t.add(result.ms);
+    if (result.exitCode !== 0) throw new StepFailed(`${what} failed: ${result.status}`, name, output.slice(-20));
+  }
+
+  /** A WORKDIR's layer: a build container (a sandbox, with envd) on the layers so far makes the directory, and its files become the layer. */
+  private async workdirLayer(job: BuildJob, p: Progress, step: Step & { type: 'WORKDIR' }, id: string, next: TemplateConfig, name: string, signal: AbortSignal, t: Timeline): Promise<void> {
     const { runtime } = this.opts;
     let sandbox;
     try {
@@ -357,7 +401,7 @@ export class Builder {
     t.mark('container');
     const shell = new SandboxShell(runtime.envdEndpoint(sandbox.id));
     try {
-      await this.runStep(step, p.config, shell, name, log, signal);
+      await this.makeWorkdir(step, p.config, shell, name, signal);
       t.mark('step');
       signal.throwIfAborted();
       await runtime.snapshot(sandbox.id, id, { config: next, end: true });
@@ -378,39 +422,14 @@ export class Builder {
     this.removals.add(removal);
   }
 
-  private async runStep(step: Step, config: TemplateConfig, shell: SandboxShell, name: string, log: BuildLog, signal: AbortSignal): Promise<void> {
-    const output: BuildLogEntry[] = [];
-    const onOutput = (o: OutputLine) => {
-      output.push(log.add('info', o.line, name));
-      if (output.length > 40) output.shift();
-    };
-    const env = envMap(config.env);
-    const check = async (what: string, run: Promise<{ exitCode: number; status: string }>) => {
-      const r = await run;
-      signal.throwIfAborted();
-      if (r.exitCode !== 0) throw new StepFailed(`${what} failed: ${r.status}`, name, output.slice(-20));
-    };
-    switch (step.type) {
-      case 'RUN':
-        return check(`the command '${step.command}'`, shell.sh(step.command, { user: step.user ?? config.user, cwd: config.workingDir, env, onOutput, signal }));
-      case 'WORKDIR': {
-        const dir = posix.resolve(config.workingDir ?? '/', step.path);
-        try {
-          await shell.envd.filesystem.makeDir({ path: dir }, { ...(config.user ? withUser(config.user) : {}), signal });
-        } catch (err) {
-          // Already there is what WORKDIR wants.
-          if (!/already exists/i.test((err as Error).message)) throw new StepFailed(`the directory '${dir}' could not be made: ${(err as Error).message}`, name);
-        }
-        return;
-      }
-      case 'USER': {
-        const argv = envdToolCommand('user', [step.user]);
-        return check(`making the user '${step.user}'`, shell.exec(argv, { user: 'root', env: TOOL_ENV, onOutput, signal }));
-      }
-      case 'ENV':
-      case 'COPY':
-        // Not run in a container: ENV changes the config only, COPY is copyLayer's.
-        return;
+  /** WORKDIR: the directory made (with its parents) as the template's user, through envd, as it makes a directory for a client. */
+  private async makeWorkdir(step: Step & { type: 'WORKDIR' }, config: TemplateConfig, shell: SandboxShell, name: string, signal: AbortSignal): Promise<void> {
+    const dir = posix.resolve(config.workingDir ?? '/', step.path);
+    try {
+      await shell.envd.filesystem.makeDir({ path: dir }, { ...(config.user ? withUser(config.user) : {}), signal });
+    } catch (err) {
+      // Already there is what WORKDIR wants.
+      if (!/already exists/i.test((err as Error).message)) throw new StepFailed(`the directory '${dir}' could not be made: ${(err as Error).message}`, name);
     }
   }
 

@@ -28,7 +28,7 @@ export interface CommandResult {
 const MAX_LINE = 4096;
 
 /** Splits a stream of bytes into lines, keeping what follows the last newline for the next chunk. */
-class LineSplitter {
+export class LineSplitter {
   private rest = '';
   private readonly decoder = new TextDecoder();
 

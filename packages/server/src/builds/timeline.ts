@@ -14,6 +14,12 @@ export class Timeline {
     this.last = now;
   }
 
+  /** Adds parts measured elsewhere, `ms` long in all, ending now. */
+  add(parts: Record<string, number | undefined>): void {
+    for (const [name, ms] of Object.entries(parts)) if (ms !== undefined) this.parts.push([name, ms]);
+    this.last = performance.now();
+  }
+
   /** The parts in whole ms, and the total, for a log line. */
   ms(): Record<string, number> {
     return { ...Object.fromEntries(this.parts.map(([n, ms]) => [`${n}Ms`, Math.round(ms)])), totalMs: Math.round(this.last - this.start) };
