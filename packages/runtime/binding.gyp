@@ -22,6 +22,13 @@
       "sources": ["native/start_hook.c"],
       "cflags": ["-O2", "-Wall", "-Wextra"],
       "ldflags": ["-static"]
+    },
+    {
+      "target_name": "paddock-legacy-cgroups",
+      "type": "executable",
+      "sources": ["native/legacy_cgroups_exec.c"],
+      "cflags": ["-O2", "-Wall", "-Wextra"],
+      "ldflags": ["-static"]
     }
   ]
 }
