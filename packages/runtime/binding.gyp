@@ -6,6 +6,11 @@
       "cflags": ["-O2", "-Wall", "-Wextra", "-Wno-unused-parameter"]
     },
     {
+      "target_name": "runtime_spawn",
+      "sources": ["native/spawn.c"],
+      "cflags": ["-O2", "-Wall", "-Wextra", "-Wno-unused-parameter"]
+    },
+    {
       "target_name": "mount_overlay",
       "sources": ["native/mount_overlay.c"],
       "cflags": ["-O2", "-Wall", "-Wextra", "-Wno-unused-parameter", "-pthread"],

@@ -21,7 +21,7 @@
 // restart of this process: containers run on, and list() finds them again.
 import { createHash, randomUUID } from 'node:crypto';
 import { access } from 'node:fs/promises';
-import { accessSync, chmodSync, chownSync, closeSync, constants, existsSync, lstatSync, mkdirSync, openSync, readFileSync, readSync, readdirSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, closeSync, constants, existsSync, lstatSync, mkdirSync, openSync, readFileSync, readSync, readdirSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
 import type { Duplex } from 'node:stream';
 import { envdCommand, envdSandboxDir, envdToolsScript } from '@paddock/envd';
@@ -36,6 +36,7 @@ import { CommandError, run } from './exec.js';
 import { mountOverlay, mountPoints, removeTree, unmount } from './mounts.js';
 import { listenUnix } from './host-socket.js';
 import { envdOptions, HOST_INOTIFY_LIMITS, legacyCgroupsLauncher, startHookBinary, hardOpenFilesLimit, ociConfig } from './oci-config.js';
+import { onPath } from './spawn.js';
 import { InitProcess, OCI_RUNTIMES, Runc, type OciRuntimeName, type RuncContainer } from './runc.js';
 import { msSince, Phases, warningsOnly, type RuntimeLog } from './log.js';
 import {
@@ -1546,20 +1547,6 @@ function ociRuntimeCommand(state: string, name: OciRuntimeName, binary?: string)
   return new Runc(state, resolve(program), 'crun', legacyCgroupsLauncher());
 }
 
-/** Where `name` is on PATH, or undefined. */
-function onPath(name: string): string | undefined {
-  for (const dir of (process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin').split(':')) {
-    if (!dir) continue;
-    const candidate = join(dir, name);
-    try {
-      accessSync(candidate, constants.X_OK);
-      return candidate;
-    } catch {
-      // not here
-    }
-  }
-  return undefined;
-}
 
 /**
  * The OCI runtime whose containers a data directory holds (its state

@@ -2,9 +2,9 @@
 // commands and options), with its state kept in a directory of our own so
 // that our containers are never confused with anyone else's.
 import { closeSync, openSync, readFileSync, rmSync } from 'node:fs';
-import { spawn } from 'node:child_process';
 import { dirname, join, resolve } from 'node:path';
 import { CommandError, run } from './exec.js';
+import { spawnProgram } from './spawn.js';
 
 export type RuncStatus = 'creating' | 'created' | 'running' | 'pausing' | 'paused' | 'stopped';
 
@@ -103,19 +103,14 @@ export class Runc {
     rmSync(pidFile, { force: true });
     const log = openSync(logFile, 'a');
     try {
-      await new Promise<void>((resolve, reject) => {
-        const [program, argv] = this.command([
-          ...['--root', this.root, '--log', runcLog, '--log-format', 'json', 'run', '--detach', '--pid-file', pidFile, '--bundle', bundle],
-          ...(passFds.length ? ['--preserve-fds', String(passFds.length)] : []),
-          id,
-        ]);
-        const child = spawn(program, argv, { stdio: ['ignore', log, log, ...passFds] });
-        child.once('error', reject);
-        child.once('exit', (code) => {
-          if (code === 0) resolve();
-          else reject(new CommandError(`${this.name} run`, code, lastRuncError(runcLog)));
-        });
-      });
+      const [program, argv] = this.command([
+        ...['--root', this.root, '--log', runcLog, '--log-format', 'json', 'run', '--detach', '--pid-file', pidFile, '--bundle', bundle],
+        ...(passFds.length ? ['--preserve-fds', String(passFds.length)] : []),
+        id,
+      ]);
+      // Not child_process.spawn: that forks this whole process (spawn.ts).
+      const { code, signal } = await spawnProgram(program, argv, [null, log, log], passFds).exited;
+      if (code !== 0) throw new CommandError(`${this.name} run`, code, signal ? `killed by signal ${signal}` : lastRuncError(runcLog));
     } finally {
       closeSync(log);
     }
