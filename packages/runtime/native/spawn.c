@@ -274,9 +274,14 @@ done:
 }
 
 static napi_value init(napi_env env, napi_value exports) {
-  napi_value fn;
+  napi_value fn, supported;
   if (napi_create_function(env, "spawn", NAPI_AUTO_LENGTH, spawn, NULL, &fn) != napi_ok) return NULL;
   napi_set_named_property(env, exports, "spawn", fn);
+  // pidfd_open came with Linux 5.3: without it spawn() cannot watch a child, and the caller forks instead.
+  int probe = (int)syscall(SYS_pidfd_open, getpid(), 0);
+  if (probe >= 0) close(probe);
+  napi_get_boolean(env, probe >= 0, &supported);
+  napi_set_named_property(env, exports, "supported", supported);
   return exports;
 }
 

@@ -3,11 +3,15 @@
 // (5 ms for a bare node, 25 ms for one of 400 MB here, while the event loop
 // waits); posix_spawn shares the memory until the child execs. Used for the
 // OCI runtime's `run`, which is on the path of every cold create.
+import { spawn } from 'node:child_process';
 import { accessSync, closeSync, constants, existsSync, openSync } from 'node:fs';
+import { constants as osConstants } from 'node:os';
 import { createRequire } from 'node:module';
 import { isAbsolute, join } from 'node:path';
 
 interface SpawnNative {
+  /** Whether the kernel has pidfd_open (Linux 5.3): without it, child_process.spawn is used. */
+  supported: boolean;
   spawn(file: string, argv: string[], fds: number[], onExit: (code: number, signal: number) => void): number;
 }
 
@@ -37,12 +41,14 @@ export interface Spawned {
  * are its descriptors 0, 1, 2 (null: /dev/null), `passFds` its 3, 4, ...;
  * it gets no other descriptor of this process, every signal at its default
  * and none blocked, and this process's environment. Throws an errno error
- * (code ENOENT, EACCES...) when it cannot be started.
+ * (code ENOENT, EACCES...) when it cannot be started. `how`: 'fork' takes
+ * child_process.spawn, as on a kernel without pidfd_open (Linux < 5.3).
  */
-export function spawnProgram(program: string, args: string[], stdio: [number | null, number | null, number | null], passFds: number[] = []): Spawned {
+export function spawnProgram(program: string, args: string[], stdio: [number | null, number | null, number | null], passFds: number[] = [], how: 'native' | 'fork' = 'native'): Spawned {
   native ??= load();
   const file = isAbsolute(program) ? program : onPath(program);
   if (!file) throw Object.assign(new Error(`spawn '${program}': not found on PATH`), { code: 'ENOENT' });
+  if (how === 'fork' || !native.supported) return forked(file, program, args, stdio, passFds);
   let devNull: number | undefined;
   const fd = (f: number | null) => f ?? (devNull ??= openSync('/dev/null', 'r+'));
   try {
@@ -53,6 +59,21 @@ export function spawnProgram(program: string, args: string[], stdio: [number | n
   } finally {
     if (devNull !== undefined) closeSync(devNull);
   }
+}
+
+/** The same through child_process.spawn, on a kernel without pidfd_open. */
+function forked(file: string, program: string, args: string[], stdio: [number | null, number | null, number | null], passFds: number[]): Spawned {
+  const child = spawn(file, args, { argv0: program, stdio: [...stdio.map((f) => f ?? 'ignore'), ...passFds] });
+  const exited = new Promise<SpawnedExit>((resolve, reject) => {
+    child.once('error', reject);
+    child.once('exit', (code, signal) => resolve({ code, signal: signal === null ? null : osConstants.signals[signal] }));
+  });
+  if (child.pid === undefined) {
+    // Its 'error' follows; the caller has this throw instead.
+    exited.catch(() => undefined);
+    throw Object.assign(new Error(`spawn '${file}' failed`), { code: 'ENOENT' });
+  }
+  return { pid: child.pid, exited };
 }
 
 /** Where `name` is on PATH, or undefined. */

@@ -83,3 +83,15 @@ test('a program that outlives a wait keeps this process alive until it ends', as
   expect(await exited).toEqual({ code: 0, signal: null });
   expect(Date.now() - started).toBeGreaterThanOrEqual(250);
 });
+
+test('on a kernel without pidfd_open it forks instead, with the same exits and descriptors', async () => {
+  expect(await spawnProgram('/bin/sh', ['-c', 'exit 4'], [null, null, null], [], 'fork').exited).toEqual({ code: 4, signal: null });
+  expect(await spawnProgram('/bin/sh', ['-c', 'kill -KILL $$'], [null, null, null], [], 'fork').exited).toEqual({ code: null, signal: 9 });
+  const a = openSync(join(dir, 'forked'), 'w');
+  try {
+    expect((await spawnProgram('/bin/sh', ['-c', 'echo to-3 >&3'], [null, null, null], [a], 'fork').exited).code).toBe(0);
+  } finally {
+    closeSync(a);
+  }
+  expect(readFileSync(join(dir, 'forked'), 'utf8')).toBe('to-3\n');
+});
