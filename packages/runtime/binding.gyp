@@ -6,6 +6,11 @@
       "cflags": ["-O2", "-Wall", "-Wextra", "-Wno-unused-parameter"]
     },
     {
+      "target_name": "runtime_spawn",
+      "sources": ["native/spawn.c"],
+      "cflags": ["-O2", "-Wall", "-Wextra", "-Wno-unused-parameter"]
+    },
+    {
       "target_name": "mount_overlay",
       "sources": ["native/mount_overlay.c"],
       "cflags": ["-O2", "-Wall", "-Wextra", "-Wno-unused-parameter", "-pthread"],
@@ -20,6 +25,13 @@
       "target_name": "paddock-start-hook",
       "type": "executable",
       "sources": ["native/start_hook.c"],
+      "cflags": ["-O2", "-Wall", "-Wextra"],
+      "ldflags": ["-static"]
+    },
+    {
+      "target_name": "paddock-legacy-cgroups",
+      "type": "executable",
+      "sources": ["native/legacy_cgroups_exec.c"],
       "cflags": ["-O2", "-Wall", "-Wextra"],
       "ldflags": ["-static"]
     }

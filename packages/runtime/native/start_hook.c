@@ -71,7 +71,23 @@ static int set_user_limit(const char* setting) {
   return 0;
 }
 
+/**
+ * Reads the container's state, which the OCI runtime writes to a hook's
+ * standard input, to its end. Unread, a hook that exits before the runtime
+ * wrote it makes the write fail: crun then fails the start ("writing to
+ * pipe: Broken pipe"); runc ignores it.
+ */
+static void drain_stdin(void) {
+  char buf[4096];
+  for (;;) {
+    ssize_t n = read(0, buf, sizeof buf);
+    if (n > 0 || (n < 0 && errno == EINTR)) continue;
+    return;
+  }
+}
+
 int main(int argc, char** argv) {
+  drain_stdin();
   if (argc < 3) {
     fprintf(stderr, "usage: paddock-start-hook SOURCE ROOTFS [NAME=VALUE...]\n");
     return 2;

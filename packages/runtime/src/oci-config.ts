@@ -239,3 +239,6 @@ export function hardOpenFilesLimit(): number {
   const hard = line?.trim().split(/\s+/)[4];
   return hard === undefined || hard === 'unlimited' ? 1048576 : Number(hard);
 }
+
+/** The launcher crun runs through (native/legacy_cgroups_exec.c), as built. */
+export const legacyCgroupsLauncher = (): string => join(import.meta.dirname, '../build/Release/paddock-legacy-cgroups');

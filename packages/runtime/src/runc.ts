@@ -1,10 +1,12 @@
-// The runc command line, with its state kept in a directory of our own so
+// The OCI runtime's command line (runc, or crun, which takes the same
+// commands and options), with its state kept in a directory of our own so
 // that our containers are never confused with anyone else's.
 import { closeSync, openSync, readFileSync, rmSync } from 'node:fs';
 import { spawn } from 'node:child_process';
 import { constants as osConstants } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { CommandError, run } from './exec.js';
+import { spawnProgram } from './spawn.js';
 
 export type RuncStatus = 'creating' | 'created' | 'running' | 'pausing' | 'paused' | 'stopped';
 
@@ -41,17 +43,44 @@ function runcMessage(stderr: string): string {
   return m ? m[1]!.replace(/\\"/g, '"') : stderr.trim();
 }
 
+/** The OCI runtimes the runtime drives; both take runc's command line. */
+export type OciRuntimeName = 'runc' | 'crun';
+export const OCI_RUNTIMES: readonly OciRuntimeName[] = ['runc', 'crun'];
+
+/**
+ * A container that is not there: runc says it does not exist, crun that its
+ * state file (`ROOT/ID/status`) cannot be opened.
+ */
+const NOT_THERE = /does not exist|not exist|opening file `[^`]*\/status`: No such file or directory/i;
+
+export function containerMissing(stderr: string): boolean {
+  return NOT_THERE.test(stderr);
+}
+
 export class Runc {
+  /**
+   * `binary`: the OCI runtime's program. `launcher`: a program that is
+   * given it and its arguments and executes it (the legacy-cgroups
+   * launcher, for crun on a hybrid cgroup host); `binary` is then absolute.
+   */
   constructor(
     private readonly root: string,
     private readonly binary = 'runc',
+    private readonly name: OciRuntimeName = 'runc',
+    private readonly launcher?: string,
   ) {}
+
+  /** The program and arguments that run the OCI runtime with `args`. */
+  private command(args: string[]): [string, string[]] {
+    return this.launcher ? [this.launcher, [this.binary, ...args]] : [this.binary, args];
+  }
 
   private async call(args: string[]): Promise<string> {
     try {
-      return (await run(this.binary, ['--root', this.root, ...args])).stdout;
+      const [program, argv] = this.command(['--root', this.root, ...args]);
+      return (await run(program, argv)).stdout;
     } catch (err) {
-      if (err instanceof CommandError) throw new CommandError(`runc ${args[0]}`, err.code, runcMessage(err.stderr));
+      if (err instanceof CommandError) throw new CommandError(`${this.name} ${args[0]}`, err.code, runcMessage(err.stderr));
       throw err;
     }
   }
@@ -76,22 +105,14 @@ export class Runc {
     rmSync(pidFile, { force: true });
     const log = openSync(logFile, 'a');
     try {
-      await new Promise<void>((resolve, reject) => {
-        const child = spawn(
-          this.binary,
-          [
-            ...['--root', this.root, '--log', runcLog, '--log-format', 'json', 'run', '--detach', '--pid-file', pidFile, '--bundle', bundle],
-            ...(passFds.length ? ['--preserve-fds', String(passFds.length)] : []),
-            id,
-          ],
-          { stdio: ['ignore', log, log, ...passFds] },
-        );
-        child.once('error', reject);
-        child.once('exit', (code) => {
-          if (code === 0) resolve();
-          else reject(new CommandError('runc run', code, lastRuncError(runcLog) ?? ''));
-        });
-      });
+      const [program, argv] = this.command([
+        ...['--root', this.root, '--log', runcLog, '--log-format', 'json', 'run', '--detach', '--pid-file', pidFile, '--bundle', bundle],
+        ...(passFds.length ? ['--preserve-fds', String(passFds.length)] : []),
+        id,
+      ]);
+      // Not child_process.spawn: that forks this whole process (spawn.ts).
+      const { code, signal } = await spawnProgram(program, argv, [null, log, log], passFds).exited;
+      if (code !== 0) throw new CommandError(`${this.name} run`, code, signal ? `killed by signal ${signal}` : (lastRuncError(runcLog) ?? ''));
     } finally {
       closeSync(log);
     }
@@ -112,9 +133,8 @@ export class Runc {
     rmSync(runcLog, { force: true });
     rmSync(join(bundle, 'init.pid'), { force: true });
     const exitCode = await new Promise<number>((resolve, reject) => {
-      const child = spawn(this.binary, ['--root', this.root, '--log', runcLog, '--log-format', 'json', 'run', '--pid-file', join(bundle, 'init.pid'), '--bundle', bundle, id], {
-        stdio: ['ignore', 'pipe', 'pipe'],
-      });
+      const [program, argv] = this.command(['--root', this.root, '--log', runcLog, '--log-format', 'json', 'run', '--pid-file', join(bundle, 'init.pid'), '--bundle', bundle, id]);
+      const child = spawn(program, argv, { stdio: ['ignore', 'pipe', 'pipe'] });
       child.stdout.on('data', (b: Buffer) => onOutput('stdout', b));
       child.stderr.on('data', (b: Buffer) => onOutput('stderr', b));
       child.once('error', reject);
@@ -125,9 +145,10 @@ export class Runc {
     return { exitCode, ...(runcError ? { runcError } : {}) };
   }
 
-  /** The first line of `runc --version`: fails when runc is missing or does not run. */
+  /** The first line of `runc --version` (or crun's): fails when the program is missing or does not run. */
   async version(): Promise<string> {
-    return (await run(this.binary, ['--version'])).stdout.split('\n')[0] ?? '';
+    const [program, argv] = this.command(['--version']);
+    return (await run(program, argv)).stdout.split('\n')[0] ?? '';
   }
 
   /**
@@ -164,7 +185,7 @@ export class Runc {
       const s = JSON.parse(await this.call(['state', id])) as { id: string; pid: number; status: RuncStatus; bundle: string };
       return { id: s.id, pid: s.pid, status: s.status, bundle: s.bundle };
     } catch (err) {
-      if (err instanceof CommandError && /does not exist|not exist/i.test(err.stderr)) return undefined;
+      if (err instanceof CommandError && containerMissing(err.stderr)) return undefined;
       throw err;
     }
   }
@@ -212,7 +233,7 @@ export class Runc {
       }
       await this.call(['delete', '--force', id]);
     } catch (err) {
-      if (err instanceof CommandError && /does not exist|not exist/i.test(err.stderr)) return;
+      if (err instanceof CommandError && containerMissing(err.stderr)) return;
       throw err;
     }
   }

@@ -8,7 +8,7 @@ import { spawn, execFileSync } from 'node:child_process';
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { parentCgroupsOnHost, sleep, testRuntime, TOKEN, type TestRuntime } from './harness.js';
+import { ociRuntimeUnderTest, parentCgroupsOnHost, sleep, testRuntime, TOKEN, type TestRuntime } from './harness.js';
 
 let dir: string;
 let calls: string;
@@ -17,7 +17,8 @@ let t: TestRuntime;
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'paddock-destroy-'));
   calls = join(dir, 'calls');
-  const realRunc = execFileSync('sh', ['-c', 'command -v runc'], { encoding: 'utf8' }).trim();
+  // The OCI runtime under test (runc or crun: the same command line).
+  const realRunc = execFileSync('sh', ['-c', `command -v ${ociRuntimeUnderTest().ociRuntime ?? 'runc'}`], { encoding: 'utf8' }).trim();
   const binary = join(dir, 'runc');
   // With the file `fail-delete` beside it, every `runc delete` fails.
   failDelete = join(dir, 'fail-delete');
@@ -90,9 +91,11 @@ test('a pid file that names a process outside the sandbox is not believed: that 
 test('what a runc killed mid-create leaves in its state directory (a bind mount of its binary) goes with the sandbox', async () => {
   const id = await create();
   // runc makes that mount for a moment while it starts a container, so it
-  // is made here by hand, on a sandbox whose container is gone.
+  // is made here by hand, on a sandbox whose container is gone. (crun
+  // makes none, but a crun killed mid-create leaves its state directory
+  // too: the same directory of the OCI runtime under test goes the same way.)
   await t.runtime.stop(id);
-  const state = join(t.dataDir, 'runc', id);
+  const state = join(t.dataDir, ociRuntimeUnderTest().ociRuntime ?? 'runc', id);
   mkdirSync(state);
   writeFileSync(join(state, 'runc.Xq3e9a'), '');
   execFileSync('mount', ['--bind', '-o', 'ro', execFileSync('sh', ['-c', 'command -v runc'], { encoding: 'utf8' }).trim(), join(state, 'runc.Xq3e9a')]);

@@ -4,11 +4,12 @@
 // state are all gone at the end.
 import { createClient, type Client } from '@connectrpc/connect';
 import { createConnectTransport } from '@connectrpc/connect-node';
+import { execFileSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Filesystem, Process } from '@paddock/models';
-import { RuncRuntime, type RuncRuntimeOptions } from '../src/index.js';
+import { OCI_RUNTIMES, RuncRuntime, type OciRuntimeName, type RuncRuntimeOptions } from '../src/index.js';
 
 export const TOKEN = 'runtime-test-token';
 
@@ -18,7 +19,32 @@ export const TOKEN = 'runtime-test-token';
  * (tools/testing/base-image.mjs), and each data directory only points at it.
  */
 export const TEST_CACHE = process.env.PADDOCK_TEST_CACHE ?? '/var/tmp/paddock-test-cache';
-export const sharedImages = { layersDir: process.env.PADDOCK_IMAGES_DIR ?? join(TEST_CACHE, 'layers'), cacheDir: process.env.PADDOCK_CACHE_DIR ?? TEST_CACHE };
+export const sharedImages = { layersDir: process.env.PADDOCK_IMAGES_DIR ?? join(TEST_CACHE, 'layers'), cacheDir: process.env.PADDOCK_CACHE_DIR ?? TEST_CACHE, ...ociRuntimeUnderTest() };
+
+/**
+ * The OCI runtime the tests run containers with: runc, or what
+ * PADDOCK_TEST_OCI_RUNTIME names (CI runs the runtime's suites once more
+ * with crun). It goes with `sharedImages` into every test's runtime.
+ */
+/**
+ * Runs the OCI runtime under test with `args` on a test runtime's state
+ * (`--root` given here), as the runtime runs it: crun through the
+ * legacy-cgroups launcher. Its standard output.
+ */
+export function ociCall(dataDir: string, args: string[]): string {
+  const name = ociRuntimeUnderTest().ociRuntime ?? 'runc';
+  const argv = ['--root', join(dataDir, name), ...args];
+  if (name === 'runc') return execFileSync('runc', argv, { encoding: 'utf8' });
+  const crun = execFileSync('sh', ['-c', 'command -v crun'], { encoding: 'utf8' }).trim();
+  return execFileSync(join(import.meta.dirname, '../build/Release/paddock-legacy-cgroups'), [crun, ...argv], { encoding: 'utf8' });
+}
+
+export function ociRuntimeUnderTest(): { ociRuntime?: OciRuntimeName } {
+  const name = process.env.PADDOCK_TEST_OCI_RUNTIME;
+  if (!name) return {};
+  if (!(OCI_RUNTIMES as readonly string[]).includes(name)) throw new Error(`PADDOCK_TEST_OCI_RUNTIME is '${name}', not one of ${OCI_RUNTIMES.join(', ')}`);
+  return { ociRuntime: name as OciRuntimeName };
+}
 
 export interface TestRuntime {
   runtime: RuncRuntime;

@@ -1,10 +1,9 @@
 // The warm pool: ready sandboxes handed out on create, refilled behind.
-import { execFileSync } from 'node:child_process';
 import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { runTrue } from '../src/envd-link.js';
 import { RuncRuntime } from '../src/index.js';
-import { exec, sandboxLeftovers, sharedImages, testRuntime, TOKEN, type TestRuntime } from './harness.js';
+import { exec, ociCall, sandboxLeftovers, sharedImages, testRuntime, TOKEN, type TestRuntime } from './harness.js';
 
 let t: TestRuntime;
 beforeAll(async () => {
@@ -74,8 +73,8 @@ test('a pooled sandbox whose container died is not handed out, with or without i
   for (const init of [{ accessToken: TOKEN }, undefined]) {
     await t.runtime.poolReady();
     const [dead, alive] = t.runtime.pooled().base!;
-    execFileSync('runc', ['--root', join(t.dataDir, 'runc'), 'kill', dead!, 'KILL']);
-    while (!/"status": "stopped"/.test(execFileSync('runc', ['--root', join(t.dataDir, 'runc'), 'state', dead!], { encoding: 'utf8' }))) {
+    ociCall(t.dataDir, ['kill', dead!, 'KILL']);
+    while (!/"status": "stopped"/.test(ociCall(t.dataDir, ['state', dead!]))) {
       await new Promise((r) => setTimeout(r, 20));
     }
     const s = await t.runtime.create({ templateId: 'base', ...(init ? { init } : {}) });

@@ -4,7 +4,7 @@ import { execFileSync } from 'node:child_process';
 import { chmodSync, mkdtempSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { RuncRuntime } from '../src/index.js';
+import { ociRuntimeInUse, RuncRuntime } from '../src/index.js';
 import { sharedImages } from './harness.js';
 import { mountPoints } from '../src/mounts.js';
 
@@ -25,7 +25,7 @@ afterEach(() => {
 });
 
 test('without runc, prepare says runc is missing and how to install it, and mounts nothing', async () => {
-  const runtime = new RuncRuntime({ ...sharedImages, dataDir, runcBinary: join(dataDir, 'no-runc-here'), warmPoolSize: 0 });
+  const runtime = new RuncRuntime({ ...sharedImages, dataDir, ociRuntime: 'runc', runcBinary: join(dataDir, 'no-runc-here'), warmPoolSize: 0 });
   const failed = runtime.prepare();
   await expect(failed).rejects.toMatchObject({ kind: 'unavailable' });
   await expect(failed).rejects.toThrow(`runc does not run: '${join(dataDir, 'no-runc-here')}' is not installed (not found)`);
@@ -45,7 +45,7 @@ test('a first prepare that fails part-way leaves nothing mounted and takes no cr
   );
   chmodSync(runc, 0o755);
   writeFileSync(broken, '');
-  const runtime = new RuncRuntime({ ...sharedImages, dataDir, runcBinary: runc, warmPoolSize: 0 });
+  const runtime = new RuncRuntime({ ...sharedImages, dataDir, ociRuntime: 'runc', runcBinary: runc, warmPoolSize: 0 });
 
   await expect(runtime.prepare()).rejects.toThrow('runc list failed (exit 1): state directory is unreadable');
   expect(mountsUnder(dataDir)).toEqual([]);
@@ -56,4 +56,34 @@ test('a first prepare that fails part-way leaves nothing mounted and takes no cr
   expect(await runtime.list()).toEqual([]);
   await runtime.removeEverything();
   expect(await runtime.leftovers()).toEqual([]);
+});
+
+test("a data directory whose sandboxes one OCI runtime runs is refused by the other, which would not see them", async () => {
+  const opts = { ...sharedImages, dataDir, warmPoolSize: 0, spareDisks: 0, network: false as const };
+  const onRunc = new RuncRuntime({ ...opts, ociRuntime: 'runc' });
+  await onRunc.prepare();
+  const s = await onRunc.create({ templateId: 'base' });
+  expect(ociRuntimeInUse(dataDir)).toBe('runc');
+
+  const onCrun = new RuncRuntime({ ...opts, ociRuntime: 'crun' });
+  const refused = onCrun.prepare();
+  await expect(refused).rejects.toMatchObject({ kind: 'unavailable' });
+  await expect(refused).rejects.toThrow(`the data directory '${dataDir}' has 1 container(s) of runc (${join(dataDir, 'runc', s.id)}), and the runtime is set to crun`);
+  // The sandbox runs on, on runc.
+  expect((await onRunc.get(s.id))?.status).toBe('running');
+
+  // Once its container is gone, crun takes the directory and starts the stopped sandbox again.
+  await onRunc.stop(s.id);
+  await onRunc.close();
+  expect(ociRuntimeInUse(dataDir)).toBeUndefined();
+  await onCrun.prepare();
+  await onCrun.start(s.id);
+  expect((await onCrun.get(s.id))?.status).toBe('running');
+  expect(ociRuntimeInUse(dataDir)).toBe('crun');
+  await onCrun.removeEverything();
+  expect(await onCrun.leftovers()).toEqual([]);
+});
+
+test('an OCI runtime other than runc and crun is refused by name', () => {
+  expect(() => new RuncRuntime({ ...sharedImages, dataDir, ociRuntime: 'youki' as never })).toThrow("OCI runtime 'youki' is not one of runc, crun");
 });

@@ -1,5 +1,5 @@
 // Starts a whole Paddock server: store, runtime, control API and proxy.
-import { DEFAULT_ID_SHIFT, RuncRuntime, isWarmPool, sandboxPassable, type Runtime } from '@paddock/runtime';
+import { DEFAULT_ID_SHIFT, RuncRuntime, isWarmPool, sandboxPassable, type OciRuntimeName, type Runtime } from '@paddock/runtime';
 import { mkdirSync } from 'node:fs';
 import type { AddressInfo, Server } from 'node:net';
 import { join } from 'node:path';
@@ -126,6 +126,7 @@ export async function startServer(options: StartOptions = {}): Promise<PaddockSe
         baseImage: config.baseImage,
         insecureRegistries: config.insecureRegistries,
         layersDir: config.imagesDir,
+        ...(config.ociRuntime ? { ociRuntime: config.ociRuntime as OciRuntimeName } : {}),
         cacheDir: config.cacheDir,
         network: config.network && {
           name: config.networkName,

@@ -3,7 +3,7 @@
 // sandbox costs the host (`memory`, run by default).
 import { RuncRuntime } from '@paddock/runtime';
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { accessSync, constants, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { removeUnmounted, undoOnInterrupt } from '../interrupt.mjs';
@@ -51,9 +51,9 @@ export function openBareRunc(base, dataDir) {
 }
 
 /** A RuncRuntime in a data directory of its own for `fn`; removed with everything in it afterwards. */
-async function withRuntime(warmPoolSize, fn) {
+async function withRuntime(warmPoolSize, fn, options = {}) {
   const dataDir = mkdtempSync(join(tmpdir(), 'paddock-bench-rt-'));
-  const runtime = new RuncRuntime({ dataDir, warmPoolSize, ...sharedImages });
+  const runtime = new RuncRuntime({ dataDir, warmPoolSize, ...sharedImages, ...options });
   const remove = undoOnInterrupt(async () => {
     await runtime.removeEverything();
     await removeUnmounted(dataDir);
@@ -99,7 +99,49 @@ export async function runtimeSuite({ quick, log }) {
       await closing.run();
     }
   });
+  // The same cold create with crun running the containers (the runtime's
+  // ociRuntime option), where crun is installed.
+  if (onPath('crun')) {
+    await withRuntime(
+      0,
+      async (runtime, dataDir) => {
+        const closing = closings();
+        try {
+          const base = await startBaselines();
+          closing.add(base.close);
+          const bare = openBareRunc(base, dataDir);
+          closing.add(bare.close);
+          log('runtime: create to envd ready, cold, on crun');
+          const createOnce = async () => {
+            const t = performance.now();
+            const s = await create(runtime, { cold: true });
+            const ms = performance.now() - t;
+            await runtime.destroy(s.id);
+            await runtime.spareDisksReady();
+            return { ms };
+          };
+          const [value, baseline] = await pair([createOnce, bare.run], { warmup: 2, iterations: quick ? 5 : 30 });
+          rows.push(row({ suite: 'runtime', name: 'create to envd ready, cold, on crun', unit: 'ms', value, baseline, baselineName: 'bare `runc run true`, same rootfs' }));
+        } finally {
+          await closing.run();
+        }
+      },
+      { ociRuntime: 'crun' },
+    );
+  }
   return rows;
+}
+
+/** Whether `name` is an executable on PATH. */
+function onPath(name) {
+  return (process.env.PATH ?? '/usr/bin:/bin').split(':').some((d) => {
+    try {
+      accessSync(join(d, name), constants.X_OK);
+      return true;
+    } catch {
+      return false;
+    }
+  });
 }
 
 /** Reads `read()` once a second until `steady(newest, oldest)` holds over three readings and `minMs` have passed, or `maxMs` have. */
