@@ -164,6 +164,14 @@ interface SandboxSpec {
   network?: NetworkRules;
   /** A build step's container (runStep): no sandbox of anyone's, and of no use after a restart. */
   step?: boolean;
+  /** A step container that joins the slot a build holds under this id (holdStepNetwork) instead of taking one. */
+  netOf?: string;
+  /**
+   * No container: a network slot held for a build's step containers
+   * (holdStepNetwork), with `step` set so that a restart releases it as it
+   * removes them.
+   */
+  holdsNetwork?: boolean;
 }
 
 /**
@@ -265,6 +273,8 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool, RuntimeHealth 
   private startHook: string | undefined;
   /** Sandbox networks; undefined when sandboxes have loopback only. */
   private readonly networking: SandboxNetworking | undefined;
+  /** Held step networks (holdStepNetwork) a step container is in now. */
+  private readonly stepNetworksInUse = new Set<string>();
   private networkReady = false;
   private readonly log: RuntimeLog;
   private readonly spares: SpareDisks;
@@ -777,7 +787,8 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool, RuntimeHealth 
     let net: { netnsPath: string; resolvConf: string } | undefined;
     if (this.networking) {
       // A sandbox keeps its slot while stopped; one whose slot was lost gets a new one with its rules.
-      const slot = this.networking.get(spec.id) ?? (await this.networking.acquire(spec.id, spec.network ?? {}));
+      // A build's step container joins the slot its build holds.
+      const slot = spec.netOf !== undefined ? this.heldStepNetwork(spec.netOf) : (this.networking.get(spec.id) ?? (await this.networking.acquire(spec.id, spec.network ?? {})));
       const resolvConf = join(dir, 'resolv.conf');
       rmSync(resolvConf, { force: true });
       // The sandbox's root may change it, as on any computer (its rules bind whatever server it names).
@@ -1144,18 +1155,44 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool, RuntimeHealth 
   }
 
   async runStep(templateId: string, stepTemplateId: string, command: StepCommand, opts: RunStepOptions = {}): Promise<StepResult> {
+    const held = opts.stepNetwork;
+    if (held === undefined) return this.runStepContainer(templateId, stepTemplateId, command, opts);
+    // One step container at a time in a held network: each finds it as the last one's end left it.
+    if (this.stepNetworksInUse.has(held)) throw new RuntimeError('conflict', `step network '${held}' is in use by another step`);
+    this.stepNetworksInUse.add(held);
+    try {
+      return await this.runStepContainer(templateId, stepTemplateId, command, opts);
+    } finally {
+      this.stepNetworksInUse.delete(held);
+    }
+  }
+
+  private async runStepContainer(templateId: string, stepTemplateId: string, command: StepCommand, opts: RunStepOptions): Promise<StepResult> {
     this.ensurePrepared();
     if (this.removing) throw new RuntimeError('unavailable', 'the runtime is removing all its sandboxes and takes no new ones');
     if (!command.shell === !command.argv) throw new RuntimeError('invalid', 'a step runs a shell command line or a program, one of the two');
     const limits = this.limitsFor(templateId, opts.limits);
-    const network = opts.network ?? {};
+    const held = opts.stepNetwork;
+    if (held !== undefined && this.readSpec(held)?.holdsNetwork !== true) throw new RuntimeError('not_found', `step network '${held}' does not exist`);
+    const network = held !== undefined ? (this.readSpec(held)!.network ?? {}) : (opts.network ?? {});
     splitRules(network);
     this.templates.checkNewId(stepTemplateId);
     opts.signal?.throwIfAborted();
     const id = newSandboxId();
     const dir = this.dir(id);
     const image = this.templates.image(templateId);
-    const spec: SandboxSpec = { id, templateId, limits, createdAt: new Date().toISOString(), pooled: false, step: true, idShift: this.idShift, lowers: this.templates.layers(templateId), network };
+    const spec: SandboxSpec = {
+      id,
+      templateId,
+      limits,
+      createdAt: new Date().toISOString(),
+      pooled: false,
+      step: true,
+      idShift: this.idShift,
+      lowers: this.templates.layers(templateId),
+      network,
+      ...(held !== undefined ? { netOf: held } : {}),
+    };
     const phases = new Phases();
     // What keeps the command from starting (a user that does not exist) is the step's failure, not the runtime's.
     let refused: string | undefined;
@@ -1239,6 +1276,35 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool, RuntimeHealth 
     } finally {
       opts.signal?.removeEventListener('abort', stop);
     }
+  }
+
+  async holdStepNetwork(rules: NetworkRules = {}): Promise<string> {
+    this.ensurePrepared();
+    if (this.removing) throw new RuntimeError('unavailable', 'the runtime is removing all its sandboxes and takes no new ones');
+    splitRules(rules);
+    const id = newSandboxId();
+    // A directory like a step container's, written before the slot is
+    // taken: whatever a crash leaves of it, the next start removes (recover).
+    const spec: SandboxSpec = { id, templateId: '', limits: DEFAULT_LIMITS, createdAt: new Date().toISOString(), pooled: false, step: true, holdsNetwork: true, lowers: [], network: rules };
+    await this.mutex.run(id, async () => {
+      mkdirSync(this.dir(id), { recursive: true, mode: 0o700 });
+      this.writeSpec(spec);
+      try {
+        await this.networking?.acquire(id, rules);
+      } catch (err) {
+        await this.removeSandbox(id).catch(() => undefined);
+        throw err;
+      }
+    });
+    this.log.info({ sandboxID: id }, 'network held for build steps');
+    return id;
+  }
+
+  /** The slot a build holds under `id` for its step containers. */
+  private heldStepNetwork(id: string): { netnsPath: string } {
+    const slot = this.networking?.get(id);
+    if (!slot) throw new RuntimeError('not_found', `step network '${id}' has no network slot (released, or lost)`);
+    return slot;
   }
 
   async templateWithFiles(templateId: string, parentId: string, files: FilesCopy, opts: TemplateWithFilesOptions = {}): Promise<TemplateInfo> {

@@ -154,6 +154,12 @@ export interface RunStepOptions {
   limits?: Partial<Limits>;
   /** Its egress rules; internet access with no rules when omitted. */
   network?: NetworkRules;
+  /**
+   * A network held for a build's steps (holdStepNetwork): the container
+   * joins its slot, with its rules (`network` is not used), instead of
+   * taking a slot of its own that its removal releases.
+   */
+  stepNetwork?: string;
   /** How the new template's processes run; the template's when omitted. */
   config?: TemplateConfig;
   /** The command's output, as it comes. */
@@ -241,6 +247,15 @@ export interface Runtime {
    * exist is a `status` naming it, as a command that failed.
    */
   runStep(templateId: string, stepTemplateId: string, command: StepCommand, opts?: RunStepOptions): Promise<StepResult>;
+  /**
+   * A network slot with `rules` (internet access with no rules when
+   * omitted) held for the step containers of one build, which join it one
+   * after another (runStep's `stepNetwork`, never two at once): taken and
+   * released once per build rather than once per step. destroy() of the id
+   * releases it; a restart of the runtime releases it too, as it removes
+   * step containers.
+   */
+  holdStepNetwork(rules?: NetworkRules): Promise<string>;
   /** A new template with the files of `parentId` and another config. */
   deriveTemplate(templateId: string, parentId: string, config: TemplateConfig): Promise<TemplateInfo>;
   getTemplate(id: string): Promise<TemplateInfo | undefined>;

@@ -2,7 +2,7 @@
 // container is made as a sandbox is and the command runs as envd would run
 // it, what the command changed (and nothing else) becomes the step's layer,
 // and nothing of the step outlives it.
-import { existsSync, lstatSync, readFileSync, readdirSync } from 'node:fs';
+import { existsSync, lstatSync, readFileSync, readdirSync, statSync } from 'node:fs';
 import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
 import { ID_RANGE, RuncRuntime } from '../src/index.js';
@@ -155,4 +155,68 @@ test('a step container left by a runtime that stopped is removed when the runtim
   expect(existsSync(join(t.dataDir, 'sandboxes', r.sandboxId))).toBe(false);
   expect(await sandboxLeftovers(t.runtime)).toEqual([]);
   expect(await t.runtime.getTemplate('step-left')).toMatchObject({ id: 'step-left' });
+}, 180_000);
+
+/** Which sandbox ids hold network slots now, from the network's slot records. */
+const slotHolders = () => {
+  const dir = join(t.dataDir, 'network', 'slots');
+  return (existsSync(dir) ? readdirSync(dir) : []).filter((f) => f.endsWith('.json')).map((f) => (JSON.parse(readFileSync(join(dir, f), 'utf8')) as { sandboxId: string }).sandboxId);
+};
+/** The inodes of the host's named network namespaces. */
+const namespaceInodes = () => readdirSync('/run/netns').map((n) => statSync(join('/run/netns', n)).ino);
+/** The inode of the network namespace a step's `readlink /proc/self/ns/net` printed (`net:[4026532...]`). */
+const netnsOf = (printed: string) => Number(/^net:\[(\d+)\]$/m.exec(printed)?.[1]);
+
+test("a build's steps join the network slot it holds, one after another, and take none of their own; destroy releases it", async () => {
+  const held = await t.runtime.holdStepNetwork({});
+  expect(slotHolders()).toContain(held);
+  expect(await t.runtime.get(held)).toBeUndefined();
+  const first = output();
+  const one = await t.runtime.runStep('base', 'step-net-1', { shell: 'readlink /proc/self/ns/net', user: 'root' }, { stepNetwork: held, onOutput: first.onOutput });
+  // Its container, stopped and not yet destroyed, holds no slot: the build does.
+  expect(slotHolders()).not.toContain(one.sandboxId);
+  await t.runtime.destroy(one.sandboxId);
+  expect(slotHolders()).toContain(held);
+  const second = output();
+  const two = await t.runtime.runStep('step-net-1', 'step-net-2', { shell: 'readlink /proc/self/ns/net', user: 'root' }, { stepNetwork: held, onOutput: second.onOutput });
+  await t.runtime.destroy(two.sandboxId);
+  expect([one.exitCode, two.exitCode]).toEqual([0, 0]);
+  const netns = netnsOf(first.text('stdout'));
+  expect(netnsOf(second.text('stdout'))).toBe(netns);
+  expect(namespaceInodes()).toContain(netns);
+
+  await t.runtime.destroy(held);
+  expect(slotHolders()).not.toContain(held);
+  expect(namespaceInodes()).not.toContain(netns);
+  expect(await sandboxLeftovers(t.runtime)).toEqual([]);
+  await expect(t.runtime.runStep('base', 'step-net-gone', { shell: 'true' }, { stepNetwork: held })).rejects.toThrow(`step network '${held}' does not exist`);
+}, 120_000);
+
+test('a held network takes one step container at a time', async () => {
+  const held = await t.runtime.holdStepNetwork();
+  let said: () => void;
+  const going = new Promise<void>((resolve) => (said = resolve));
+  const abort = new AbortController();
+  const running = t.runtime.runStep('base', 'step-net-busy', { shell: 'echo going; sleep 1000' }, { stepNetwork: held, signal: abort.signal, onOutput: () => said() });
+  await going;
+  await expect(t.runtime.runStep('base', 'step-net-second', { shell: 'true' }, { stepNetwork: held })).rejects.toThrow(`step network '${held}' is in use by another step`);
+  abort.abort(new Error('done with it'));
+  await expect(running).rejects.toThrow('done with it');
+  await t.runtime.destroy(held);
+  expect(await sandboxLeftovers(t.runtime)).toEqual([]);
+}, 120_000);
+
+test('a network held for a build is released when the runtime starts again', async () => {
+  const held = await t.runtime.holdStepNetwork();
+  const o = output();
+  const r = await t.runtime.runStep('base', 'step-net-left', { shell: 'readlink /proc/self/ns/net', user: 'root' }, { stepNetwork: held, onOutput: o.onOutput });
+  const netns = netnsOf(o.text('stdout'));
+  // As at a restart mid-build: the runtime stops without removing anything, and another starts on the same directory.
+  await t.runtime.close();
+  t.runtime = new RuncRuntime({ dataDir: t.dataDir, ...sharedImages });
+  await t.runtime.prepare();
+  for (const id of [held, r.sandboxId]) expect(existsSync(join(t.dataDir, 'sandboxes', id))).toBe(false);
+  expect(slotHolders()).not.toContain(held);
+  expect(namespaceInodes()).not.toContain(netns);
+  expect(await sandboxLeftovers(t.runtime)).toEqual([]);
 }, 180_000);

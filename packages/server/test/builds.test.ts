@@ -3,7 +3,7 @@
 // signed URLs, its steps started (POST /v2/templates/{id}/builds/{buildID})
 // and its status polled; sandboxes of the built template show the steps.
 import { gzipSync } from 'node:zlib';
-import { readdirSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createHash } from 'node:crypto';
 import { tarOf } from '../../runtime/test/registry.js';
@@ -106,6 +106,39 @@ test('a failing step ends the build in error with its step, its reason and its o
   expect(done.reason!.logEntries.map((e) => e.message)).toContain('about-to-fail');
   // A template with no ready build starts no sandbox.
   await expect(t.control.createSandbox({ templateID: 'srv-failing' })).rejects.toMatchObject({ status: 400, message: expect.stringContaining('has no ready build') });
+});
+
+/** The sandbox ids that hold network slots of the server's runtime now, from its slot records. */
+const slotHolders = () => {
+  const dir = join(t.home, 'runtime/network/slots');
+  return readdirSync(dir)
+    .filter((f) => f.endsWith('.json'))
+    .map((f) => (JSON.parse(readFileSync(join(dir, f), 'utf8')) as { sandboxId: string }).sandboxId);
+};
+
+test("a build's RUN steps share one network slot, which the build releases at its end, failed or not", async () => {
+  const before = slotHolders();
+  for (const [name, last] of [['srv-one-net', 'true'], ['srv-one-net-failing', 'exit 4']] as const) {
+    const req = await api('POST', '/v3/templates', { name });
+    // Each build's own commands: none is cached from the other's.
+    const netns = `: ${name}; echo "ns $(readlink /proc/self/ns/net)"`;
+    await api('POST', `/v2/templates/${req.body.templateID}/builds/${req.body.buildID}`, {
+      fromTemplate: 'base',
+      steps: [
+        { type: 'RUN', args: [netns, 'root'] },
+        { type: 'RUN', args: [`${netns}; echo two > /opt/two`, 'root'] },
+        { type: 'RUN', args: [`${netns}; ${last}`, 'root'] },
+      ],
+    });
+    const done = await finished(req.body.templateID, req.body.buildID);
+    expect(done.status).toBe(last === 'true' ? 'ready' : 'error');
+    const seen = done.logEntries.map((e) => e.message).filter((m) => m.startsWith('ns net:['));
+    expect(seen).toHaveLength(3);
+    expect(new Set(seen).size).toBe(1);
+    // Released in the background, as the step containers are removed.
+    for (let i = 0; i < 100 && slotHolders().length > before.length; i++) await new Promise((r) => setTimeout(r, 100));
+    expect(slotHolders().sort()).toEqual([...before].sort());
+  }
 });
 
 test('a COPY that cannot be placed fails the build naming why, and leaves no layer, whole or half-made', async () => {

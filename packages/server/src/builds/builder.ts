@@ -112,6 +112,11 @@ interface Progress {
   key: string;
   config: TemplateConfig;
   forced: boolean;
+  /**
+   * The network slot the build's step containers join (runtime.holdStepNetwork),
+   * taken by its first step that runs a command and released at its end.
+   */
+  network?: Promise<string>;
 }
 
 const sha256 = (text: string) => createHash('sha256').update(text).digest('hex');
@@ -241,9 +246,30 @@ export class Builder {
   /** Runs the steps; the runtime template the build made. */
   private async steps(job: BuildJob, log: BuildLog, signal: AbortSignal): Promise<string> {
     const { plan } = job;
-    const total = plan.steps.length;
     const p = await this.base(job, log, signal);
-    for (const step of plan.steps) {
+    try {
+      await this.eachStep(job, p, log, signal);
+    } finally {
+      // Its last step's container is done with it: it goes in the background, as that container does.
+      p.network?.then((id) => this.removeInBackground(id, job.log)).catch(() => undefined);
+    }
+    // The template sandboxes start from: the last layer with the config as
+    // the steps left it, and its own id for each start and ready command, so
+    // that a runtime template (and the warm pool's sandboxes of it, which run
+    // the start command before they are taken) stands for one of each.
+    const cmds = plan.startCmd || plan.readyCmd ? [plan.startCmd, plan.readyCmd] : [];
+    const finalId = cacheTemplateId(sha256(JSON.stringify([p.key, 'final', p.config, ...cmds])));
+    await this.layerLocks.run(finalId, async () => {
+      if (!(await this.opts.runtime.getTemplate(finalId))) await this.opts.runtime.deriveTemplate(finalId, p.current, p.config);
+    });
+    if (plan.startCmd || plan.readyCmd) await this.checkReady(job, finalId, log, signal);
+    return finalId;
+  }
+
+  /** The steps in order, each from where `p` says the one before left the build. */
+  private async eachStep(job: BuildJob, p: Progress, log: BuildLog, signal: AbortSignal): Promise<void> {
+    const total = job.plan.steps.length;
+    for (const step of job.plan.steps) {
       signal.throwIfAborted();
       const name = String(step.number);
       const label = `[${step.number}/${total}] ${describe(step)}`;
@@ -258,17 +284,6 @@ export class Builder {
           await this.layer(job, p, step, label, name, log, signal);
       }
     }
-    // The template sandboxes start from: the last layer with the config as
-    // the steps left it, and its own id for each start and ready command, so
-    // that a runtime template (and the warm pool's sandboxes of it, which run
-    // the start command before they are taken) stands for one of each.
-    const cmds = plan.startCmd || plan.readyCmd ? [plan.startCmd, plan.readyCmd] : [];
-    const finalId = cacheTemplateId(sha256(JSON.stringify([p.key, 'final', p.config, ...cmds])));
-    await this.layerLocks.run(finalId, async () => {
-      if (!(await this.opts.runtime.getTemplate(finalId))) await this.opts.runtime.deriveTemplate(finalId, p.current, p.config);
-    });
-    if (plan.startCmd || plan.readyCmd) await this.checkReady(job, finalId, log, signal);
-    return finalId;
   }
 
   /** The template the first step stands on: an image's, pulled or imported, or a template's. */
@@ -375,7 +390,9 @@ export class Builder {
         : [`making the user '${step.user}'`, { argv: envdToolCommand('user', [step.user]), user: 'root', env: TOOL_ENV }];
     let result;
     try {
-      result = await this.opts.runtime.runStep(p.current, id, command, { limits: job.limits, network: this.opts.network, config: next, signal, onOutput: (stream, bytes) => split[stream].push(bytes) });
+      p.network ??= this.opts.runtime.holdStepNetwork(this.opts.network);
+      const stepNetwork = await p.network;
+      result = await this.opts.runtime.runStep(p.current, id, command, { limits: job.limits, stepNetwork, config: next, signal, onOutput: (stream, bytes) => split[stream].push(bytes) });
     } catch (err) {
       if (signal.aborted) throw err;
       throw new StepFailed(`the build container did not start: ${(err as Error).message}`, name);
