@@ -1,14 +1,16 @@
 // Overlay mounts of sandbox root filesystems, through mount(2) in a native
 // addon (native/mount_overlay.c): Node has none, and mount(8) was a process
-// start on every sandbox start. Unmounts through umount(8).
+// start on every sandbox start. Unmounts through umount(2) in the same
+// addon, off the event loop: umount(8) was a fork of this whole process.
 import { existsSync, mkdirSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { rm } from 'node:fs/promises';
-import { run } from './exec.js';
 
 interface MountNative {
   mountOverlay(dir: string, target: string, options: string): void;
+  /** umount2(target, lazy ? MNT_DETACH : 0) in a thread of libuv's pool; rejects with an errno error. */
+  unmount(target: string, lazy: boolean): Promise<void>;
 }
 
 let native: MountNative | undefined;
@@ -91,8 +93,8 @@ export async function removeTree(dir: string): Promise<void> {
 export async function unmount(target: string): Promise<void> {
   if (!isMounted(target)) return;
   try {
-    await run('umount', [target]);
+    await mountNative().unmount(target, false);
   } catch {
-    await run('umount', ['--lazy', target]);
+    await mountNative().unmount(target, true);
   }
 }
