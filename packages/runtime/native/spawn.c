@@ -273,10 +273,27 @@ done:
   return result;
 }
 
+// pipe() -> [readFd, writeFd], both close-on-exec: a child's output to this
+// process without child_process (which would fork it to make its pipes).
+static napi_value make_pipe(napi_env env, napi_callback_info info) {
+  (void)info;
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) < 0) return throw_errno(env, errno, "make a pipe", "pipe2");
+  napi_value result, end;
+  napi_create_array_with_length(env, 2, &result);
+  for (uint32_t i = 0; i < 2; i++) {
+    napi_create_int32(env, fds[i], &end);
+    napi_set_element(env, result, i, end);
+  }
+  return result;
+}
+
 static napi_value init(napi_env env, napi_value exports) {
   napi_value fn, supported;
   if (napi_create_function(env, "spawn", NAPI_AUTO_LENGTH, spawn, NULL, &fn) != napi_ok) return NULL;
   napi_set_named_property(env, exports, "spawn", fn);
+  if (napi_create_function(env, "pipe", NAPI_AUTO_LENGTH, make_pipe, NULL, &fn) != napi_ok) return NULL;
+  napi_set_named_property(env, exports, "pipe", fn);
   // pidfd_open came with Linux 5.3: without it spawn() cannot watch a child, and the caller forks instead.
   int probe = (int)syscall(SYS_pidfd_open, getpid(), 0);
   if (probe >= 0) close(probe);

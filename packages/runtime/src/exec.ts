@@ -1,6 +1,7 @@
 // Runs host commands (runc, mount, cp) and turns failures into errors that
 // say which command failed and what it printed.
 import { execFile } from 'node:child_process';
+import { spawnWithOutput } from './spawn.js';
 
 export interface ExecResult {
   stdout: string;
@@ -38,4 +39,39 @@ export function run(cmd: string, args: string[], opts: { timeoutMs?: number; inp
     );
     if (opts.input !== undefined) child.stdin?.end(opts.input);
   });
+}
+
+/**
+ * Runs a program as run() does, but started without forking this process
+ * (spawn.ts): for what runs on the path of a build step or a create. No
+ * input, working directory or environment of its own; a timeout kills it.
+ */
+export async function runUnforked(cmd: string, args: string[], opts: { timeoutMs?: number } = {}): Promise<ExecResult> {
+  const out = { stdout: [] as Buffer[], stderr: [] as Buffer[] };
+  let started;
+  try {
+    started = spawnWithOutput(cmd, args, (stream, bytes) => out[stream].push(bytes));
+  } catch (err) {
+    const missing = (err as NodeJS.ErrnoException).code === 'ENOENT';
+    throw new CommandError([cmd, ...args].join(' '), null, missing ? `'${cmd}' is not installed (not found${cmd.includes('/') ? '' : ' on PATH'})` : (err as Error).message);
+  }
+  const { pid, exited, ended } = started;
+  let timedOut = false;
+  const timer = setTimeout(() => {
+    timedOut = true;
+    try {
+      process.kill(pid, 'SIGKILL');
+    } catch {
+      // Ended meanwhile.
+    }
+  }, opts.timeoutMs ?? 60_000);
+  // Once it is collected its pid may be another's: no kill after that.
+  void exited.finally(() => clearTimeout(timer)).catch(() => undefined);
+  const { code, signal } = await ended.finally(() => clearTimeout(timer));
+  const text = (stream: 'stdout' | 'stderr') => Buffer.concat(out[stream]).toString('utf8');
+  if (code !== 0) {
+    const why = timedOut ? `timed out after ${opts.timeoutMs ?? 60_000} ms` : signal ? `killed by signal ${signal}` : text('stderr');
+    throw new CommandError([cmd, ...args].join(' '), code, why);
+  }
+  return { stdout: text('stdout'), stderr: text('stderr') };
 }

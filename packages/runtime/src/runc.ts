@@ -2,11 +2,9 @@
 // commands and options), with its state kept in a directory of our own so
 // that our containers are never confused with anyone else's.
 import { closeSync, openSync, readFileSync, rmSync } from 'node:fs';
-import { spawn } from 'node:child_process';
-import { constants as osConstants } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { CommandError, run } from './exec.js';
-import { spawnProgram } from './spawn.js';
+import { spawnProgram, spawnWithOutput } from './spawn.js';
 
 export type RuncStatus = 'creating' | 'created' | 'running' | 'pausing' | 'paused' | 'stopped';
 
@@ -132,15 +130,10 @@ export class Runc {
     const runcLog = join(bundle, 'runc.log');
     rmSync(runcLog, { force: true });
     rmSync(join(bundle, 'init.pid'), { force: true });
-    const exitCode = await new Promise<number>((resolve, reject) => {
-      const [program, argv] = this.command(['--root', this.root, '--log', runcLog, '--log-format', 'json', 'run', '--pid-file', join(bundle, 'init.pid'), '--bundle', bundle, id]);
-      const child = spawn(program, argv, { stdio: ['ignore', 'pipe', 'pipe'] });
-      child.stdout.on('data', (b: Buffer) => onOutput('stdout', b));
-      child.stderr.on('data', (b: Buffer) => onOutput('stderr', b));
-      child.once('error', reject);
-      // 'close': the exit, and the end of both pipes (all output read).
-      child.once('close', (code, signal) => resolve(code ?? 128 + (signal ? (osConstants.signals[signal] ?? 0) : 0)));
-    });
+    const [program, argv] = this.command(['--root', this.root, '--log', runcLog, '--log-format', 'json', 'run', '--pid-file', join(bundle, 'init.pid'), '--bundle', bundle, id]);
+    // Not child_process.spawn: that forks this whole process (spawn.ts). Ended: the exit, and all output read.
+    const { code, signal } = await spawnWithOutput(program, argv, onOutput).ended;
+    const exitCode = code ?? 128 + (signal ?? 0);
     const runcError = exitCode === 0 ? undefined : lastRuncError(runcLog, false);
     return { exitCode, ...(runcError ? { runcError } : {}) };
   }

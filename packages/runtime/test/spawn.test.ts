@@ -4,7 +4,8 @@
 import { mkdtempSync, openSync, closeSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { spawnProgram } from '../src/spawn.js';
+import { spawnProgram, spawnWithOutput } from '../src/spawn.js';
+import { CommandError, runUnforked } from '../src/exec.js';
 
 let dir: string;
 beforeAll(() => {
@@ -94,4 +95,36 @@ test('on a kernel without pidfd_open it forks instead, with the same exits and d
     closeSync(a);
   }
   expect(readFileSync(join(dir, 'forked'), 'utf8')).toBe('to-3\n');
+});
+
+test("a program's stdout and stderr come through pipes as it writes them, all of them by `ended`; no descriptor stays open here", async () => {
+  const before = openFds();
+  const got = { stdout: [] as Buffer[], stderr: [] as Buffer[] };
+  let firstAt = 0;
+  const started = Date.now();
+  const run = spawnWithOutput('/bin/sh', ['-c', 'echo first; sleep 0.5; head -c 1048576 /dev/zero; echo err >&2; cat; exit 5'], (stream, bytes) => {
+    firstAt ||= Date.now();
+    got[stream].push(bytes);
+  });
+  const exit = await run.ended;
+  expect(exit).toEqual({ code: 5, signal: null });
+  // The first line came while it slept, not with its end.
+  expect(firstAt - started).toBeLessThan(400);
+  expect(Buffer.concat(got.stdout).length).toBe('first\n'.length + 1048576);
+  expect(Buffer.concat(got.stderr).toString()).toBe('err\n');
+  expect(exists(run.pid)).toBe(false);
+  expect(openFds()).toBe(before);
+  // As a forked one does, on a kernel without pidfd_open.
+  const forked: Buffer[] = [];
+  expect(await spawnWithOutput('/bin/sh', ['-c', 'echo forked; kill -KILL $$'], (_, b) => forked.push(b), 'fork').ended).toEqual({ code: null, signal: 9 });
+  expect(Buffer.concat(forked).toString()).toBe('forked\n');
+});
+
+test('runUnforked gives the output, and fails naming the command with its stderr, its timeout or a missing program', async () => {
+  expect(await runUnforked('/bin/sh', ['-c', 'echo out; echo err >&2'])).toEqual({ stdout: 'out\n', stderr: 'err\n' });
+  await expect(runUnforked('/bin/sh', ['-c', 'echo broken >&2; exit 2'])).rejects.toThrow(new CommandError('/bin/sh -c echo broken >&2; exit 2', 2, 'broken\n'));
+  const started = Date.now();
+  await expect(runUnforked('/bin/sleep', ['10'], { timeoutMs: 200 })).rejects.toThrow('/bin/sleep 10 failed: timed out after 200 ms');
+  expect(Date.now() - started).toBeLessThan(5_000);
+  await expect(runUnforked('no-such-program-anywhere', [])).rejects.toThrow("'no-such-program-anywhere' is not installed (not found on PATH)");
 });
