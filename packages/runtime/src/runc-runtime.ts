@@ -32,7 +32,7 @@ import { baseImage, importImage, pullImage } from './image-templates.js';
 import { ImageStore } from './images/index.js';
 import { cgroupDirs, detectCgroups, inCgroup, readUsage, removeCgroupDir, removeCgroups, removeCgroupsDrained, setCpuWeight, swapAccounting, thawed, type CgroupLayout } from './cgroups.js';
 import { envdAnswers, initEnvd, openTunnel, PooledEnvdLink, runTrue, waitForEnvd } from './envd-link.js';
-import { CommandError, run, runUnforked } from './exec.js';
+import { CommandError, run } from './exec.js';
 import { mountOverlay, mountPoints, removeTree, unmount } from './mounts.js';
 import { listenUnix } from './host-socket.js';
 import { envdOptions, HOST_INOTIFY_LIMITS, legacyCgroupsLauncher, SANDBOX_USER, startHookBinary, hardOpenFilesLimit, ociConfig, type ContainerCommand } from './oci-config.js';
@@ -1140,7 +1140,7 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool, RuntimeHealth 
   private async takeUpper(spec: SandboxSpec, staged: { dir: string; layer: string }, templateId: string, config: TemplateConfig | undefined): Promise<TemplateInfo> {
     try {
       // cp -a copies links as links; nothing in the upper is followed.
-      await runUnforked('cp', ['-a', `${this.disk(spec.id).upper}/.`, staged.layer], { timeoutMs: 600_000 });
+      await run('cp', ['-a', `${this.disk(spec.id).upper}/.`, staged.layer], { timeoutMs: 600_000 });
       // The copy is the host's alone now, but its `etc` is whatever the
       // sandbox made it: a link there (to the host's /etc, say) must not
       // be followed by the removal of the sandbox's own name files.

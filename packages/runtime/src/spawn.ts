@@ -3,7 +3,7 @@
 // (5 ms for a bare node, 25 ms for one of 400 MB here, while the event loop
 // waits); posix_spawn shares the memory until the child execs. Used for the
 // OCI runtime's `run`, which is on the path of every cold create and of
-// every build step, and for the copy of a build step's files.
+// every build step, and for every other command the runtime runs (exec.ts).
 import { spawn } from 'node:child_process';
 import { accessSync, closeSync, constants, existsSync, openSync } from 'node:fs';
 import { Socket } from 'node:net';
@@ -66,25 +66,38 @@ export function spawnProgram(program: string, args: string[], stdio: [number | n
 }
 
 /**
- * Starts `program` as spawnProgram does, its standard input /dev/null and
- * its standard output and error pipes read as they come, on the event loop,
- * into `onOutput`. `exited` resolves once it ended (collected), `ended`
- * once it ended and both pipes were read to their end.
+ * Starts `program` as spawnProgram does, its standard output and error
+ * pipes read as they come, on the event loop, into `onOutput`; its standard
+ * input is `input` through a pipe, or /dev/null. `exited` resolves once it
+ * ended (collected), `ended` once it ended and both output pipes were read
+ * to their end.
  */
-export function spawnWithOutput(program: string, args: string[], onOutput: (stream: 'stdout' | 'stderr', bytes: Buffer) => void, how: 'native' | 'fork' = 'native'): Spawned & { ended: Promise<SpawnedExit> } {
+export function spawnWithOutput(
+  program: string,
+  args: string[],
+  onOutput: (stream: 'stdout' | 'stderr', bytes: Buffer) => void,
+  how: 'native' | 'fork' = 'native',
+  input?: string,
+): Spawned & { ended: Promise<SpawnedExit> } {
   native ??= load();
+  // [stdout read, stdout write, stderr read, stderr write, stdin read, stdin write]
   const ends: number[] = [];
   let spawned: Spawned;
   try {
-    ends.push(...native.pipe(), ...native.pipe());
-    spawned = spawnProgram(program, args, [null, ends[1]!, ends[3]!], [], how);
+    ends.push(...native.pipe(), ...native.pipe(), ...(input !== undefined ? native.pipe() : []));
+    spawned = spawnProgram(program, args, [ends[4] ?? null, ends[1]!, ends[3]!], [], how);
   } catch (err) {
     for (const fd of ends) closeSync(fd);
     throw err;
   }
-  // The child has its copies of the write ends: only it holds them open now.
-  closeSync(ends[1]!);
-  closeSync(ends[3]!);
+  // The child has its copies of its ends: only it holds them open now.
+  for (const i of [1, 3, 4]) if (ends[i] !== undefined) closeSync(ends[i]);
+  if (input !== undefined) {
+    const stdin = new Socket({ fd: ends[5]!, readable: false, writable: true });
+    // A program that exits without reading all of it: what it left unread is of no use.
+    stdin.once('error', () => stdin.destroy());
+    stdin.end(input);
+  }
   const read = (name: 'stdout' | 'stderr', fd: number) =>
     new Promise<void>((resolve) => {
       const pipe = new Socket({ fd, readable: true, writable: false });

@@ -5,7 +5,7 @@ import { mkdtempSync, openSync, closeSync, readdirSync, readFileSync, rmSync } f
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { spawnProgram, spawnWithOutput } from '../src/spawn.js';
-import { CommandError, runUnforked } from '../src/exec.js';
+import { CommandError, run, runUnforked } from '../src/exec.js';
 
 let dir: string;
 beforeAll(() => {
@@ -127,4 +127,12 @@ test('runUnforked gives the output, and fails naming the command with its stderr
   await expect(runUnforked('/bin/sleep', ['10'], { timeoutMs: 200 })).rejects.toThrow('/bin/sleep 10 failed: timed out after 200 ms');
   expect(Date.now() - started).toBeLessThan(5_000);
   await expect(runUnforked('no-such-program-anywhere', [])).rejects.toThrow("'no-such-program-anywhere' is not installed (not found on PATH)");
+});
+
+test('run() gives a program its input through a pipe, without forking; one that leaves its input unread still ends', async () => {
+  const script = 'line one\n'.repeat(50_000);
+  expect((await run('cat', [], { input: script })).stdout).toBe(script);
+  expect(await run('/bin/sh', ['-c', 'head -c 5; echo'], { input: script })).toEqual({ stdout: 'line \n', stderr: '' });
+  // The path of the commands that need their own environment: a fork, as before.
+  expect((await run('/bin/sh', ['-c', 'echo $ONLY_HERE'], { env: { ONLY_HERE: 'yes' } })).stdout).toBe('yes\n');
 });
