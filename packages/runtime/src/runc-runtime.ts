@@ -1173,7 +1173,7 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool, RuntimeHealth 
     if (!command.shell === !command.argv) throw new RuntimeError('invalid', 'a step runs a shell command line or a program, one of the two');
     const limits = this.limitsFor(templateId, opts.limits);
     const held = opts.stepNetwork;
-    if (held !== undefined && this.readSpec(held)?.holdsNetwork !== true) throw new RuntimeError('not_found', `step network '${held}' does not exist`);
+    if (held !== undefined && (!SANDBOX_ID.test(held) || this.readSpec(held)?.holdsNetwork !== true)) throw new RuntimeError('not_found', `step network '${held}' does not exist`);
     const network = held !== undefined ? (this.readSpec(held)!.network ?? {}) : (opts.network ?? {});
     splitRules(network);
     this.templates.checkNewId(stepTemplateId);

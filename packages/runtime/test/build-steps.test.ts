@@ -190,6 +190,11 @@ test("a build's steps join the network slot it holds, one after another, and tak
   expect(namespaceInodes()).not.toContain(netns);
   expect(await sandboxLeftovers(t.runtime)).toEqual([]);
   await expect(t.runtime.runStep('base', 'step-net-gone', { shell: 'true' }, { stepNetwork: held })).rejects.toThrow(`step network '${held}' does not exist`);
+  await expect(t.runtime.runStep('base', 'step-net-bad', { shell: 'true' }, { stepNetwork: '../templates' })).rejects.toThrow("step network '../templates' does not exist");
+  // A sandbox is no step network.
+  const sandbox = await t.runtime.create({ templateId: 'base', cold: true });
+  await expect(t.runtime.runStep('base', 'step-net-sandbox', { shell: 'true' }, { stepNetwork: sandbox.id })).rejects.toThrow(`step network '${sandbox.id}' does not exist`);
+  await t.runtime.destroy(sandbox.id);
 }, 120_000);
 
 test('a held network takes one step container at a time', async () => {
