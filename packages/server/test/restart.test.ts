@@ -2,13 +2,13 @@
 // directory finds every sandbox in the state it was in, with its files and
 // tokens, and expires what expired while it was down.
 import { ControlClient } from '@paddock/control-client';
-import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { RuncRuntime } from '@paddock/runtime';
-import { API_KEY, eventually, run, sleep } from './harness.js';
+import { API_KEY, api, eventually, run, sleep } from './harness.js';
 import type { PaddockServer } from '../src/index.js';
 
 const home = mkdtempSync(join(tmpdir(), 'paddock-srv-restart-'));
@@ -106,3 +106,37 @@ test('SIGKILL of the server: sandboxes keep their state, tokens and files; expir
   second.child.kill('SIGTERM');
   await stopped;
 });
+
+test('SIGKILL of the server mid-build: the next server fails the build, and nothing of its step containers or of their network is left', async () => {
+  const first = await serverProcess();
+  const srv1 = { apiUrl: first.apiUrl } as PaddockServer;
+  const req = await api(srv1, 'POST', '/v3/templates', { name: 'killed-mid-build' });
+  const { templateID, buildID } = req.body;
+  await api(srv1, 'POST', `/v2/templates/${templateID}/builds/${buildID}`, { fromTemplate: 'base', steps: [{ type: 'RUN', args: ['echo first > /opt/first', 'root'] }, { type: 'RUN', args: ['echo going; sleep 600', 'root'] }] });
+  // Killed while the second step's command runs, in the network the build holds.
+  await eventually(
+    async () => (await api(srv1, 'GET', `/templates/${templateID}/builds/${buildID}/status?logsOffset=0`)).body.logEntries.some((e: { message: string }) => e.message === 'going'),
+    "the build's second step",
+    60_000,
+  );
+  const stepDirs = () => readdirSync(join(home, 'runtime/sandboxes')).filter((id) => (JSON.parse(readFileSync(join(home, 'runtime/sandboxes', id, 'spec.json'), 'utf8')) as { step?: boolean }).step);
+  const held = stepDirs();
+  // The step container and the network its build holds.
+  expect(held.length).toBeGreaterThanOrEqual(2);
+  await kill9(first.child);
+
+  const second = await serverProcess();
+  const srv2 = { apiUrl: second.apiUrl } as PaddockServer;
+  const { body } = await api(srv2, 'GET', `/templates/${templateID}/builds/${buildID}/status`);
+  expect(body).toMatchObject({ status: 'error', reason: { message: 'the server stopped while the build ran; start the build again' } });
+  expect(stepDirs()).toEqual([]);
+  const records = join(home, 'runtime/network/slots');
+  const holders = readdirSync(records).filter((f) => f.endsWith('.json')).map((f) => (JSON.parse(readFileSync(join(records, f), 'utf8')) as { sandboxId: string }).sandboxId);
+  for (const id of held) expect(holders).not.toContain(id);
+  const mounts = readFileSync('/proc/self/mountinfo', 'utf8');
+  for (const id of held) expect(mounts).not.toContain(id);
+  const host = new RuncRuntime({ dataDir: join(home, 'runtime') });
+  for (const id of held) expect(host.leftoverCgroups().filter((d) => d.includes(id))).toEqual([]);
+  expect(execFileSync('ps', ['-eo', 'args']).toString()).not.toMatch(/^sleep 600$/m);
+  await kill9(second.child);
+}, 180_000);
