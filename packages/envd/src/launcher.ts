@@ -25,6 +25,16 @@
 // So the build starts envd with the cache's maker, sends it those requests
 // (build.mjs) and has the cache written afterwards.
 //
+// Node's user-land startup snapshot (--build-snapshot) is not used either.
+// Measured with envd's node on the 2-core PVM machine of the benchmarks,
+// where each page's first touch is slow, exec to first output took ~90 ms
+// plain, ~131 ms from an empty snapshot (its 5.4 MB blob holds V8's code for
+// Node's own modules, read into fresh memory) and ~98 ms from one built
+// without that code; a snapshot of the protobuf registry and models started
+// no sooner (~125 ms) than building them at start did (~124 ms). And Node 22
+// cannot snapshot node:http (its parser binding aborts the build), which
+// envd and connect-node load at their top level.
+//
 //   node main.cjs [envd's options]                            start envd
 //   node main.cjs --write-code-cache FILE                     load the bundle, write its cache to FILE
 //   node main.cjs --write-code-cache FILE [envd's options]    also start envd with those options; write
