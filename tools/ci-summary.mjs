@@ -35,6 +35,9 @@ for (const name of readdirSync(join(root, 'packages')).sort()) {
   const broken = Math.max(r.suitesBroken, r.failed === 0 ? r.suitesFailed : 0, r.interrupted ? 1 : 0);
   failed += broken;
   if (r.failed || broken) problems.push(`${name}: ${r.failed} tests failed, ${broken} suites failed to run`);
+  for (const f of r.failures ?? []) {
+    problems.push(`  ${name}/${f.file}: ${f.test}\n${f.message.replace(/^/gm, '      ')}`);
+  }
 }
 
 const stepsFile = process.argv[2];

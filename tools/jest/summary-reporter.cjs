@@ -3,6 +3,15 @@
 const fs = require('node:fs');
 const path = require('node:path');
 
+/** The first few lines of a failure message, without colour codes. */
+function firstLines(text) {
+  return String(text ?? '')
+    .replace(/\u001b\[[0-9;]*m/g, '')
+    .split('\n')
+    .slice(0, 6)
+    .join('\n');
+}
+
 class SummaryReporter {
   constructor(globalConfig) {
     this.rootDir = globalConfig.rootDir;
@@ -22,6 +31,15 @@ class SummaryReporter {
         file: path.relative(this.rootDir, r.testFilePath),
         ms: Math.round(r.perfStats.end - r.perfStats.start),
       })),
+      // Which tests failed and how, so that the end of a CI log names them
+      // (the output that scrolled past may not be kept).
+      failures: results.testResults.flatMap((r) => {
+        const file = path.relative(this.rootDir, r.testFilePath);
+        if (r.testExecError) return [{ file, test: '(the file did not run)', message: firstLines(r.testExecError.message) }];
+        return r.testResults
+          .filter((t) => t.status === 'failed')
+          .map((t) => ({ file, test: t.fullName, message: firstLines(t.failureMessages.join('\n')) }));
+      }),
     };
     fs.writeFileSync(path.join(this.rootDir, '.jest-results.json'), JSON.stringify(summary, null, 2) + '\n');
   }
