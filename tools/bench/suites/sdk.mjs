@@ -118,7 +118,7 @@ export async function sdkSuite({ quick, log }) {
         rough: pool ? 12 : 9,
         before,
         rows: ([value, bareRuns, spawned]) => [
-          sdkRow(name, 'ms', value, [bareRuns, 'bare `runc run true`, same rootfs', { on: 'value', op: '<=', value: pool ? 25 : 250 }]),
+          sdkRow(name, 'ms', value, [bareRuns, 'bare `runc run true`, same rootfs', { on: 'value', op: '<=', value: pool ? 20 : 200 }]),
           sdkRow(name, 'ms', value, [spawned, "child_process.spawn('true')"]),
         ],
       });
