@@ -1,5 +1,7 @@
 #!/usr/bin/env node
-// Adds up the `.jest-results.json` every package's test run leaves behind and
+// Adds up the `.jest-results.json` every package's test run leaves behind
+// (and the `.jest-results.<tag>.json` of a second run, such as the runtime's
+// on crun) and
 // the CI steps recorded in the file given as argument (`<name> ok|failed`
 // per line; `npm test` itself is covered by the jest counts), then prints one
 // line: `N passed, N failed`. A package with tests but no results file
@@ -26,17 +28,23 @@ for (const name of readdirSync(join(root, 'packages')).sort()) {
     problems.push(`${name}: no test results (the test run did not finish)`);
     continue;
   }
-  const r = JSON.parse(readFileSync(resultFile, 'utf8'));
-  for (const f of r.files ?? []) timings.push({ file: `${name}/${f.file}`, ms: f.ms });
-  passed += r.passed;
-  failed += r.failed;
-  // A suite that failed to load, or an interrupted run, has no failed test
-  // but is a failure.
-  const broken = Math.max(r.suitesBroken, r.failed === 0 ? r.suitesFailed : 0, r.interrupted ? 1 : 0);
-  failed += broken;
-  if (r.failed || broken) problems.push(`${name}: ${r.failed} tests failed, ${broken} suites failed to run`);
-  for (const f of r.failures ?? []) {
-    problems.push(`  ${name}/${f.file}: ${f.test}\n${f.message.replace(/^/gm, '      ')}`);
+  const tagged = readdirSync(join(root, 'packages', name))
+    .map((f) => /^\.jest-results\.([a-z0-9-]+)\.json$/.exec(f)?.[1])
+    .filter((tag) => tag !== undefined)
+    .sort();
+  for (const [label, file] of [[name, resultFile], ...tagged.map((tag) => [`${name} (${tag})`, join(root, 'packages', name, `.jest-results.${tag}.json`)])]) {
+    const r = JSON.parse(readFileSync(file, 'utf8'));
+    for (const f of r.files ?? []) timings.push({ file: `${label}/${f.file}`, ms: f.ms });
+    passed += r.passed;
+    failed += r.failed;
+    // A suite that failed to load, or an interrupted run, has no failed test
+    // but is a failure.
+    const broken = Math.max(r.suitesBroken, r.failed === 0 ? r.suitesFailed : 0, r.interrupted ? 1 : 0);
+    failed += broken;
+    if (r.failed || broken) problems.push(`${label}: ${r.failed} tests failed, ${broken} suites failed to run`);
+    for (const f of r.failures ?? []) {
+      problems.push(`  ${label}/${f.file}: ${f.test}\n${f.message.replace(/^/gm, '      ')}`);
+    }
   }
 }
 

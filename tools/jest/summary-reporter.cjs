@@ -1,5 +1,8 @@
 // Writes `.jest-results.json` in the package's directory after each run, so
 // that CI can print one `N passed, N failed` line for the whole repository.
+// A second run of a package's tests in the same CI (the runtime's on crun)
+// sets PADDOCK_JEST_RESULTS_TAG and writes `.jest-results.<tag>.json`, so
+// that it does not overwrite the first run's results.
 const fs = require('node:fs');
 const path = require('node:path');
 
@@ -41,7 +44,10 @@ class SummaryReporter {
           .map((t) => ({ file, test: t.fullName, message: firstLines(t.failureMessages.join('\n')) }));
       }),
     };
-    fs.writeFileSync(path.join(this.rootDir, '.jest-results.json'), JSON.stringify(summary, null, 2) + '\n');
+    const tag = process.env.PADDOCK_JEST_RESULTS_TAG;
+    if (tag !== undefined && !/^[a-z0-9-]+$/.test(tag)) throw new Error(`PADDOCK_JEST_RESULTS_TAG '${tag}' is not lowercase letters, digits and dashes`);
+    const file = tag ? `.jest-results.${tag}.json` : '.jest-results.json';
+    fs.writeFileSync(path.join(this.rootDir, file), JSON.stringify(summary, null, 2) + '\n');
   }
 }
 

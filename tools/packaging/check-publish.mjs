@@ -21,7 +21,7 @@ const rootRepo = JSON.parse(readFileSync(join(repoRoot, 'package.json'), 'utf8')
 const names = new Set(publicPackages().map((p) => p.name));
 
 /** Never in a tarball: tests, build caches and test output, workspace configuration. */
-const UNWANTED = [/(^|\/)\.tsbuildinfo$/, /^test\//, /(^|\/)__tests__\//, /\.test\.[cm]?[jt]s$/, /^jest\.config\./, /^\.jest-results\.json$/, /^tsconfig.*\.json$/, /^node_modules\//, /^\.turbo\//];
+const UNWANTED = [/(^|\/)\.tsbuildinfo$/, /^test\//, /(^|\/)__tests__\//, /\.test\.[cm]?[jt]s$/, /^jest\.config\./, /^\.jest-results(\.[a-z0-9-]+)?\.json$/, /^tsconfig.*\.json$/, /^node_modules\//, /^\.turbo\//];
 
 /** Every file path an `exports` map (or `main`/`types`/`bin`) names. */
 function namedFiles(manifest) {
