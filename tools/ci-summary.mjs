@@ -28,11 +28,13 @@ for (const name of readdirSync(join(root, 'packages')).sort()) {
     problems.push(`${name}: no test results (the test run did not finish)`);
     continue;
   }
-  const tagged = readdirSync(join(root, 'packages', name))
-    .map((f) => /^\.jest-results\.([a-z0-9-]+)\.json$/.exec(f)?.[1])
-    .filter((tag) => tag !== undefined)
-    .sort();
-  for (const [label, file] of [[name, resultFile], ...tagged.map((tag) => [`${name} (${tag})`, join(root, 'packages', name, `.jest-results.${tag}.json`)])]) {
+  // The main run's results, then any tagged run's, labelled `name (tag)`.
+  const runs = [{ label: name, file: resultFile }];
+  for (const f of readdirSync(join(root, 'packages', name)).sort()) {
+    const tag = /^\.jest-results\.([a-z0-9-]+)\.json$/.exec(f)?.[1];
+    if (tag) runs.push({ label: `${name} (${tag})`, file: join(root, 'packages', name, f) });
+  }
+  for (const { label, file } of runs) {
     const r = JSON.parse(readFileSync(file, 'utf8'));
     for (const f of r.files ?? []) timings.push({ file: `${label}/${f.file}`, ms: f.ms });
     passed += r.passed;
