@@ -1,8 +1,7 @@
 #!/usr/bin/env node
 // Adds up the `.jest-results.json` every package's test run leaves behind
 // (and the `.jest-results.<tag>.json` of a second run, such as the runtime's
-// on crun) and
-// the CI steps recorded in the file given as argument (`<name> ok|failed`
+// on runc) and the CI steps recorded in the file given as argument (`<name> ok|failed`
 // per line; `npm test` itself is covered by the jest counts), then prints one
 // line: `N passed, N failed`. A package with tests but no results file
 // counts as a failure. Exits 1 when anything failed.

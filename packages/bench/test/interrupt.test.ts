@@ -39,22 +39,22 @@ function mountsUnder(dirs: string[]): string[] {
     .filter((mp) => dirs.some((d) => mp === d || mp.startsWith(d + '/')));
 }
 
-/** The first process of each runc container whose state is kept below one of `dirs` (the server's and the runtime's layouts). */
+/** The first process of each container (runc's or crun's) whose state is kept below one of `dirs` (the server's and the runtime's layouts). */
 function containerPids(dirs: string[]): number[] {
-  const roots = dirs.flatMap((d) => [join(d, 'runtime', 'runc'), join(d, 'runc')]).filter((r) => existsSync(r));
-  return roots.flatMap((r) => (JSON.parse(runcList(r) || 'null') ?? []).map((c: { pid: number }) => c.pid));
+  const roots = dirs.flatMap((d) => ['runc', 'crun'].flatMap((name) => [join(d, 'runtime', name), join(d, name)].map((root) => ({ name, root }))));
+  return roots.filter(({ root }) => existsSync(root)).flatMap(({ name, root }) => (JSON.parse(ociList(name, root) || 'null') ?? []).map((c: { pid: number }) => c.pid));
 }
 
 /**
- * `runc list` of `root`, asked again when a container went while runc
- * listed (runc 1.1 fails the whole list then, as the runtime's Runc.list
- * says). Its notes about containers still being made stay out of the test's
- * output.
+ * `runc list` (or crun's) of `root`, asked again when a container went
+ * while it listed (runc 1.1 fails the whole list then, as the runtime's
+ * Runc.list says). Its notes about containers still being made stay out of
+ * the test's output.
  */
-function runcList(root: string): string {
+function ociList(name: string, root: string): string {
   for (let attempt = 1; ; attempt++) {
     try {
-      return execFileSync('runc', ['--root', root, 'list', '--format', 'json'], { stdio: ['ignore', 'pipe', 'pipe'] }).toString();
+      return execFileSync(name, ['--root', root, 'list', '--format', 'json'], { stdio: ['ignore', 'pipe', 'pipe'] }).toString();
     } catch (err) {
       if (attempt === 5 || !/no such file or directory/.test(String((err as { stderr?: Buffer }).stderr))) throw err;
     }

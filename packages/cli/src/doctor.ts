@@ -2,7 +2,7 @@
 // that fixes it.
 import { execFileSync } from 'node:child_process';
 import { accessSync, constants, existsSync, mkdirSync, readFileSync, statfsSync } from 'node:fs';
-import { hostUpstreams } from '@paddock/runtime';
+import { hostUpstreams, OCI_RUNTIMES, ociRuntimeInUse, type OciRuntimeName } from '@paddock/runtime';
 import { lookup } from 'node:dns/promises';
 import { createServer } from 'node:net';
 import { delimiter, dirname, join } from 'node:path';
@@ -14,6 +14,8 @@ export interface Check {
   detail: string;
   /** How to fix it, when it failed. */
   fix?: string;
+  /** The Debian package that fixes it, which `paddock start` installs itself when it may. */
+  package?: string;
   /** A failure that does not stop `paddock start`. */
   warning?: boolean;
 }
@@ -30,6 +32,8 @@ export interface DoctorOptions {
   network?: NetworkSettings;
   /** The domain of sandbox hosts, `{port}-{id}.<domain>` (its port, if any, is left out of the name). */
   sandboxDomain?: string;
+  /** The OCI runtime the server is set to (PADDOCK_OCI_RUNTIME); unset: the runtime's own choice. */
+  ociRuntime?: string;
 }
 
 export interface NetworkSettings {
@@ -69,14 +73,40 @@ function osRelease(): Record<string, string> {
   }
 }
 
-/** Whether apt-get can install runc here (Debian, Ubuntu and derivatives). */
+/** Whether apt-get can install what Paddock needs here (Debian, Ubuntu and derivatives). */
 export function isDebianLike(): boolean {
   const os = osRelease();
   return /debian|ubuntu/i.test(`${os.ID ?? ''} ${os.ID_LIKE ?? ''}`) && which('apt-get') !== undefined;
 }
 
-export function runcFix(): string {
-  return isDebianLike() ? 'apt-get install -y runc' : 'install runc from your distribution (e.g. `dnf install runc`) or from https://github.com/opencontainers/runc/releases';
+function ociRuntimeFix(name: OciRuntimeName): string {
+  return isDebianLike() ? `apt-get install -y ${name}` : `install ${name} from your distribution (e.g. \`dnf install ${name}\`)`;
+}
+
+/**
+ * The OCI runtime the server will run containers with: the one it is set
+ * to, else the one whose containers the home holds, else crun where it is
+ * installed; neither installed, crun is what to install.
+ */
+function ociRuntimeCheck(opts: DoctorOptions): Check {
+  const set = opts.ociRuntime;
+  if (set !== undefined && !(OCI_RUNTIMES as readonly string[]).includes(set)) {
+    return { name: 'oci runtime', ok: false, detail: `the OCI runtime is set to '${set}', not one of ${OCI_RUNTIMES.join(', ')}`, fix: 'set PADDOCK_OCI_RUNTIME (or ociRuntime in the configuration file) to crun or runc' };
+  }
+  const inUse = ociRuntimeInUse(join(opts.home, 'runtime'));
+  const name = (set as OciRuntimeName | undefined) ?? inUse ?? (which('runc') && !which('crun') ? 'runc' : 'crun');
+  const program = which(name);
+  let version = '';
+  if (program) {
+    try {
+      version = execFileSync(program, ['--version'], { encoding: 'utf8' }).split('\n')[0] ?? '';
+    } catch {
+      version = '';
+    }
+  }
+  if (program && version) return { name: 'oci runtime', ok: true, detail: `${version} (${program})` };
+  const why = set ? ' (set by PADDOCK_OCI_RUNTIME or the configuration file)' : inUse ? ` (the home's sandboxes run on it)` : '';
+  return { name: 'oci runtime', ok: false, detail: program ? `${program} does not run` : `${name} is not on PATH${why}`, fix: ociRuntimeFix(name), package: name };
 }
 
 function portFree(host: string, port: number): Promise<boolean> {
@@ -125,22 +155,13 @@ export async function runDoctor(opts: DoctorOptions): Promise<Check[]> {
   const admin = hasCapability(21); // CAP_SYS_ADMIN: mounts, namespaces
   checks.push(root && admin ? { name: 'root', ok: true, detail: 'running as root with CAP_SYS_ADMIN' } : { name: 'root', ok: false, detail: root ? 'root without CAP_SYS_ADMIN' : `running as uid ${process.getuid?.()}`, fix: 'sudo paddock start (containers need root: mounts, namespaces, cgroups)' });
 
-  const runc = which('runc');
-  let runcVersion = '';
-  if (runc) {
-    try {
-      runcVersion = execFileSync(runc, ['--version'], { encoding: 'utf8' }).split('\n')[0] ?? '';
-    } catch {
-      runcVersion = '';
-    }
-  }
-  checks.push(runc && runcVersion ? { name: 'runc', ok: true, detail: `${runcVersion} (${runc})` } : { name: 'runc', ok: false, detail: runc ? `${runc} does not run` : 'runc is not on PATH', fix: runcFix() });
+  checks.push(ociRuntimeCheck(opts));
 
   for (const tool of ['mount', 'umount', 'mknod', 'cp']) {
     if (!which(tool)) checks.push({ name: tool, ok: false, detail: `${tool} is not on PATH`, fix: tool === 'cp' || tool === 'mknod' ? 'apt-get install -y coreutils' : 'apt-get install -y mount' });
   }
   // The base template is a Debian root filesystem made here on first start.
-  if (!which('mmdebstrap')) checks.push({ name: 'mmdebstrap', ok: false, detail: 'mmdebstrap is not on PATH (it makes the base template on first start)', fix: 'apt-get install -y mmdebstrap (or start with --base-image REF from a registry you can reach)' });
+  if (!which('mmdebstrap')) checks.push({ name: 'mmdebstrap', ok: false, detail: 'mmdebstrap is not on PATH (it makes the base template on first start)', fix: 'apt-get install -y mmdebstrap (or start with --base-image REF from a registry you can reach)', package: 'mmdebstrap' });
   // Sandbox root is an unprivileged id outside: every sandbox has a user namespace.
   const userns = Number(readIfExists('/proc/sys/user/max_user_namespaces') ?? '0');
   checks.push(
@@ -208,9 +229,9 @@ export function networkChecks(n: NetworkSettings): Check[] {
   if (!n.enabled) return [{ name: 'network', ok: true, detail: 'off: sandboxes have loopback only (PADDOCK_NETWORK=off)' }];
   const checks: Check[] = [];
   const nft = which('nft') && run('nft', ['--version']);
-  checks.push(nft ? { name: 'nftables', ok: true, detail: nft.trim() } : { name: 'nftables', ok: false, detail: 'nft is not on PATH (sandbox egress rules are nftables)', fix: 'apt-get install -y nftables (or --no-network: sandboxes get loopback only)' });
+  checks.push(nft ? { name: 'nftables', ok: true, detail: nft.trim() } : { name: 'nftables', ok: false, detail: 'nft is not on PATH (sandbox egress rules are nftables)', fix: 'apt-get install -y nftables (or --no-network: sandboxes get loopback only)', package: 'nftables' });
   const ip = which('ip') && which('ss') && run('ip', ['-V']);
-  checks.push(ip ? { name: 'iproute2', ok: true, detail: ip.trim() } : { name: 'iproute2', ok: false, detail: 'ip or ss is not on PATH', fix: 'apt-get install -y iproute2' });
+  checks.push(ip ? { name: 'iproute2', ok: true, detail: ip.trim() } : { name: 'iproute2', ok: false, detail: 'ip or ss is not on PATH', fix: 'apt-get install -y iproute2', package: 'iproute2' });
   if (!which('nsenter')) checks.push({ name: 'nsenter', ok: false, detail: 'nsenter is not on PATH', fix: 'apt-get install -y util-linux' });
   if (ip && process.getuid?.() === 0) {
     const probe = `pdkv${process.pid % 100000}`;
@@ -251,11 +272,10 @@ export async function sandboxHostCheck(domain: string): Promise<Check> {
     return { name: 'sandbox hosts', ok: true, detail: `${name} resolves to ${address} (the names getHost() gives)` };
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code ?? (err as Error).message;
-    const fix =
-      host === 'localhost' || host.endsWith('.localhost')
-        ? 'apt-get install -y libnss-myhostname (it adds myhostname to /etc/nsswitch.conf), or --domain with a wildcard DNS name'
-        : `make *.${host} resolve to this host (a wildcard DNS record), or --domain with one that does`;
-    return { name: 'sandbox hosts', ok: false, warning: true, detail: `${name} does not resolve (${code}): getHost() names do not reach the sandbox proxy from Node programs here`, fix };
+    const detail = `${name} does not resolve (${code}): getHost() names do not reach the sandbox proxy from Node programs here`;
+    return host === 'localhost' || host.endsWith('.localhost')
+      ? { name: 'sandbox hosts', ok: false, warning: true, detail, fix: 'apt-get install -y libnss-myhostname (it adds myhostname to /etc/nsswitch.conf), or --domain with a wildcard DNS name', package: 'libnss-myhostname' }
+      : { name: 'sandbox hosts', ok: false, warning: true, detail, fix: `make *.${host} resolve to this host (a wildcard DNS record), or --domain with one that does` };
   }
 }
 

@@ -72,6 +72,7 @@ function program(): Command {
       proxyPort: c.proxyPort,
       network: { enabled: c.network, uplink: c.uplink, dns: c.dns, allowedPrivate: c.allowedPrivate, subnet: c.sandboxSubnet },
       sandboxDomain: c.domain,
+      ...(c.ociRuntime ? { ociRuntime: c.ociRuntime } : {}),
       configFile: c.configFile,
     };
   };

@@ -1,5 +1,5 @@
 // The real `paddock` command against a real service it started itself.
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -349,24 +349,42 @@ test('service install writes a unit systemd accepts, running start with the data
   }
 });
 
-test('doctor reports a missing runc with the command that fixes it', () => {
-  // A PATH with the tools Paddock needs, but no runc.
+test('doctor reports a missing OCI runtime with the command that fixes it', () => {
+  // A PATH with the tools Paddock needs, but neither crun nor runc.
   const bin = join(home, 'fake-bin');
   mkdirSync(bin, { recursive: true });
   for (const tool of ['mount', 'umount', 'mknod', 'cp', 'mkfs.ext4', 'mmdebstrap', 'apt-get', 'nft', 'ip', 'ss', 'nsenter']) {
     const real = ['/usr/bin', '/bin', '/usr/sbin', '/sbin'].map((d) => join(d, tool)).find((p) => existsSync(p));
     if (real && !existsSync(join(bin, tool))) symlinkSync(real, join(bin, tool));
   }
-  const res = paddock(['doctor', '--json', '--api-port', '0', '--proxy-port', '0'], { PATH: bin });
+  type Report = { ok: boolean; checks: Array<{ name: string; ok: boolean; detail: string; fix?: string; package?: string }> };
+  // A new home: the service's has sandboxes, which keep it on the runtime they run on.
+  const fresh = mkdtempSync(join(tmpdir(), 'paddock-cli-doctor-'));
+  const res = paddock(['doctor', '--json', '--api-port', '0', '--proxy-port', '0'], { PATH: bin, PADDOCK_HOME: fresh });
   expect(res.code).toBe(3);
-  const report = JSON.parse(res.stdout) as { ok: boolean; checks: Array<{ name: string; ok: boolean; detail: string; fix?: string }> };
+  const report = JSON.parse(res.stdout) as Report;
   expect(report.ok).toBe(false);
-  const runc = report.checks.find((c) => c.name === 'runc');
-  expect(runc).toMatchObject({ ok: false, detail: 'runc is not on PATH', fix: 'apt-get install -y runc' });
-  expect(report.checks.filter((c) => !c.ok).map((c) => c.name)).toEqual(['runc']);
-  const human = paddock(['doctor', '--api-port', '0', '--proxy-port', '0'], { PATH: bin });
-  expect(human.stdout).toMatch(/runc\s+FAIL\s+runc is not on PATH\s+apt-get install -y runc/);
-  expect(human.stderr).toContain('1 check failed: runc');
+  // Neither installed: crun is the one to install.
+  expect(report.checks.find((c) => c.name === 'oci runtime')).toMatchObject({ ok: false, detail: 'crun is not on PATH', fix: 'apt-get install -y crun', package: 'crun' });
+  expect(report.checks.filter((c) => !c.ok).map((c) => c.name)).toEqual(['oci runtime']);
+  const human = paddock(['doctor', '--api-port', '0', '--proxy-port', '0'], { PATH: bin, PADDOCK_HOME: fresh });
+  expect(human.stdout).toMatch(/oci runtime\s+FAIL\s+crun is not on PATH\s+apt-get install -y crun/);
+  expect(human.stderr).toContain('1 check failed: oci runtime');
+
+  // Only runc installed: a new home's server runs on it, and doctor checks it.
+  symlinkSync(execFileSync('sh', ['-c', 'command -v runc'], { encoding: 'utf8' }).trim(), join(bin, 'runc'));
+  const onRunc = JSON.parse(paddock(['doctor', '--json', '--api-port', '0', '--proxy-port', '0'], { PATH: bin, PADDOCK_HOME: fresh }).stdout) as Report;
+  expect(onRunc.checks.find((c) => c.name === 'oci runtime')).toMatchObject({ ok: true, detail: expect.stringMatching(/^runc version .*\/runc\)$/) });
+  // A home whose containers crun runs (its state directory has one) stays on crun.
+  mkdirSync(join(fresh, 'runtime', 'crun', 'some-sandbox'), { recursive: true });
+  const held = JSON.parse(paddock(['doctor', '--json', '--api-port', '0', '--proxy-port', '0'], { PATH: bin, PADDOCK_HOME: fresh }).stdout) as Report;
+  expect(held.checks.find((c) => c.name === 'oci runtime')).toMatchObject({ ok: false, detail: "crun is not on PATH (the home's sandboxes run on it)", package: 'crun' });
+  rmSync(fresh, { recursive: true, force: true });
+  // Set to crun, which is not there: named, with where the setting came from.
+  const setCrun = JSON.parse(paddock(['doctor', '--json', '--api-port', '0', '--proxy-port', '0'], { PATH: bin, PADDOCK_OCI_RUNTIME: 'crun' }).stdout) as Report;
+  expect(setCrun.checks.find((c) => c.name === 'oci runtime')).toMatchObject({ ok: false, detail: 'crun is not on PATH (set by PADDOCK_OCI_RUNTIME or the configuration file)', package: 'crun' });
+  const unknown = JSON.parse(paddock(['doctor', '--json', '--api-port', '0', '--proxy-port', '0'], { PADDOCK_OCI_RUNTIME: 'youki' }).stdout) as Report;
+  expect(unknown.checks.find((c) => c.name === 'oci runtime')).toMatchObject({ ok: false, detail: "the OCI runtime is set to 'youki', not one of runc, crun" });
   expect(paddock(['doctor', '--json', '--api-port', '0', '--proxy-port', '0']).code).toBe(0);
 });
 

@@ -4,7 +4,7 @@ import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { RuncRuntime } from '@paddock/runtime';
+import { OCI_RUNTIMES, RuncRuntime } from '@paddock/runtime';
 
 const main = join(import.meta.dirname, '../dist/main.js');
 const home = mkdtempSync(join(tmpdir(), 'paddock-uninstall-'));
@@ -36,11 +36,13 @@ function isRunning(pid: number): boolean {
   }
 }
 
-/** The pid of each container's first process, from runc itself. */
+/** The pid of each container's first process, from the OCI runtime (runc or crun) whose state the home has. */
 function containerPids(): Map<string, number> {
-  const res = spawnSync('runc', ['--root', join(home, 'runtime', 'runc'), 'list', '--format', 'json'], { encoding: 'utf8' });
-  if (res.status !== 0) throw new Error(`runc list: ${res.stderr}`);
-  const list = (JSON.parse(res.stdout || '[]') ?? []) as Array<{ id: string; pid: number }>;
+  const list = OCI_RUNTIMES.filter((name) => existsSync(join(home, 'runtime', name))).flatMap((name) => {
+    const res = spawnSync(name, ['--root', join(home, 'runtime', name), 'list', '--format', 'json'], { encoding: 'utf8' });
+    if (res.status !== 0) throw new Error(`${name} list: ${res.stderr}`);
+    return (JSON.parse(res.stdout || '[]') ?? []) as Array<{ id: string; pid: number }>;
+  });
   return new Map(list.map((c) => [c.id, c.pid]));
 }
 

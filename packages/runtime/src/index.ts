@@ -1,5 +1,5 @@
 export * from './runtime.js';
-export { RuncRuntime, ociRuntimeInUse, type RuncRuntimeOptions } from './runc-runtime.js';
+export { RuncRuntime, defaultOciRuntime, ociRuntimeInUse, type RuncRuntimeOptions } from './runc-runtime.js';
 export { OCI_RUNTIMES, type OciRuntimeName } from './runc.js';
 export { type RuntimeLog } from './log.js';
 export { BASE_TEMPLATE_ID, DEFAULT_LIMITS, type TemplateImage } from './templates.js';

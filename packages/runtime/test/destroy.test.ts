@@ -18,7 +18,7 @@ beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'paddock-destroy-'));
   calls = join(dir, 'calls');
   // The OCI runtime under test (runc or crun: the same command line).
-  const realRunc = execFileSync('sh', ['-c', `command -v ${ociRuntimeUnderTest().ociRuntime ?? 'runc'}`], { encoding: 'utf8' }).trim();
+  const realRunc = execFileSync('sh', ['-c', `command -v ${ociRuntimeUnderTest().ociRuntime}`], { encoding: 'utf8' }).trim();
   const binary = join(dir, 'runc');
   // With the file `fail-delete` beside it, every `runc delete` fails.
   failDelete = join(dir, 'fail-delete');
@@ -95,11 +95,11 @@ test('what a runc killed mid-create leaves in its state directory (a bind mount 
   // makes none, but a crun killed mid-create leaves its state directory
   // too: the same directory of the OCI runtime under test goes the same way.)
   await t.runtime.stop(id);
-  const state = join(t.dataDir, ociRuntimeUnderTest().ociRuntime ?? 'runc', id);
+  const state = join(t.dataDir, ociRuntimeUnderTest().ociRuntime, id);
   mkdirSync(state);
   writeFileSync(join(state, 'runc.Xq3e9a'), '');
   execFileSync('mount', ['--bind', '-o', 'ro', execFileSync('sh', ['-c', 'command -v runc'], { encoding: 'utf8' }).trim(), join(state, 'runc.Xq3e9a')]);
-  expect(await t.runtime.leftovers()).toEqual(expect.arrayContaining([`mount ${join(state, 'runc.Xq3e9a')}`, `runc state directory ${id}`]));
+  expect(await t.runtime.leftovers()).toEqual(expect.arrayContaining([`mount ${join(state, 'runc.Xq3e9a')}`, `${ociRuntimeUnderTest().ociRuntime} state directory ${id}`]));
   await t.runtime.destroy(id);
   expect((await t.runtime.leftovers()).filter((l) => l.includes(id))).toEqual([]);
   expect(existsSync(state)).toBe(false);

@@ -9,7 +9,7 @@ import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Filesystem, Process } from '@paddock/models';
-import { OCI_RUNTIMES, RuncRuntime, type OciRuntimeName, type RuncRuntimeOptions } from '../src/index.js';
+import { defaultOciRuntime, OCI_RUNTIMES, RuncRuntime, type OciRuntimeName, type RuncRuntimeOptions } from '../src/index.js';
 
 export const TOKEN = 'runtime-test-token';
 
@@ -22,26 +22,27 @@ export const TEST_CACHE = process.env.PADDOCK_TEST_CACHE ?? '/var/tmp/paddock-te
 export const sharedImages = { layersDir: process.env.PADDOCK_IMAGES_DIR ?? join(TEST_CACHE, 'layers'), cacheDir: process.env.PADDOCK_CACHE_DIR ?? TEST_CACHE, ...ociRuntimeUnderTest() };
 
 /**
- * The OCI runtime the tests run containers with: runc, or what
- * PADDOCK_TEST_OCI_RUNTIME names (CI runs the runtime's suites once more
- * with crun). It goes with `sharedImages` into every test's runtime.
- */
-/**
  * Runs the OCI runtime under test with `args` on a test runtime's state
  * (`--root` given here), as the runtime runs it: crun through the
  * legacy-cgroups launcher. Its standard output.
  */
 export function ociCall(dataDir: string, args: string[]): string {
-  const name = ociRuntimeUnderTest().ociRuntime ?? 'runc';
+  const name = ociRuntimeUnderTest().ociRuntime;
   const argv = ['--root', join(dataDir, name), ...args];
   if (name === 'runc') return execFileSync('runc', argv, { encoding: 'utf8' });
   const crun = execFileSync('sh', ['-c', 'command -v crun'], { encoding: 'utf8' }).trim();
   return execFileSync(join(import.meta.dirname, '../build/Release/paddock-legacy-cgroups'), [crun, ...argv], { encoding: 'utf8' });
 }
 
-export function ociRuntimeUnderTest(): { ociRuntime?: OciRuntimeName } {
+/**
+ * The OCI runtime the tests run containers with: the runtime's default
+ * (crun where installed), or what PADDOCK_TEST_OCI_RUNTIME names (CI runs
+ * the runtime's suites once more with runc). It goes with `sharedImages`
+ * into every test's runtime.
+ */
+export function ociRuntimeUnderTest(): { ociRuntime: OciRuntimeName } {
   const name = process.env.PADDOCK_TEST_OCI_RUNTIME;
-  if (!name) return {};
+  if (!name) return { ociRuntime: defaultOciRuntime() };
   if (!(OCI_RUNTIMES as readonly string[]).includes(name)) throw new Error(`PADDOCK_TEST_OCI_RUNTIME is '${name}', not one of ${OCI_RUNTIMES.join(', ')}`);
   return { ociRuntime: name as OciRuntimeName };
 }

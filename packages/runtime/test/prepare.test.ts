@@ -4,7 +4,7 @@ import { execFileSync } from 'node:child_process';
 import { chmodSync, mkdtempSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { ociRuntimeInUse, RuncRuntime } from '../src/index.js';
+import { defaultOciRuntime, ociRuntimeInUse, RuncRuntime } from '../src/index.js';
 import { sharedImages } from './harness.js';
 import { mountPoints } from '../src/mounts.js';
 
@@ -64,6 +64,10 @@ test("a data directory whose sandboxes one OCI runtime runs is refused by the ot
   await onRunc.prepare();
   const s = await onRunc.create({ templateId: 'base' });
   expect(ociRuntimeInUse(dataDir)).toBe('runc');
+  // Named by no one, the runtime is the one the data directory's containers run on.
+  const unnamed = new RuncRuntime({ ...sharedImages, dataDir, warmPoolSize: 0, spareDisks: 0, network: false, ociRuntime: undefined });
+  expect(unnamed.ociRuntime).toBe('runc');
+  expect((await unnamed.leftovers()).filter((l) => l.includes(s.id))).toContain(`runc container ${s.id}`);
 
   const onCrun = new RuncRuntime({ ...opts, ociRuntime: 'crun' });
   const refused = onCrun.prepare();
@@ -82,6 +86,9 @@ test("a data directory whose sandboxes one OCI runtime runs is refused by the ot
   expect(ociRuntimeInUse(dataDir)).toBe('crun');
   await onCrun.removeEverything();
   expect(await onCrun.leftovers()).toEqual([]);
+  // With no container left, a data directory is the default's again: crun where it is installed.
+  expect(new RuncRuntime({ ...sharedImages, dataDir, ociRuntime: undefined }).ociRuntime).toBe(defaultOciRuntime());
+  expect(defaultOciRuntime()).toBe(execFileSync('sh', ['-c', 'command -v crun || true'], { encoding: 'utf8' }).trim() ? 'crun' : 'runc');
 });
 
 test('an OCI runtime other than runc and crun is refused by name', () => {

@@ -35,7 +35,7 @@ export interface ServerConfig {
   baseImage: string | undefined;
   /** Registries (`host:port`) reached over plain HTTP besides those on loopback. */
   insecureRegistries: string[];
-  /** The OCI runtime that runs the sandboxes' containers: runc (unset) or crun. */
+  /** The OCI runtime that runs the sandboxes' containers: crun or runc; unset, the runtime chooses (crun where installed). */
   ociRuntime: string | undefined;
   /** The image store (unpacked layers); default `<home>/runtime/layers`. */
   imagesDir: string | undefined;
@@ -172,7 +172,7 @@ export const CONFIG_KEYS: ConfigKey[] = [
   { key: 'retentionMs', env: 'PADDOCK_RETENTION_MS', kind: 'number', fallback: () => 24 * hours * 1000, doc: 'how long samples, logs and killed sandboxes are kept, ms' },
   { key: 'baseImage', env: 'PADDOCK_BASE_IMAGE', flag: '--base-image', kind: 'string', fallback: () => undefined, doc: 'make the base template from this image instead of Debian built with mmdebstrap' },
   { key: 'insecureRegistries', env: 'PADDOCK_INSECURE_REGISTRIES', flag: '--insecure-registry', kind: 'list', fallback: () => [], doc: 'registries (`host:port`) reached over plain HTTP besides those on loopback' },
-  { key: 'ociRuntime', env: 'PADDOCK_OCI_RUNTIME', kind: 'string', fallback: () => undefined, doc: "the OCI runtime that runs the sandboxes' containers: `runc` (default) or `crun` (starts a container in about a third of runc's CPU time)" },
+  { key: 'ociRuntime', env: 'PADDOCK_OCI_RUNTIME', kind: 'string', fallback: () => undefined, doc: "the OCI runtime that runs the sandboxes' containers: `crun` (the default where installed; starts a container in about a third of runc's CPU time) or `runc`. Unset, a home whose sandboxes run keeps the one they run on" },
   { key: 'imagesDir', env: 'PADDOCK_IMAGES_DIR', kind: 'path', fallback: () => undefined, doc: 'the image store (unpacked layers); default `{home}/runtime/layers`' },
   { key: 'cacheDir', env: 'PADDOCK_CACHE_DIR', kind: 'path', fallback: () => undefined, doc: 'where the built base root filesystem is kept; default `{home}/runtime/cache`' },
   // A head is a few hundred bytes; a request body of the API a few kilobytes.

@@ -3,7 +3,7 @@
 // and Paddock's own files in the data directory. `rm -rf ~/.paddock` is not
 // enough: containers would keep running, and the runtime's mounts and
 // cgroups would stay behind on the host.
-import { ociRuntimeInUse, RuncRuntime } from '@paddock/runtime';
+import { RuncRuntime } from '@paddock/runtime';
 import { existsSync, readdirSync, rmdirSync, rmSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { lockHome } from './home-lock.js';
@@ -28,8 +28,8 @@ export interface Installation {
 
 function runtimeOf(home: string): RuncRuntime {
   const dataDir = join(home, 'runtime');
-  // The OCI runtime the server ran its containers with, whatever it is set to now.
-  return new RuncRuntime({ dataDir, warmPoolSize: 0, spareDisks: 0, ociRuntime: ociRuntimeInUse(dataDir) ?? 'runc' });
+  // No OCI runtime named: the one the server ran its containers with, whatever it is set to now.
+  return new RuncRuntime({ dataDir, warmPoolSize: 0, spareDisks: 0 });
 }
 
 /** Runs `fn` holding `home`'s lock; undefined when `home` does not exist. */

@@ -1,7 +1,8 @@
-// The runtime's own create, cold and from its warm pool, next to a bare
+// The runtime's own create, cold and from its warm pool, on its default OCI
+// runtime (crun where installed) and cold on the other, next to a bare
 // `runc run true` on the same root filesystem (`--layers`); and what an idle
 // sandbox costs the host (`memory`, run by default).
-import { RuncRuntime } from '@paddock/runtime';
+import { defaultOciRuntime, RuncRuntime } from '@paddock/runtime';
 import { execFileSync } from 'node:child_process';
 import { accessSync, constants, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -99,9 +100,10 @@ export async function runtimeSuite({ quick, log }) {
       await closing.run();
     }
   });
-  // The same cold create with crun running the containers (the runtime's
-  // ociRuntime option), where crun is installed.
-  if (onPath('crun')) {
+  // The same cold create with the other OCI runtime running the containers
+  // (the runtime's ociRuntime option), where it is installed.
+  const other = defaultOciRuntime() === 'crun' ? 'runc' : 'crun';
+  if (onPath(other)) {
     await withRuntime(
       0,
       async (runtime, dataDir) => {
@@ -111,7 +113,7 @@ export async function runtimeSuite({ quick, log }) {
           closing.add(base.close);
           const bare = openBareRunc(base, dataDir);
           closing.add(bare.close);
-          log('runtime: create to envd ready, cold, on crun');
+          log(`runtime: create to envd ready, cold, on ${other}`);
           const createOnce = async () => {
             const t = performance.now();
             const s = await create(runtime, { cold: true });
@@ -121,12 +123,12 @@ export async function runtimeSuite({ quick, log }) {
             return { ms };
           };
           const [value, baseline] = await pair([createOnce, bare.run], { warmup: 2, iterations: quick ? 5 : 30 });
-          rows.push(row({ suite: 'runtime', name: 'create to envd ready, cold, on crun', unit: 'ms', value, baseline, baselineName: 'bare `runc run true`, same rootfs' }));
+          rows.push(row({ suite: 'runtime', name: `create to envd ready, cold, on ${other}`, unit: 'ms', value, baseline, baselineName: 'bare `runc run true`, same rootfs' }));
         } finally {
           await closing.run();
         }
       },
-      { ociRuntime: 'crun' },
+      { ociRuntime: other },
     );
   }
   return rows;

@@ -27,27 +27,24 @@ function log(msg: string, json: boolean | undefined): void {
   (json ? process.stderr : process.stdout).write(msg + '\n');
 }
 
-/** Debian packages `paddock start` installs itself when they are all that is missing and it may. */
-const INSTALLABLE: Record<string, string> = { runc: 'runc', mmdebstrap: 'mmdebstrap', nftables: 'nftables', iproute2: 'iproute2', 'sandbox hosts': 'libnss-myhostname' };
-
 /**
- * Installs what INSTALLABLE names and the checks found missing, with
- * apt-get. What only a warning asks for (resolving `*.localhost`) does not
+ * Installs, with apt-get, the Debian packages of the checks that failed and
+ * name one. What only a warning asks for (resolving `*.localhost`) does not
  * stop the start when it cannot be installed.
  */
 function installMissing(checks: Check[], json?: boolean): boolean {
-  const wanted = checks.filter((c) => !c.ok && INSTALLABLE[c.name] && (c.name !== 'sandbox hosts' || c.fix?.includes('libnss-myhostname')));
+  const wanted = checks.filter((c): c is Check & { package: string } => !c.ok && c.package !== undefined);
   if (wanted.length === 0 || process.getuid?.() !== 0 || !isDebianLike()) return false;
-  const required = wanted.filter((c) => !c.warning);
-  if (required.length === 0) {
+  const packages = wanted.map((c) => c.package);
+  if (wanted.every((c) => c.warning)) {
     try {
-      install(wanted.map((c) => INSTALLABLE[c.name]!), json);
+      install(packages, json);
     } catch (err) {
-      log(`${style.yellow('warning')}: could not install ${wanted.map((c) => INSTALLABLE[c.name]).join(', ')}: ${(err as Error).message}`, json);
+      log(`${style.yellow('warning')}: could not install ${packages.join(', ')}: ${(err as Error).message}`, json);
     }
     return true;
   }
-  install(wanted.map((c) => INSTALLABLE[c.name]!), json);
+  install(packages, json);
   return true;
 }
 
