@@ -91,7 +91,7 @@ function ociRuntimeFix(name: OciRuntimeName): string {
 function ociRuntimeCheck(opts: DoctorOptions): Check {
   const set = opts.ociRuntime;
   if (set !== undefined && !(OCI_RUNTIMES as readonly string[]).includes(set)) {
-    return { name: 'oci runtime', ok: false, detail: `the OCI runtime is set to '${set}', not one of ${OCI_RUNTIMES.join(', ')}`, fix: 'set PADDOCK_OCI_RUNTIME (or ociRuntime in the configuration file) to crun or runc' };
+    return { name: 'oci runtime', ok: false, detail: `the OCI runtime is set to '${set}', not one of ${OCI_RUNTIMES.join(', ')}`, fix: 'set PADDOCK_OCI_RUNTIME (or oci-runtime in the configuration file) to crun or runc' };
   }
   const inUse = ociRuntimeInUse(join(opts.home, 'runtime'));
   const name = (set as OciRuntimeName | undefined) ?? inUse ?? (which('runc') && !which('crun') ? 'runc' : 'crun');
