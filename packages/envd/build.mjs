@@ -13,7 +13,8 @@
 //                                 CommonJS, run by the same node (envdToolCommand)
 //   sandbox/envd/envd_native.node                 envd's native addon
 //   sandbox/envd/build/Release/pty.node           node-pty's, where its loader looks beside the bundle
-//   sandbox.json                  the loader's name, for envdCommand (src/index.ts)
+//   sandbox.json                  the loader's name, for envdCommand (src/index.ts), and the
+//                                 version of the node in bin/
 //
 // Files are copied, not linked, so that nothing in the directory points
 // outside it. node and the libraries are copied again only when their
@@ -136,7 +137,7 @@ for (const [dir, files] of Object.entries(wanted)) {
     if (!files.has(name)) rmSync(join(sandbox, dir, name), { recursive: true, force: true });
   }
 }
-writeFileSync(join(dist, 'sandbox.json'), JSON.stringify({ loader: basename(loader) }, null, 2) + '\n');
+writeFileSync(join(dist, 'sandbox.json'), JSON.stringify({ loader: basename(loader), node: process.version }, null, 2) + '\n');
 
 // Last, once the directory is complete: the cache is made by the
 // sandbox's own node through its own loader, with the options envd always

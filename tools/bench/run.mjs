@@ -93,7 +93,7 @@ export function markdown(s) {
     '',
     '## Latest run',
     '',
-    `\`${s.command}\`, ${s.date.slice(0, 10)}, on ${m.cpus} × ${m.cpuModel}, ${m.memoryGiB} GiB, Node ${m.node}, Linux ${m.kernel}.` +
+    `\`${s.command}\`, ${s.date.slice(0, 10)}, on ${m.cpus} × ${m.cpuModel}, ${m.memoryGiB} GiB, Node ${m.node}${m.envdNode && m.envdNode !== m.node ? ` (envd on Node ${m.envdNode})` : ''}, Linux ${m.kernel}.` +
       (m.pageFaultUs !== undefined ? ` There, a first touch of a 4 KiB page took ${fmt(m.pageFaultUs)} µs and a spawn of /bin/true ${fmt(m.spawnMs)} ms.` : '') +
       (moved.length ? ` ${held} of ${moved.length} rows held within ±${HOLD_PCT}% of the previous run.` : ''),
     '',
@@ -120,6 +120,15 @@ const jsonLines = (s) => JSON.stringify({ ...s, rows: [] }, null, 2).replace('"r
  * both (a hypervisor that makes page faults dear slows every fork, exec
  * and process start), so the page says which kind of machine a run had.
  */
+/** The version of the node envd's sandbox directory runs (its build records it), if known. */
+function envdNode() {
+  try {
+    return JSON.parse(readFileSync(path('packages/envd/dist/sandbox.json'), 'utf8')).node;
+  } catch {
+    return undefined;
+  }
+}
+
 function machineCosts() {
   const median = (f, n) => Array.from({ length: n }, f).sort((a, b) => a - b)[n >> 1];
   const pageFaultUs = median(() => {
@@ -193,6 +202,8 @@ async function main() {
     process.exit(exitCodeOf(stoppedBy));
   };
   const date = new Date().toISOString();
+  // envd's node is the one its build copied: a build left by another node (turbo replays a cached one) measures that node.
+  if (envdNode() !== process.version) process.stderr.write(`[bench] warning: envd's build runs Node ${envdNode() ?? '(unknown)'}, not this ${process.version}: rebuild it (npx turbo run build --filter=@paddock/envd --force)\n`);
   const costs = machineCosts();
   const rows = [];
   for (const name of selected) {
@@ -202,7 +213,7 @@ async function main() {
   endIfStopped();
   const flags = [values.quick && '--quick', values.only ? `--only ${values.only}` : values.layers && '--layers'].filter(Boolean);
   const c = cpus();
-  const machine = { cpus: c.length, cpuModel: c[0]?.model ?? 'unknown', memoryGiB: Math.round(totalmem() / 2 ** 30), node: process.version, kernel: release(), ...costs };
+  const machine = { cpus: c.length, cpuModel: c[0]?.model ?? 'unknown', memoryGiB: Math.round(totalmem() / 2 ** 30), node: process.version, envdNode: envdNode(), kernel: release(), ...costs };
   const run = { date, command: `npm run bench${flags.length ? ` -- ${flags.join(' ')}` : ''}`, quick: values.quick, machine, rows };
   const s = summary(run, readLatest());
   mkdirSync(path('tools/bench/results'), { recursive: true });

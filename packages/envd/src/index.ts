@@ -44,6 +44,8 @@ export const envdNodeFlags: readonly string[] = ['--max-old-space-size=96', '--i
 interface SandboxManifest {
   /** The dynamic loader's file name in lib/. */
   loader: string;
+  /** The version of the node in bin/ (`v22.23.3`). */
+  node?: string;
 }
 
 let manifest: SandboxManifest | undefined;

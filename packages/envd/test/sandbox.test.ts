@@ -294,8 +294,11 @@ async function filesWatchMetrics(sb: Sandbox): Promise<void> {
 
 describe('the sandbox directory', () => {
   test('holds node, its loader and libraries and the bundle with its addons, no node_modules, and no link that leads out of it', () => {
-    const manifest = JSON.parse(readFileSync(join(envdSandboxDir, '../sandbox.json'), 'utf8')) as { loader: string };
+    const manifest = JSON.parse(readFileSync(join(envdSandboxDir, '../sandbox.json'), 'utf8')) as { loader: string; node: string };
     expect(manifest.loader).toMatch(/^ld-linux-.+\.so\.\d+$/);
+    // The node it records is the one in bin/, run through the directory's loader.
+    const bin = (p: string) => join(envdSandboxDir, p);
+    expect(execFileSync(bin(`lib/${manifest.loader}`), ['--library-path', bin('lib'), bin('bin/node'), '-v'], { encoding: 'utf8' }).trim()).toBe(manifest.node);
     for (const f of ['bin/node', `lib/${manifest.loader}`, 'lib/libc.so.6', 'envd/main.cjs', 'envd/envd.cjs', 'envd/envd.cjs.cache', 'envd/envd_native.node', 'envd/build/Release/pty.node']) {
       expect([f, lstatSync(join(envdSandboxDir, f)).isFile()]).toEqual([f, true]);
     }

@@ -41,7 +41,13 @@ test('processes: ps shows only the sandbox; envd is pid 1', async () => {
 
 test('envd, as pid 1, collects orphaned processes once they exit', async () => {
   // The subshell exits at once, so its `sleep` children are handed to pid 1.
-  const orphaned = await exec(t.runtime, id, "(sleep 0.3 & sleep 0.3 &); ps -e -o ppid=,comm= | grep -c '^ *1 sleep$'");
+  // Each may not have exec'd sleep yet when the subshell is gone (ps then
+  // shows it as bash): ps is asked again, a bounded number of times.
+  const orphaned = await exec(
+    t.runtime,
+    id,
+    "(sleep 1 & sleep 1 &); for i in $(seq 50); do n=$(ps -e -o ppid=,comm= | grep -c '^ *1 sleep$'); [ \"$n\" = 2 ] && break; sleep 0.01; done; echo $n",
+  );
   expect(orphaned.stdout.trim()).toBe('2');
   let zombies = '';
   for (let i = 0; i < 100; i++) {
