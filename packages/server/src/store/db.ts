@@ -234,13 +234,36 @@ export function statement(db: Db, sql: string): Database.Statement {
   return stmt;
 }
 
+/** How long a statement waits for another process's lock on the file. */
+const BUSY_TIMEOUT_MS = 5000;
+
+/**
+ * Switches the file to write-ahead logging. Two processes doing so on one
+ * new file at the same moment can each hold a lock the other needs; SQLite
+ * then answers SQLITE_BUSY at once, without waiting (its busy handler is
+ * not called). The switch is asked again, 10 ms apart, for as long as a
+ * statement would wait.
+ */
+function useWal(db: Db): void {
+  const deadline = Date.now() + BUSY_TIMEOUT_MS;
+  for (;;) {
+    try {
+      db.pragma('journal_mode = WAL');
+      return;
+    } catch (err) {
+      if ((err as { code?: unknown }).code !== 'SQLITE_BUSY' || Date.now() >= deadline) throw err;
+      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 10);
+    }
+  }
+}
+
 export function openDb(file: string): Db {
   const fresh = !existsSync(file);
   const db = new Database(file);
   if (fresh) chmodSync(file, 0o600); // API key hashes and sandbox tokens
   // First: another process migrating the file holds its lock, and switching to WAL waits for it too.
-  db.pragma('busy_timeout = 5000');
-  db.pragma('journal_mode = WAL');
+  db.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
+  useWal(db);
   // Every state change is in the write-ahead log before it is answered, so a
   // crash of the server (or a kill -9) loses none. It is not flushed to the
   // device at each commit (FULL did: an fsync of about a millisecond here,
