@@ -112,14 +112,6 @@ const readLatest = () => (existsSync(latestFile) ? JSON.parse(readFileSync(lates
 /** One row a line: small diffs from run to run. */
 const jsonLines = (s) => JSON.stringify({ ...s, rows: [] }, null, 2).replace('"rows": []', `"rows": [\n${s.rows.map((r) => `    ${JSON.stringify(r)}`).join(',\n')}\n  ]`) + '\n';
 
-/**
- * What the machine charges for the two things every create pays in numbers:
- * the first touch of a 4 KiB page of new memory (µs) and a spawn of
- * /bin/true from this small process (ms), medians of a few tries, taken
- * before the suites. Machines of the same size have differed tenfold in
- * both (a hypervisor that makes page faults dear slows every fork, exec
- * and process start), so the page says which kind of machine a run had.
- */
 /** The version of the node envd's sandbox directory runs (its build records it), if known. */
 function envdNode() {
   try {
@@ -129,6 +121,14 @@ function envdNode() {
   }
 }
 
+/**
+ * What the machine charges for the two things every create pays in numbers:
+ * the first touch of a 4 KiB page of new memory (µs) and a spawn of
+ * /bin/true from this small process (ms), medians of a few tries, taken
+ * before the suites. Machines of the same size have differed tenfold in
+ * both (a hypervisor that makes page faults dear slows every fork, exec
+ * and process start), so the page says which kind of machine a run had.
+ */
 function machineCosts() {
   const median = (f, n) => Array.from({ length: n }, f).sort((a, b) => a - b)[n >> 1];
   const pageFaultUs = median(() => {
@@ -203,7 +203,8 @@ async function main() {
   };
   const date = new Date().toISOString();
   // envd's node is the one its build copied: a build left by another node (turbo replays a cached one) measures that node.
-  if (envdNode() !== process.version) process.stderr.write(`[bench] warning: envd's build runs Node ${envdNode() ?? '(unknown)'}, not this ${process.version}: rebuild it (npx turbo run build --filter=@paddock/envd --force)\n`);
+  const envd = envdNode();
+  if (envd !== process.version) process.stderr.write(`[bench] warning: envd's build runs Node ${envd ?? '(unknown)'}, not this ${process.version}: rebuild it (npx turbo run build --filter=@paddock/envd --force)\n`);
   const costs = machineCosts();
   const rows = [];
   for (const name of selected) {
@@ -213,7 +214,7 @@ async function main() {
   endIfStopped();
   const flags = [values.quick && '--quick', values.only ? `--only ${values.only}` : values.layers && '--layers'].filter(Boolean);
   const c = cpus();
-  const machine = { cpus: c.length, cpuModel: c[0]?.model ?? 'unknown', memoryGiB: Math.round(totalmem() / 2 ** 30), node: process.version, envdNode: envdNode(), kernel: release(), ...costs };
+  const machine = { cpus: c.length, cpuModel: c[0]?.model ?? 'unknown', memoryGiB: Math.round(totalmem() / 2 ** 30), node: process.version, envdNode: envd, kernel: release(), ...costs };
   const run = { date, command: `npm run bench${flags.length ? ` -- ${flags.join(' ')}` : ''}`, quick: values.quick, machine, rows };
   const s = summary(run, readLatest());
   mkdirSync(path('tools/bench/results'), { recursive: true });

@@ -1,6 +1,6 @@
 // Writes `.jest-results.json` in the package's directory after each run, so
 // that CI can print one `N passed, N failed` line for the whole repository.
-// A second run of a package's tests in the same CI (the runtime's on crun)
+// A second run of a package's tests in the same CI (the runtime's on runc)
 // sets PADDOCK_JEST_RESULTS_TAG and writes `.jest-results.<tag>.json`, so
 // that it does not overwrite the first run's results.
 const fs = require('node:fs');

@@ -11,6 +11,7 @@ import { chmodSync, existsSync, mkdtempSync, readFileSync, readdirSync, rmdirSyn
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { OCI_RUNTIMES } from '@paddock/runtime';
 
 const root = fileURLToPath(new URL('../../..', import.meta.url));
 const kept = ['tools/bench/results/latest.json', 'tools/bench/results/samples.json', 'docs/performance.md'].map((f) => join(root, f));
@@ -41,7 +42,7 @@ function mountsUnder(dirs: string[]): string[] {
 
 /** The first process of each container (runc's or crun's) whose state is kept below one of `dirs` (the server's and the runtime's layouts). */
 function containerPids(dirs: string[]): number[] {
-  const roots = dirs.flatMap((d) => ['runc', 'crun'].flatMap((name) => [join(d, 'runtime', name), join(d, name)].map((root) => ({ name, root }))));
+  const roots = dirs.flatMap((d) => OCI_RUNTIMES.flatMap((name) => [join(d, 'runtime', name), join(d, name)].map((root) => ({ name, root }))));
   return roots.filter(({ root }) => existsSync(root)).flatMap(({ name, root }) => (JSON.parse(ociList(name, root) || 'null') ?? []).map((c: { pid: number }) => c.pid));
 }
 
