@@ -1,5 +1,6 @@
 // `npm run bench` stopped part-way leaves nothing on the host: no container,
-// no mount, no process, no temporary directory, and it writes no results.
+// no mount, no cgroup, no loop device, no process, no temporary directory,
+// and it writes no results.
 // A Ctrl-C reaches every process of the run at once (here: SIGINT to its
 // process group); `kill` reaches run.mjs alone (SIGTERM to it). Each is sent
 // while the run has sandboxes running and creates in flight. Needs root and
@@ -7,6 +8,7 @@
 // (TMPDIR), so that another bench running on the same machine meanwhile is
 // not taken for what this one left.
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { chmodSync, existsSync, mkdtempSync, readFileSync, readdirSync, rmdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -44,6 +46,35 @@ function mountsUnder(dirs: string[]): string[] {
 function containerPids(dirs: string[]): number[] {
   const roots = dirs.flatMap((d) => OCI_RUNTIMES.flatMap((name) => [join(d, 'runtime', name), join(d, name)].map((root) => ({ name, root }))));
   return roots.filter(({ root }) => existsSync(root)).flatMap(({ name, root }) => (JSON.parse(ociList(name, root) || 'null') ?? []).map((c: { pid: number }) => c.pid));
+}
+
+/**
+ * The data directories below `dirs` (a server's home keeps its runtime's in
+ * runtime/; a bare runtime's is the directory itself).
+ */
+function dataDirs(dirs: string[]): string[] {
+  return dirs.flatMap((d) => [d, join(d, 'runtime')]);
+}
+
+/**
+ * The cgroup directories of the runtimes whose data directories are below
+ * `dirs`, in every hierarchy: a runtime's sandboxes sit under
+ * /paddock/<first 12 hex of sha256(data directory)> (RuncRuntime.cgroupParent).
+ */
+function cgroupsOf(dirs: string[]): string[] {
+  const base = '/sys/fs/cgroup';
+  const hierarchies = [base, ...readdirSync(base).map((h) => join(base, h))];
+  const parents = dataDirs(dirs).map((d) => createHash('sha256').update(d).digest('hex').slice(0, 12));
+  return hierarchies.flatMap((h) => parents.map((p) => join(h, 'paddock', p))).filter((d) => existsSync(d));
+}
+
+/** Loop devices whose backing file is (or was, before it was deleted) below one of `dirs`. */
+function loopDevicesUnder(dirs: string[]): string[] {
+  if (!existsSync('/sys/block')) return [];
+  return readdirSync('/sys/block')
+    .filter((n) => n.startsWith('loop') && existsSync(join('/sys/block', n, 'loop/backing_file')))
+    .map((n) => `/dev/${n} ${readFileSync(join('/sys/block', n, 'loop/backing_file'), 'utf8').trim()}`)
+    .filter((l) => dirs.some((d) => l.includes(` ${d}/`)));
 }
 
 /**
@@ -123,10 +154,12 @@ async function stopAndCheck(args: string[], ready: RegExp, stop: (run: Run) => v
       saidNoResults: run.log().includes('no results written'),
       dirs: dirs.filter((d) => existsSync(d)),
       mounts: mountsUnder(dirs),
+      cgroups: cgroupsOf(dirs),
+      loopDevices: loopDevicesUnder(dirs),
       processes: alive(pids, group),
       resultsKept: kept.every((f, i) => (existsSync(f) ? readFileSync(f, 'utf8') : null) === keptBefore[i]),
     };
-    const clean = { code: expectedCode, saidNoResults: true, dirs: [], mounts: [], processes: [], resultsKept: true };
+    const clean = { code: expectedCode, saidNoResults: true, dirs: [], mounts: [], cgroups: [], loopDevices: [], processes: [], resultsKept: true };
     try {
       expect(found).toEqual(clean);
     } catch (err) {

@@ -1,5 +1,6 @@
-// Reads a sandbox's cgroup for its usage and removes leftover cgroups, on
-// cgroup v1, hybrid (v1 controllers plus an empty v2 tree) and v2 hosts.
+// Reads a sandbox's cgroup for its usage, kills what is left in it and
+// removes leftover cgroups, on cgroup v1, hybrid (v1 controllers plus an
+// empty v2 tree) and v2 hosts.
 import { existsSync, lstatSync, mkdirSync, readFileSync, readdirSync, rmdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
@@ -113,6 +114,12 @@ export function inCgroup(pid: number, cgroupPath: string): boolean {
   return !!lines && lines.split('\n').some((l) => l.endsWith(`:${cgroupPath}`));
 }
 
+/** Whether process `pid` is a member of `cgroupPath` or of a cgroup below it, in any hierarchy. */
+function inCgroupTree(pid: number, cgroupPath: string): boolean {
+  const lines = read(`/proc/${pid}/cgroup`);
+  return !!lines && lines.split('\n').some((l) => l.endsWith(`:${cgroupPath}`) || l.includes(`:${cgroupPath}/`));
+}
+
 /**
  * Whether `cgroupPath` is thawed: true when its freezer says so, false when
  * frozen or freezing, undefined when there is no freezer to ask (the cgroup
@@ -147,6 +154,82 @@ export function cgroupDirs(layout: CgroupLayout, cgroupPath: string): string[] {
   return out;
 }
 
+/** The processes in `cgroupPath` and the cgroups below it, in every hierarchy. */
+export function cgroupProcesses(layout: CgroupLayout, cgroupPath: string): number[] {
+  const pids = new Set<number>();
+  for (const d of cgroupDirs(layout, cgroupPath)) {
+    for (const line of (read(join(d, 'cgroup.procs')) ?? '').split('\n')) if (line) pids.add(Number(line));
+  }
+  return [...pids];
+}
+
+/** How long removal waits for a killed sandbox's last processes to leave its cgroups. */
+const DRAIN_MS = 2000;
+/** How long killing waits for a cgroup to freeze. */
+const FREEZE_MS = 1000;
+
+/**
+ * Writes `state` (v1: FROZEN or THAWED; v2: 1 or 0) to the freezer of
+ * `cgroupPath` and, when freezing, waits (bounded) until every process in
+ * it has stopped. False when there is no freezer or it did not freeze in time.
+ */
+async function setFrozen(layout: CgroupLayout, cgroupPath: string, frozen: boolean): Promise<boolean> {
+  const v2 = layout.version === 2;
+  const file = v2 ? join(ROOT, cgroupPath, 'cgroup.freeze') : join(ROOT, 'freezer', cgroupPath, 'freezer.state');
+  try {
+    writeFileSync(file, v2 ? (frozen ? '1' : '0') : frozen ? 'FROZEN' : 'THAWED');
+  } catch {
+    return false;
+  }
+  if (!frozen) return true;
+  const done = () => (v2 ? /^frozen 1$/m.test(read(join(ROOT, cgroupPath, 'cgroup.events')) ?? '') : read(file) === 'FROZEN');
+  const deadline = Date.now() + FREEZE_MS;
+  for (let pause = 1; !done(); pause = Math.min(pause * 2, 20)) {
+    if (Date.now() > deadline) return false;
+    await new Promise((r) => setTimeout(r, pause));
+  }
+  return true;
+}
+
+/**
+ * Kills every process left in `cgroupPath` (and below it) and waits,
+ * bounded, for them to leave; returns how many it signalled. For processes
+ * no OCI runtime knows of any more: a container whose runtime was killed
+ * while it created it, before it wrote its state, runs on where nothing
+ * else would end it. v2 kills through cgroup.kill where the kernel has it.
+ * Otherwise the cgroup is frozen first, so that the pids read from it stay
+ * its processes' (none can exit, and its pid go to another process, nor
+ * fork) until the SIGKILLs are sent; then thawed, which is when a v1
+ * freezer lets the signals take effect.
+ */
+export async function killCgroupProcesses(layout: CgroupLayout, cgroupPath: string): Promise<number> {
+  let signalled = 0;
+  const deadline = Date.now() + FREEZE_MS + DRAIN_MS;
+  for (let pause = 1; ; pause = Math.min(pause * 2, 50)) {
+    const pids = cgroupProcesses(layout, cgroupPath);
+    if (pids.length === 0 || Date.now() > deadline) return signalled;
+    const killFile = join(ROOT, cgroupPath, 'cgroup.kill');
+    if (layout.version === 2 && existsSync(killFile)) {
+      writeFileSync(killFile, '1');
+      signalled += pids.length;
+    } else {
+      const frozen = await setFrozen(layout, cgroupPath, true);
+      for (const pid of cgroupProcesses(layout, cgroupPath)) {
+        // Without a freezer: a last check that the pid is still the cgroup's (or one below it).
+        if (!frozen && !inCgroupTree(pid, cgroupPath)) continue;
+        try {
+          process.kill(pid, 'SIGKILL');
+          signalled++;
+        } catch {
+          // Gone meanwhile.
+        }
+      }
+      await setFrozen(layout, cgroupPath, false);
+    }
+    await new Promise((r) => setTimeout(r, pause));
+  }
+}
+
 /** Removes the (empty) cgroup directories of `cgroupPath`; returns those that could not be removed. */
 export function removeCgroups(layout: CgroupLayout, cgroupPath: string): string[] {
   const left: string[] = [];
@@ -159,9 +242,6 @@ export function removeCgroups(layout: CgroupLayout, cgroupPath: string): string[
   }
   return left;
 }
-
-/** How long removal waits for a killed sandbox's last processes to leave its cgroups. */
-const DRAIN_MS = 2000;
 
 /**
  * Removes the cgroup directories of `cgroupPath` as removeCgroups does,

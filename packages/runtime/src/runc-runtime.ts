@@ -30,7 +30,7 @@ import { checkPassable, installCopy, removeScratchCopies, sandboxPassable } from
 import { checkIdShift, DEFAULT_ID_SHIFT, shiftOwners } from './ids.js';
 import { baseImage, importImage, pullImage } from './image-templates.js';
 import { ImageStore } from './images/index.js';
-import { cgroupDirs, detectCgroups, inCgroup, readUsage, removeCgroupDir, removeCgroups, removeCgroupsDrained, setCpuWeight, swapAccounting, thawed, type CgroupLayout } from './cgroups.js';
+import { cgroupDirs, detectCgroups, inCgroup, killCgroupProcesses, readUsage, removeCgroupDir, removeCgroupsDrained, setCpuWeight, swapAccounting, thawed, type CgroupLayout } from './cgroups.js';
 import { envdAnswers, initEnvd, openTunnel, PooledEnvdLink, runTrue, waitForEnvd } from './envd-link.js';
 import { CommandError, run } from './exec.js';
 import { mountOverlay, mountPoints, removeTree, unmount } from './mounts.js';
@@ -597,15 +597,18 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool, RuntimeHealth 
       const oldSockets = status !== 'stopped' && !existsSync(join(this.dir(id), 'sock'));
       if (status === 'stopped' || oldSockets || netLost) await this.stopContainer(id);
     }
-    this.removeStrayCgroups();
+    await this.removeStrayCgroups();
   }
 
   /**
-   * Removes the (empty) cgroups of sandboxes that no longer exist: what a
-   * removal that could not drain them, or a crash, left. One with processes
-   * in it stays, and shows in leftovers().
+   * Removes the cgroups of sandboxes that no longer exist, killing what
+   * still runs in them: what a removal that could not drain them, or a
+   * crash, left (a container whose OCI runtime was killed while it made it
+   * runs on unknown to that runtime, see endStrayProcesses). One that cannot
+   * be removed stays, and shows in leftovers().
    */
-  private removeStrayCgroups(): void {
+  private async removeStrayCgroups(): Promise<void> {
+    const strays = new Set<string>();
     for (const base of this.cgroups.dirs) {
       const parent = join(base, this.cgroupParent);
       if (!existsSync(parent)) continue;
@@ -613,9 +616,25 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool, RuntimeHealth 
         // A cgroup directory also holds the controller's files; only subdirectories are sandboxes.
         if (!SANDBOX_ID.test(entry.name) || !lstatSync(join(parent, entry.name)).isDirectory()) continue;
         const spec = this.readSpec(entry.name);
-        if (!spec || spec.destroying) removeCgroups(this.cgroups, this.cgroupPath(entry.name));
+        if (!spec || spec.destroying) strays.add(entry.name);
       }
     }
+    for (const id of strays) {
+      await this.endStrayProcesses(id);
+      await removeCgroupsDrained(this.cgroups, this.cgroupPath(id));
+    }
+  }
+
+  /**
+   * Kills the processes left in sandbox `id`'s cgroups once its container
+   * was deleted (or was never known): an OCI runtime killed while it
+   * created the container (a Ctrl-C reaches it with the server's process
+   * group) may have started the container's init before it wrote the
+   * state that `delete` looks for, and that init, envd, would run on.
+   */
+  private async endStrayProcesses(id: string): Promise<void> {
+    const killed = await killCgroupProcesses(this.cgroups, this.cgroupPath(id));
+    if (killed) this.log.warn({ sandboxID: id, killed }, `killed ${killed} process(es) of sandbox ${id} that its OCI runtime did not know of`);
   }
 
   private statusOf(c: RuncContainer | undefined): SandboxStatus {
@@ -909,6 +928,7 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool, RuntimeHealth 
   private async stopContainer(id: string, runningInit?: number): Promise<void> {
     this.inits.delete(id);
     await this.runc.deleteForce(id, runningInit);
+    await this.endStrayProcesses(id);
     await unmount(join(this.dir(id), 'rootfs'));
     // A stopped sandbox holds no loop device; start() mounts its disk again.
     await unmount(this.disk(id).mountPoint);
@@ -996,8 +1016,10 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool, RuntimeHealth 
       if (existsSync(runcState)) await removeTree(runcState);
       await this.networking?.release(id);
     } finally {
-      // Whatever failed above, cgroups its processes have left go now; the
-      // tombstone (spec.json, destroying) stays for the rest to be tried again.
+      // Whatever failed above, processes left in its cgroups are killed and
+      // the cgroups go; the tombstone (spec.json, destroying) stays for the
+      // rest to be tried again.
+      await this.endStrayProcesses(id);
       const left = await removeCgroupsDrained(this.cgroups, this.cgroupPath(id));
       if (left.length) this.log.warn({ sandboxID: id, cgroups: left }, `cgroups still in use after the sandbox's removal: ${left.join(', ')}`);
     }
@@ -1597,7 +1619,7 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool, RuntimeHealth 
     }
     const left = await this.list();
     if (left.length) throw new RuntimeError('conflict', `sandboxes still exist: ${left.map((s) => s.id).join(', ')}`);
-    this.removeStrayCgroups();
+    await this.removeStrayCgroups();
     await this.dropHostView();
     // close() removed this runtime's spare disks; a crashed one's may be left.
     await this.spares.removeStale();

@@ -108,6 +108,19 @@ test('what a runc killed mid-create leaves in its state directory (a bind mount 
 /** The cgroup directories of sandbox `id` on the host, in every hierarchy. */
 const cgroupsOf = (id: string) => parentCgroupsOnHost(t.runtime).map((p) => join(p, id)).filter((d) => existsSync(d));
 
+test('a container its OCI runtime has no state of (killed mid-create, before it wrote it) is ended through its cgroups', async () => {
+  const id = await create();
+  const init = Number(readFileSync(join(t.dataDir, 'sandboxes', id, 'init.pid'), 'utf8'));
+  // What a runtime killed between starting the container's init and writing
+  // its state leaves: the init runs, and the runtime lists no container.
+  rmSync(join(t.dataDir, ociRuntimeUnderTest().ociRuntime, id), { recursive: true });
+  expect(alive(init)).toBe(true);
+  await t.runtime.destroy(id);
+  expect(alive(init)).toBe(false);
+  expect(cgroupsOf(id)).toEqual([]);
+  expect((await t.runtime.leftovers()).filter((l) => l.includes(id))).toEqual([]);
+});
+
 test("a destroy that fails part-way still removes the sandbox's cgroups; the next one finishes", async () => {
   const id = await create();
   expect(cgroupsOf(id).length).toBeGreaterThan(0);
