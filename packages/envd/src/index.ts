@@ -26,19 +26,21 @@ export const envdMountPoint = '/.paddock';
 export const envdMain: string = join(envdSandboxDir, 'envd', 'main.cjs');
 
 /**
- * The options of the `node` that runs envd, wherever it runs.
- *
- * - `--max-old-space-size=96`: a small heap keeps envd's footprint low; it
- *   never holds file data.
- * - `--initial-old-space-size=32`: without it, V8 starts a full incremental
- *   mark of this small heap every few MiB of file transfer (each socket read
- *   is a fresh 64 KiB buffer outside the heap), and marks that free nothing
- *   were most of envd's CPU for an upload: 2.0-2.8 ms of CPU per 1 MiB POST
- *   before, 1.0-1.5 ms with it. Memory under load stays the same (about
- *   100 MB resident either way while uploading), and an idle envd commits no
- *   more than before.
+ * The options of the `node` that runs envd, wherever it runs: none, and
+ * that is deliberate. Node's binary carries a code cache of its own
+ * modules (node:http, net, child_process, ...), which V8 takes only when
+ * its flags are those the binary was built with; any V8 option on the
+ * command line (`--max-old-space-size=96` and `--initial-old-space-size=32`
+ * were here) makes V8 refuse it, and every one of those modules is
+ * compiled from source at each start. Measured on the 2-core machine of the
+ * benchmarks: loading them took 21-24 ms with either option against 7-8 ms
+ * without, and envd was ready after ~118 ms against ~77 ms; a cold create
+ * and its first command went from 201 to 181 ms. envd's heap is then bounded
+ * by node's own default, taken from the sandbox's memory limit (259 MiB of
+ * a 512 MiB sandbox); an idle envd's memory, and the upload and download
+ * rates, stayed within the benchmarks' noise.
  */
-export const envdNodeFlags: readonly string[] = ['--max-old-space-size=96', '--initial-old-space-size=32'];
+export const envdNodeFlags: readonly string[] = [];
 
 /** What the build records about the sandbox directory (dist/sandbox.json). */
 interface SandboxManifest {
@@ -114,9 +116,7 @@ export function envdCommand({ root = envdMountPoint, args = [] }: EnvdCommandOpt
  * A value that may start with '-' (a relative dest) goes as `--dest=VALUE`.
  * Run it as root with an empty environment, as envd is: the tools need no
  * variable, and an image's NODE_OPTIONS or LD_PRELOAD would act on them.
- * Its node runs with node's own heap limits, not envd's small ones
- * (`envdNodeFlags`): a build step is short, and an archive of many files
- * may need more.
+ * Its node runs without options, as envd's does (`envdNodeFlags`).
  */
 export function envdToolCommand(tool: 'copy' | 'user' | 'step-process', args: readonly string[], { root = envdMountPoint }: { root?: string } = {}): string[] {
   return nodeCommand(root, [], TOOLS_SCRIPT, [tool, ...args]);

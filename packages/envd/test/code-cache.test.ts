@@ -81,7 +81,7 @@ describe('a copy of the build', () => {
   }, 30_000);
 
   test('with a cache made under other node options, V8 refuses it; envd says so and serves', async () => {
-    const made = launcher(dist, ['--write-code-cache', cacheFile(dist)], []);
+    const made = launcher(dist, ['--write-code-cache', cacheFile(dist)], [...envdNodeFlags, '--max-old-space-size=96']);
     expect(made.status).toBe(0);
     const { ready, logs } = await startAndServe(join(dist, envdEntry));
     expect(ready.codeCache).toBe('rejected');
