@@ -8,12 +8,11 @@
 // (TMPDIR), so that another bench running on the same machine meanwhile is
 // not taken for what this one left.
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { createHash } from 'node:crypto';
 import { chmodSync, existsSync, mkdtempSync, readFileSync, readdirSync, rmdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { OCI_RUNTIMES } from '@paddock/runtime';
+import { OCI_RUNTIMES, cgroupParentOf, loopDevicesUnder } from '@paddock/runtime';
 
 const root = fileURLToPath(new URL('../../..', import.meta.url));
 const kept = ['tools/bench/results/latest.json', 'tools/bench/results/samples.json', 'docs/performance.md'].map((f) => join(root, f));
@@ -56,25 +55,11 @@ function dataDirs(dirs: string[]): string[] {
   return dirs.flatMap((d) => [d, join(d, 'runtime')]);
 }
 
-/**
- * The cgroup directories of the runtimes whose data directories are below
- * `dirs`, in every hierarchy: a runtime's sandboxes sit under
- * /paddock/<first 12 hex of sha256(data directory)> (RuncRuntime.cgroupParent).
- */
+/** The cgroup directories, in every hierarchy, of the runtimes whose data directories are below `dirs`. */
 function cgroupsOf(dirs: string[]): string[] {
   const base = '/sys/fs/cgroup';
   const hierarchies = [base, ...readdirSync(base).map((h) => join(base, h))];
-  const parents = dataDirs(dirs).map((d) => createHash('sha256').update(d).digest('hex').slice(0, 12));
-  return hierarchies.flatMap((h) => parents.map((p) => join(h, 'paddock', p))).filter((d) => existsSync(d));
-}
-
-/** Loop devices whose backing file is (or was, before it was deleted) below one of `dirs`. */
-function loopDevicesUnder(dirs: string[]): string[] {
-  if (!existsSync('/sys/block')) return [];
-  return readdirSync('/sys/block')
-    .filter((n) => n.startsWith('loop') && existsSync(join('/sys/block', n, 'loop/backing_file')))
-    .map((n) => `/dev/${n} ${readFileSync(join('/sys/block', n, 'loop/backing_file'), 'utf8').trim()}`)
-    .filter((l) => dirs.some((d) => l.includes(` ${d}/`)));
+  return hierarchies.flatMap((h) => dataDirs(dirs).map((d) => join(h, cgroupParentOf(d)))).filter((d) => existsSync(d));
 }
 
 /**
@@ -155,7 +140,7 @@ async function stopAndCheck(args: string[], ready: RegExp, stop: (run: Run) => v
       dirs: dirs.filter((d) => existsSync(d)),
       mounts: mountsUnder(dirs),
       cgroups: cgroupsOf(dirs),
-      loopDevices: loopDevicesUnder(dirs),
+      loopDevices: dirs.flatMap((d) => loopDevicesUnder(d)),
       processes: alive(pids, group),
       resultsKept: kept.every((f, i) => (existsSync(f) ? readFileSync(f, 'utf8') : null) === keptBefore[i]),
     };

@@ -35,10 +35,11 @@ export const envdMain: string = join(envdSandboxDir, 'envd', 'main.cjs');
  * compiled from source at each start. Measured on the 2-core machine of the
  * benchmarks: loading them took 21-24 ms with either option against 7-8 ms
  * without, and envd was ready after ~118 ms against ~77 ms; a cold create
- * and its first command went from 201 to 181 ms. envd's heap is then bounded
- * by node's own default, taken from the sandbox's memory limit (259 MiB of
- * a 512 MiB sandbox); an idle envd's memory, and the upload and download
- * rates, stayed within the benchmarks' noise.
+ * and its first command took 181 and 196 ms in two runs, against 201
+ * before. envd's heap is then bounded by node's own default, taken from the
+ * sandbox's memory limit (259 MiB of a 512 MiB sandbox); an idle envd's
+ * memory, and the upload and download rates, stayed within the benchmarks'
+ * noise.
  */
 export const envdNodeFlags: readonly string[] = [];
 

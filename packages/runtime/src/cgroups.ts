@@ -105,19 +105,13 @@ export function setCpuWeight(layout: CgroupLayout, cgroupPath: string, weight: n
 }
 
 /**
- * Whether process `pid` is a member of `cgroupPath` (in any hierarchy). Read
- * from /proc/PID/cgroup, whose lines end in `:<path>`; false when the process
- * is gone.
+ * Whether process `pid` is a member of `cgroupPath` (in any hierarchy), or
+ * with `below` of a cgroup below it too. Read from /proc/PID/cgroup, whose
+ * lines end in `:<path>`; false when the process is gone.
  */
-export function inCgroup(pid: number, cgroupPath: string): boolean {
+export function inCgroup(pid: number, cgroupPath: string, below = false): boolean {
   const lines = read(`/proc/${pid}/cgroup`);
-  return !!lines && lines.split('\n').some((l) => l.endsWith(`:${cgroupPath}`));
-}
-
-/** Whether process `pid` is a member of `cgroupPath` or of a cgroup below it, in any hierarchy. */
-function inCgroupTree(pid: number, cgroupPath: string): boolean {
-  const lines = read(`/proc/${pid}/cgroup`);
-  return !!lines && lines.split('\n').some((l) => l.endsWith(`:${cgroupPath}`) || l.includes(`:${cgroupPath}/`));
+  return !!lines && lines.split('\n').some((l) => l.endsWith(`:${cgroupPath}`) || (below && l.includes(`:${cgroupPath}/`)));
 }
 
 /**
@@ -216,7 +210,7 @@ export async function killCgroupProcesses(layout: CgroupLayout, cgroupPath: stri
       const frozen = await setFrozen(layout, cgroupPath, true);
       for (const pid of cgroupProcesses(layout, cgroupPath)) {
         // Without a freezer: a last check that the pid is still the cgroup's (or one below it).
-        if (!frozen && !inCgroupTree(pid, cgroupPath)) continue;
+        if (!frozen && !inCgroup(pid, cgroupPath, true)) continue;
         try {
           process.kill(pid, 'SIGKILL');
           signalled++;

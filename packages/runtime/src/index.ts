@@ -1,5 +1,6 @@
 export * from './runtime.js';
-export { RuncRuntime, defaultOciRuntime, ociRuntimeInUse, type RuncRuntimeOptions } from './runc-runtime.js';
+export { RuncRuntime, cgroupParentOf, defaultOciRuntime, ociRuntimeInUse, type RuncRuntimeOptions } from './runc-runtime.js';
+export { loopDevicesUnder } from './disk.js';
 export { OCI_RUNTIMES, type OciRuntimeName } from './runc.js';
 export { type RuntimeLog } from './log.js';
 export { BASE_TEMPLATE_ID, DEFAULT_LIMITS, type TemplateImage } from './templates.js';

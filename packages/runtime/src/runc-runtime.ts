@@ -227,6 +227,11 @@ const COMMAND_DEFAULT_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:
 /** `NAME=value` entries as a map, a later one of a name winning (as envd takes its --env). */
 const envMap = (env: readonly string[]): Record<string, string> => Object.fromEntries(env.filter((e) => e.indexOf('=') > 0).map((e) => [e.slice(0, e.indexOf('=')), e.slice(e.indexOf('=') + 1)]));
 
+/** The cgroup (in every hierarchy) under which the sandboxes of data directory `dataDir` run: `/paddock/<hash of the directory>`. */
+export function cgroupParentOf(dataDir: string): string {
+  return `/paddock/${createHash('sha256').update(resolve(dataDir)).digest('hex').slice(0, 12)}`;
+}
+
 export class RuncRuntime implements Runtime, HostAdmin, WarmPool, RuntimeHealth {
   private readonly dataDir: string;
   private readonly sandboxesDir: string;
@@ -307,7 +312,7 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool, RuntimeHealth 
     this.cgroups = detectCgroups();
     this.swap = swapAccounting(this.cgroups);
     const dataHash = createHash('sha256').update(this.dataDir).digest('hex');
-    this.cgroupParent = `/paddock/${dataHash.slice(0, 12)}`;
+    this.cgroupParent = cgroupParentOf(this.dataDir);
     // Named after the data directory, so that runtimes of other data directories on this host never take each other's.
     // A name given before (and recorded) stays, so that an uninstall without the configuration finds it.
     if (opts.network !== false) {

@@ -76,9 +76,9 @@ const iso = (ms: number) => new Date(ms).toISOString();
 /** Whether the repository refused a change because the sandbox is no longer as it was listed. */
 const refused = (err: unknown) => err instanceof StoreError;
 
-/** Events after which a sandbox no longer runs on this server. */
 /** How long after its create a sandbox is first sampled (sampleSoon). */
 const FIRST_SAMPLE_DELAY_MS = 100;
+/** Events after which a sandbox no longer runs on this server. */
 const LEAVING = new Set(['killed', 'paused', 'expired_paused', 'expired_killed', 'lost', 'marked_paused', 'oom_killed', 'exited']);
 
 export class Sandboxes {
