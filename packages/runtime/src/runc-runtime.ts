@@ -31,7 +31,7 @@ import { checkIdShift, DEFAULT_ID_SHIFT, shiftOwners } from './ids.js';
 import { baseImage, importImage, pullImage } from './image-templates.js';
 import { ImageStore } from './images/index.js';
 import { cgroupDirs, detectCgroups, inCgroup, killCgroupProcesses, readUsage, removeCgroupDir, removeCgroupsDrained, setCpuWeight, swapAccounting, thawed, type CgroupLayout } from './cgroups.js';
-import { envdAnswers, initEnvd, openTunnel, PooledEnvdLink, runTrue, waitForEnvd } from './envd-link.js';
+import { envdAnswers, initEnvd, openTunnel, PooledEnvdLink, waitForEnvd, warmUpEnvd } from './envd-link.js';
 import { CommandError, run } from './exec.js';
 import { mountOverlay, mountPoints, removeTree, unmount } from './mounts.js';
 import { listenUnix } from './host-socket.js';
@@ -197,13 +197,6 @@ const POOL_RETRY_MAX_MS = 5 * 60_000;
 const DEFAULT_SPARE_DISKS = 2;
 /** How often a network slot refill that waits for the creates under way looks again. */
 const NETWORK_REFILL_DELAY_MS = 50;
-/**
- * What a pooled sandbox runs before it waits: the command its owner's first
- * `commands.run` starts (a login shell, as E2B's envd runs commands), as the
- * default user, so that the files a login shell reads are looked up and
- * envd's path for it has run.
- */
-const WARM_UP_COMMAND = { cmd: '/bin/bash', args: ['-l', '-c', 'true'] };
 /**
  * CPU weights (cgroup v2 units; 100 is everyone's default), which count
  * only while the CPUs are contended. All sandboxes sit under one cgroup,
@@ -719,18 +712,11 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool, RuntimeHealth 
       try {
         await this.makeDisk(spec, phases);
         await this.startContainer(spec, init, phases);
-        // envd's first command runs cold code, slower than the ones after
-        // it. A pooled sandbox runs one in each Connect format (JSON
-        // for the official SDKs, binary for ours) before anyone waits for
-        // it: a login shell, or /bin/true in an image without bash; where
-        // neither runs, its owner pays.
+        // A pooled sandbox's envd runs its first commands before anyone
+        // waits for them (warmUpEnvd says why).
+        let warmUpCommands: number | undefined;
         if (pooled) {
-          const envdSocket = this.socket(id, 'envd.sock');
-          for (const format of ['json', 'binary'] as const) {
-            await runTrue(envdSocket, format, WARM_UP_COMMAND)
-              .catch(() => runTrue(envdSocket, format))
-              .catch(() => undefined);
-          }
+          warmUpCommands = await warmUpEnvd(this.socket(id, 'envd.sock'));
           await this.poolTemplates.find((t) => t.templateId === templateId)?.prepare?.(id);
           await this.keepPoolLink(id);
           spec.poolReady = true;
@@ -738,7 +724,7 @@ export class RuncRuntime implements Runtime, HostAdmin, WarmPool, RuntimeHealth 
           phases.end('warmup');
         }
         this.log.debug({ sandboxID: id, phases: phases.ms }, 'sandbox boot phases (ms)');
-        this.log.info({ sandboxID: id, templateID: templateId, pooled, ms: phases.total() }, pooled ? 'sandbox booted for the warm pool' : 'sandbox booted');
+        this.log.info({ sandboxID: id, templateID: templateId, pooled, ms: phases.total(), ...(pooled ? { warmUpCommands } : {}) }, pooled ? 'sandbox booted for the warm pool' : 'sandbox booted');
         return spec;
       } catch (err) {
         this.log.warn({ sandboxID: id, templateID: templateId, pooled, err }, 'sandbox could not boot');

@@ -7,8 +7,9 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { runTrue, warmUpEnvd } from '../src/envd-link.js';
 import { runtimeConformance } from './conformance.js';
-import { exec, testRuntime, TOKEN, type TestRuntime } from './harness.js';
+import { clients, exec, testRuntime, TOKEN, type TestRuntime } from './harness.js';
 import { startRegistry, type TestRegistry } from './registry.js';
 import { pushTestImages, TEST_IMAGES, type TestImage } from './test-images.js';
 import { existsSync, readdirSync } from 'node:fs';
@@ -41,6 +42,20 @@ test("a scratch image's sandbox runs its busybox with the image's environment; n
   const { id } = await t.runtime.create({ templateId: 'img-scratch', init: { accessToken: TOKEN } });
   const res = await exec(t.runtime, id, 'echo $PATH $IMAGE; id -u; readlink /proc/self/exe; pwd; ls /bin/bash 2>&1 || echo no-bash');
   expect(res.stdout.split('\n')).toEqual(['/bin scratch', '0', '/bin/busybox', '/root', expect.stringContaining('No such file'), 'no-bash', '']);
+  await t.runtime.destroy(id);
+});
+
+test('the warm-up of pooled sandboxes runs a login shell where there is one, /bin/true where not, and stops where neither runs', async () => {
+  const { id } = await t.runtime.create({ templateId: 'img-scratch' });
+  const endpoint = t.runtime.envdEndpoint(id);
+  if (!('socketPath' in endpoint)) throw new Error('expected a unix socket endpoint');
+  // envd runs a login shell as /bin/sh in an image without bash.
+  await expect(warmUpEnvd(endpoint.socketPath, 2)).resolves.toBe(4);
+  await exec(t.runtime, id, 'rm /bin/sh');
+  await expect(runTrue(endpoint.socketPath, 'json', { cmd: '/bin/bash', args: ['-l', '-c', 'true'] })).rejects.toThrow(/neither \/bin\/bash nor \/bin\/sh/);
+  await expect(warmUpEnvd(endpoint.socketPath, 2)).resolves.toBe(4);
+  await clients(t.runtime, id).fs.remove({ path: '/bin/true' });
+  await expect(warmUpEnvd(endpoint.socketPath)).resolves.toBe(0);
   await t.runtime.destroy(id);
 });
 

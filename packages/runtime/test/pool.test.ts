@@ -1,13 +1,17 @@
 // The warm pool: ready sandboxes handed out on create, refilled behind.
 import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { runTrue } from '../src/envd-link.js';
+import { runTrue, WARM_UP_ROUNDS, warmUpEnvd } from '../src/envd-link.js';
 import { RuncRuntime } from '../src/index.js';
+import { warningsOnly } from '../src/log.js';
 import { exec, ociCall, sandboxLeftovers, sharedImages, testRuntime, TOKEN, type TestRuntime } from './harness.js';
 
 let t: TestRuntime;
+/** What the runtime said of each boot. */
+const poolBoots: Record<string, unknown>[] = [];
+const log = { ...warningsOnly, info: (fields: Record<string, unknown>) => void (fields.pooled !== undefined && poolBoots.push(fields)) };
 beforeAll(async () => {
-  t = await testRuntime({ warmPoolSize: 2 });
+  t = await testRuntime({ warmPoolSize: 2, log });
   await t.runtime.poolReady();
 });
 afterAll(() => t.teardown());
@@ -27,16 +31,21 @@ test('create takes a pooled sandbox, initialised with the caller\'s token and va
   await t.runtime.destroy(s.id);
 });
 
-test('pooled sandboxes have run a command through envd, so that the first one of their owner runs warm', async () => {
+test('pooled sandboxes have run commands through envd before their claim, so that their owner\'s first ones run warm', async () => {
+  const booted = poolBoots.filter((b) => b.pooled);
+  expect(booted.length).toBeGreaterThanOrEqual(2);
+  for (const b of booted) expect(b.warmUpCommands).toBe(2 * WARM_UP_ROUNDS);
   const id = t.runtime.pooled().base![0]!;
   const endpoint = t.runtime.envdEndpoint(id);
   if (!('socketPath' in endpoint)) throw new Error('expected a unix socket endpoint');
-  // What the pool does after booting a sandbox, in both formats: it resolves once the command ended, or says why it did not run.
-  await expect(runTrue(endpoint.socketPath, 'json')).resolves.toBeUndefined();
+  // What the pool runs after a boot, in both formats: a login shell, then /bin/true.
+  await expect(warmUpEnvd(endpoint.socketPath, 2)).resolves.toBe(4);
   await expect(runTrue(endpoint.socketPath, 'binary')).resolves.toBeUndefined();
-  await expect(runTrue(endpoint.socketPath, 'json', { cmd: '/bin/bash', args: ['-l', '-c', 'true'] })).resolves.toBeUndefined();
   await expect(runTrue(endpoint.socketPath, 'json', { cmd: '/no/such/shell' })).rejects.toThrow(/could not run a command/);
-  await expect(runTrue(join(t.dataDir, 'no-such.sock'), 'binary')).rejects.toThrow(/ENOENT/);
+  // Where nothing runs, it stops after its first round.
+  const gone = join(t.dataDir, 'no-such.sock');
+  await expect(runTrue(gone, 'binary')).rejects.toThrow(/ENOENT/);
+  await expect(warmUpEnvd(gone)).resolves.toBe(0);
 });
 
 test('other limits, or cold: true, skip the pool', async () => {
